@@ -1,0 +1,18 @@
+"""The storage layer: an LMDB environment holding managed ledgers and durable cursors.
+
+Nothing here knows topics, subscriptions or time: callers hand in names as opaque strings and
+timestamps as integers. See ARCHITECTURE.md, "store/".
+"""
+from store.errors import (
+    StoreError, StoreNotFound, StoreNotAStore, StoreReadOnly, StoreFormatError, StoreLocked,
+)
+from store.position import Position
+from store.env import Env, FORMAT_VERSION
+from store.ledger import ManagedLedgers, LedgerInfo
+from store.cursor import Cursors, CursorState
+
+__all__ = [
+    "Env", "FORMAT_VERSION", "ManagedLedgers", "LedgerInfo", "Cursors", "CursorState", "Position",
+    "StoreError", "StoreNotFound", "StoreNotAStore", "StoreReadOnly", "StoreFormatError",
+    "StoreLocked",
+]

@@ -1,0 +1,25 @@
+"""Store-level failures. The broker turns these into pulsarctl errors with exit codes."""
+
+
+class StoreError(Exception):
+    """Anything wrong with the store itself (files, permissions, format)."""
+
+
+class StoreNotFound(StoreError):
+    pass
+
+
+class StoreNotAStore(StoreError):
+    pass
+
+
+class StoreReadOnly(StoreError):
+    pass
+
+
+class StoreFormatError(StoreError):
+    pass
+
+
+class StoreLocked(StoreError):
+    pass

@@ -1,0 +1,250 @@
+"""Managed ledgers: one per topic partition, a chain of ledgers holding its entries.
+
+Inside the store every entry also has an offset: its index in the managed ledger, counting from
+0 across all its ledgers. Offsets make cursor arithmetic (backlog, ranges, skip) plain integer
+arithmetic; positions (ledger id, entry id) are what users see. A ledger covers the offsets
+[first, first + entries).
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, field
+
+from store import codec, keys
+from store.position import Position
+
+DEFAULT_ROLLOVER_ENTRIES = 50_000
+_encode = codec.encode
+_pair = keys.pair
+
+
+@dataclass
+class LedgerInfo:
+    ml_id: int
+    name: str
+    # [ledger_id, first_offset, entries, size, created_ms]; the last one is open for appends.
+    ledgers: list = field(default_factory=list)
+    next_offset: int = 0        # offset the next entry will get
+    first_offset: int = 0       # lowest offset not trimmed
+    entries_added: int = 0
+    bytes_added: int = 0
+    total_size: int = 0         # bytes held in ledgers that are not trimmed
+    trimmed: list = field(default_factory=list)  # closed ledgers already deleted: [id, first, n]
+    created_ms: int = 0
+
+    def to_record(self):
+        return [self.name, self.ledgers, self.next_offset, self.first_offset, self.entries_added,
+                self.bytes_added, self.total_size, self.trimmed, self.created_ms]
+
+    @classmethod
+    def from_record(cls, ml_id, r):
+        return cls(ml_id, *r)
+
+    @property
+    def last_offset(self) -> int:
+        return self.next_offset - 1
+
+    @property
+    def entries(self) -> int:
+        return self.next_offset - self.first_offset
+
+    def _find(self, offset: int):
+        """The ledger row covering offset (also trimmed ones), or None."""
+        rows = self.trimmed + self.ledgers
+        firsts = [r[1] for r in rows]
+        i = bisect_right(firsts, offset) - 1
+        if i < 0:
+            return None
+        row = rows[i]
+        if offset < row[1] + max(row[2], 1) or row is rows[-1]:
+            return row
+        return None
+
+    def position(self, offset: int) -> Position:
+        """The position of an offset; offset first-1 of a ledger is (ledger, -1), as Pulsar says."""
+        if not self.ledgers and not self.trimmed:
+            return Position(-1, -1)
+        row = self._find(offset)
+        if row is None:
+            first = (self.trimmed + self.ledgers)[0]
+            return Position(first[0], offset - first[1])
+        return Position(row[0], offset - row[1])
+
+    def mark_position(self, offset: int) -> Position:
+        """Position of a mark-delete offset: -1 of the following ledger when at a boundary."""
+        row = self._find(offset + 1)
+        if row is not None and row[1] == offset + 1:
+            return Position(row[0], -1)
+        return self.position(offset)
+
+    def offset(self, ledger_id: int, entry_id: int) -> int | None:
+        for row in self.trimmed + self.ledgers:
+            if row[0] == ledger_id:
+                return row[1] + entry_id if -1 <= entry_id < row[2] else None
+        return None
+
+    def contains(self, offset: int) -> bool:
+        return self.first_offset <= offset < self.next_offset
+
+
+class ManagedLedgers:
+    """Create, append to, read, trim and delete managed ledgers."""
+
+    def __init__(self, env, rollover_entries: int = DEFAULT_ROLLOVER_ENTRIES):
+        self.env = env
+        self.rollover_entries = rollover_entries
+        self._entries = env.db["entries"]
+
+    # -- naming -------------------------------------------------------------------------------
+    def lookup(self, txn, name: str) -> int | None:
+        raw = txn.get(name.encode(), db=self.env.db["names"])
+        return None if raw is None else keys.unpack_u64(raw)
+
+    def open(self, txn, name: str, now_ms: int) -> LedgerInfo:
+        """Return the managed ledger called name, creating it (empty) if it is missing."""
+        ml_id = self.lookup(txn, name)
+        if ml_id is not None:
+            return self.info(txn, ml_id)
+        ml_id = self._next_id(txn, b"next_ml_id")
+        txn.put(name.encode(), keys.u64(ml_id), db=self.env.db["names"])
+        info = LedgerInfo(ml_id, name, created_ms=now_ms)
+        self._save(txn, info)
+        return info
+
+    def info(self, txn, ml_id: int) -> LedgerInfo:
+        raw = txn.get(keys.u64(ml_id), db=self.env.db["mledgers"])
+        if raw is None:
+            raise KeyError(ml_id)
+        return LedgerInfo.from_record(ml_id, codec.decode(raw))
+
+    def names(self, txn, prefix: str = ""):
+        cur = txn.cursor(db=self.env.db["names"])
+        p = prefix.encode()
+        if not cur.set_range(p):
+            return
+        for k, v in cur:
+            if not k.startswith(p):
+                break
+            yield k.decode(), keys.unpack_u64(v)
+
+    def owner(self, txn, ledger_id: int) -> int | None:
+        raw = txn.get(keys.u64(ledger_id), db=self.env.db["owners"])
+        return None if raw is None else keys.unpack_u64(raw)
+
+    def _next_id(self, txn, counter: bytes) -> int:
+        meta = self.env.db["meta"]
+        raw = txn.get(counter, db=meta)
+        n = 1 if raw is None else keys.unpack_u64(raw)
+        txn.put(counter, keys.u64(n + 1), db=meta)
+        return n
+
+    def _save(self, txn, info: LedgerInfo) -> None:
+        txn.put(keys.u64(info.ml_id), _encode(info.to_record()), db=self.env.db["mledgers"])
+
+    # -- writing ------------------------------------------------------------------------------
+    def _new_ledger(self, txn, info: LedgerInfo, now_ms: int) -> list:
+        lid = self._next_id(txn, b"next_ledger_id")
+        txn.put(keys.u64(lid), keys.u64(info.ml_id), db=self.env.db["owners"])
+        row = [lid, info.next_offset, 0, 0, now_ms]
+        info.ledgers.append(row)
+        return row
+
+    def append(self, txn, info: LedgerInfo, values: list[bytes], now_ms: int) -> list[Position]:
+        """Append encoded entries in this transaction; returns their positions in order."""
+        out: list[Position] = []
+        cur = txn.cursor(db=self._entries)
+        i, n = 0, len(values)
+        while i < n:
+            row = info.ledgers[-1] if info.ledgers else None
+            if row is None or row[2] >= self.rollover_entries:
+                row = self._new_ledger(txn, info, now_ms)
+            lid, room = row[0], self.rollover_entries - row[2]
+            chunk = values[i:i + room]
+            e0 = row[2]
+            size = 0
+            for v in chunk:
+                size += len(v)
+            cur.putmulti([(_pair(lid, e0 + j), v) for j, v in enumerate(chunk)], append=True)
+            out.extend(Position(lid, e0 + j) for j in range(len(chunk)))
+            k = len(chunk)
+            row[2] += k
+            row[3] += size
+            info.next_offset += k
+            info.entries_added += k
+            info.bytes_added += size
+            info.total_size += size
+            i += k
+        self._save(txn, info)
+        return out
+
+    # -- reading ------------------------------------------------------------------------------
+    def read(self, txn, info: LedgerInfo, offset: int):
+        """The raw bytes of the entry at offset, or None when it is trimmed or not written."""
+        if not info.contains(offset):
+            return None
+        p = info.position(offset)
+        return txn.get(_pair(p.ledger_id, p.entry_id), db=self._entries)
+
+    def read_position(self, txn, ledger_id: int, entry_id: int):
+        return txn.get(_pair(ledger_id, entry_id), db=self._entries)
+
+    def scan(self, txn, info: LedgerInfo, start: int, end: int | None = None):
+        """Yield (offset, raw bytes) for offsets in [start, end), in order."""
+        stop = info.next_offset if end is None else min(end, info.next_offset)
+        start = max(start, info.first_offset)
+        if start >= stop:
+            return
+        cur = txn.cursor(db=self._entries)
+        rows = info.ledgers
+        firsts = [r[1] for r in rows]
+        i = max(bisect_right(firsts, start) - 1, 0)
+        offset = start
+        while offset < stop and i < len(rows):
+            lid, first, n = rows[i][0], rows[i][1], rows[i][2]
+            if offset >= first + n:
+                i += 1
+                continue
+            if not cur.set_key(_pair(lid, offset - first)):
+                return
+            last = min(stop, first + n)
+            for _k, v in cur:
+                yield offset, v
+                offset += 1
+                if offset >= last:
+                    break
+            i += 1
+
+    # -- trimming and deleting ----------------------------------------------------------------
+    def trim(self, txn, info: LedgerInfo, below_offset: int) -> list[int]:
+        """Delete every closed ledger whose entries all lie below below_offset."""
+        removed = []
+        while len(info.ledgers) > 1:
+            lid, first, n, size, _ = info.ledgers[0]
+            if first + n > below_offset:
+                break
+            self._delete_entries(txn, lid, n)
+            info.ledgers.pop(0)
+            info.trimmed.append([lid, first, n])
+            info.trimmed = info.trimmed[-16:]
+            info.first_offset = first + n
+            info.total_size -= size
+            removed.append(lid)
+        if removed:
+            self._save(txn, info)
+        return removed
+
+    def _delete_entries(self, txn, lid: int, n: int) -> None:
+        cur = txn.cursor(db=self._entries)
+        if not cur.set_range(_pair(lid, 0)):
+            return
+        end = keys.u64_prefix_end(lid)
+        while cur.key() and cur.key() < end:
+            if not cur.delete():
+                break
+
+    def delete(self, txn, info: LedgerInfo) -> None:
+        for row in info.ledgers:
+            self._delete_entries(txn, row[0], row[2])
+            txn.delete(keys.u64(row[0]), db=self.env.db["owners"])
+        txn.delete(keys.u64(info.ml_id), db=self.env.db["mledgers"])
+        txn.delete(info.name.encode(), db=self.env.db["names"])
