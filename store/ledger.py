@@ -108,6 +108,9 @@ class ManagedLedgers:
         ml_id = self._next_id(txn, b"next_ml_id")
         txn.put(name.encode(), keys.u64(ml_id), db=self.env.db["names"])
         info = LedgerInfo(ml_id, name, created_ms=now_ms)
+        # As a managed ledger does on open: a ledger exists before the first entry, so an
+        # empty topic still has positions like (ledger, -1).
+        self._new_ledger(txn, info, now_ms)
         self._save(txn, info)
         return info
 

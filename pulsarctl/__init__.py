@@ -1,0 +1,16 @@
+"""pulsarctl: Apache Pulsar's messaging model on a local LMDB store."""
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The client API is imported lazily so that `pulsarctl produce` starts fast.
+    if name in ("Client", "ConsumerType", "InitialPosition", "MessageId", "Message",
+                "Producer", "Consumer", "Reader"):
+        from pulsarctl import client
+
+        return getattr(client, name)
+    if name in ("Timeout",):
+        from pulsarctl import errors
+
+        return getattr(errors, name)
+    raise AttributeError(name)

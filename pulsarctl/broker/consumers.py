@@ -1,0 +1,146 @@
+"""Consumers across processes: durable records with a pid (plus the process start time, against
+pid reuse) or a lease, admission by subscription type, and disconnection of the dead.
+
+A consumer whose process is gone, or whose lease has ended, is disconnected: its pending
+messages go back to dispatch (Shared) or the cursor rewinds (Exclusive, Failover), as when a
+Pulsar consumer's connection drops.
+"""
+from __future__ import annotations
+
+import os
+
+from store import codec, keys
+from pulsarctl.broker import subscriptions as subs
+from pulsarctl.errors import ConsumerBusy, ConsumerNotFound
+
+DEFAULT_LEASE_MS = 5 * 60 * 1000
+
+
+def process_start_time(pid: int) -> int | None:
+    """The kernel's start time of pid (clock ticks since boot), or None if there is no such
+    process. Together with the pid it names one process, even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[19])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return 0
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            return 0
+
+
+def this_process() -> tuple[int, int]:
+    pid = os.getpid()
+    return pid, process_start_time(pid) or 0
+
+
+def alive(ctx, rec: dict) -> bool:
+    pid = rec.get("pid")
+    if pid:
+        start = process_start_time(pid)
+        if start is not None and (start == rec.get("pidStart") or not rec.get("pidStart")):
+            return True
+        if not rec.get("leaseUntil"):
+            return False
+    until = rec.get("leaseUntil")
+    return bool(until) and until > ctx.now
+
+
+def records(ctx, c) -> list[dict]:
+    return [v for _, v in ctx.scan("consumer", c.id)]
+
+
+def sweep(ctx, info, c) -> list[dict]:
+    """Disconnect consumers that are gone; return the live ones, ordered by priority, name."""
+    live, dead = [], []
+    for rec in records(ctx, c):
+        (live if alive(ctx, rec) else dead).append(rec)
+    for rec in dead:
+        remove(ctx, info, c, rec, remaining=len(live))
+    live.sort(key=lambda r: (r.get("priority", 0), r["name"]))
+    return live
+
+
+def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
+    """Disconnect one consumer and give its pending messages back."""
+    ctx.delete("consumer", c.id, rec["name"])
+    typ = c.props.get("type", subs.EXCLUSIVE)
+    if remaining is None:
+        remaining = len(records(ctx, c))
+    if typ in subs.SINGLE_ACTIVE or remaining == 0:
+        # Exclusive/Failover rewind; and when the last consumer of a Shared subscription
+        # leaves, Pulsar rewinds the cursor too.
+        subs.rewind(ctx, c)
+    else:
+        pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+        for o, prec in list(subs.pending_items(ctx, c.id)):
+            if prec[0] == rec["name"]:
+                k = keys.pair(c.id, o)
+                ctx.txn.delete(k, db=pdb)
+                # Back to dispatch without a redelivery count increment (Pulsar's removeConsumer).
+                ctx.txn.put(k, codec.encode(prec[2] if len(prec) > 2 else 0), db=rdb)
+    ctx.cursors.save(ctx.txn, c)
+
+
+def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: int | None = None,
+           pid_start: int | None = None, lease_ms: int | None = None) -> dict:
+    """Admit a consumer to a subscription (Pulsar's addConsumer rules) and record it."""
+    live = sweep(ctx, info, c)
+    others = [r for r in live if r["name"] != name]
+    current = c.props.get("type", subs.EXCLUSIVE)
+    if others and current != sub_type:
+        raise ConsumerBusy(
+            f"subscription '{c.name}' is {current} with {len(others)} connected consumer(s); "
+            f"a {sub_type} consumer cannot join it",
+            hint=f"use -t {current}, or wait until its consumers have gone")
+    if sub_type == subs.EXCLUSIVE and others:
+        holder = others[0]
+        how = (f"its lease ends in {max(0, holder['leaseUntil'] - ctx.now) // 1000}s"
+               if not holder.get("pid") and holder.get("leaseUntil") else
+               f"process {holder.get('pid')} holds it")
+        raise ConsumerBusy(
+            f"Exclusive consumer is already connected to subscription '{c.name}' "
+            f"(consumer '{holder['name']}', {how})",
+            hint="use another subscription, a Shared subscription (-t Shared), or wait")
+    if not others and current != sub_type:
+        if current in subs.SINGLE_ACTIVE and sub_type not in subs.SINGLE_ACTIVE:
+            subs.rewind(ctx, c)
+        c.props["type"] = sub_type
+    rec = ctx.get("consumer", c.id, name) or {"name": name, "since": ctx.now}
+    rec.update({"name": name, "priority": priority, "pid": pid, "pidStart": pid_start,
+                "leaseMs": lease_ms, "lastActive": ctx.now,
+                "leaseUntil": (ctx.now + lease_ms) if lease_ms else None})
+    ctx.put(rec, "consumer", c.id, name)
+    ctx.cursors.save(ctx.txn, c)
+    return rec
+
+
+def renew(ctx, c, names) -> None:
+    for name in names:
+        rec = ctx.get("consumer", c.id, name)
+        if rec is None:
+            continue
+        rec["lastActive"] = ctx.now
+        if rec.get("leaseMs"):
+            rec["leaseUntil"] = ctx.now + rec["leaseMs"]
+        ctx.put(rec, "consumer", c.id, name)
+
+
+def require(ctx, c, name: str) -> dict:
+    rec = ctx.get("consumer", c.id, name)
+    if rec is None:
+        raise ConsumerNotFound(f"consumer '{name}' is not connected to subscription '{c.name}'",
+                               hint="its lease may have ended; receive again to reconnect")
+    return rec
+
+
+def detach(ctx, info, c, name: str) -> None:
+    rec = ctx.get("consumer", c.id, name)
+    if rec is not None:
+        remove(ctx, info, c, rec)

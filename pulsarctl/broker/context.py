@@ -1,0 +1,41 @@
+"""Ctx: one write (or read) transaction of the broker, with the time it runs at."""
+from __future__ import annotations
+
+from store import keys
+from pulsarctl.config import BROKER_DEFAULTS
+
+
+class Ctx:
+    __slots__ = ("broker", "txn", "now", "env", "ledgers", "cursors", "_settings", "write")
+
+    def __init__(self, broker, txn, now: int, write: bool):
+        self.broker = broker
+        self.txn = txn
+        self.now = now
+        self.env = broker.env
+        self.ledgers = broker.ledgers
+        self.cursors = broker.cursors
+        self._settings = None
+        self.write = write
+
+    # -- the small tables: tuple keys in the "tables" database --------------------------------
+    def get(self, *key):
+        return self.env.get(self.txn, "tables", keys.tup(*key))
+
+    def put(self, value, *key) -> None:
+        self.env.put(self.txn, "tables", keys.tup(*key), value)
+
+    def delete(self, *key) -> bool:
+        return self.env.delete(self.txn, "tables", keys.tup(*key))
+
+    def scan(self, *prefix):
+        """Yield (key tuple, value) under a key prefix."""
+        for k, v in self.env.scan(self.txn, "tables", keys.tup(*prefix)):
+            yield keys.untup(k), v
+
+    def setting(self, name: str):
+        if self._settings is None:
+            self._settings = dict(BROKER_DEFAULTS)
+            for k, v in self.scan("setting"):
+                self._settings[k[1]] = v
+        return self._settings[name]

@@ -1,0 +1,27 @@
+"""Shared: messages spread over the consumers; redeliveries (the replay set) go first, then
+new entries from the read position. A pending message is never handed to a second consumer."""
+from __future__ import annotations
+
+from store import keys
+from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker.dispatch import exclusive
+
+
+def select(ctx, info, c, consumer, live, max_n):
+    if len(live) > 1:
+        # Pull-based fairness: a consumer takes its share of the receiver queue per fetch, so
+        # concurrent consumers interleave (Pulsar's round robin over permits).
+        batch = ctx.setting("dispatcherMaxRoundRobinBatchSize")
+        max_n = min(max_n, max(batch, max_n // len(live)))
+    out = []
+    txn, rdb = ctx.txn, ctx.env.db["replay"]
+    for o, rc in list(subs.replay_items(ctx, c.id)):
+        if len(out) >= max_n:
+            break
+        txn.delete(keys.pair(c.id, o), db=rdb)
+        if ctx.cursors.is_acked(txn, c, o) or not info.contains(o):
+            continue
+        out.append((o, rc))
+    if len(out) < max_n:
+        out.extend(exclusive.take_new(ctx, info, c, max_n - len(out)))
+    return out

@@ -1,0 +1,180 @@
+"""Subscriptions: a durable cursor plus its settings (type, mode, policies), acknowledgement,
+and the admin operations on one subscription.
+
+A subscription's settings live in its cursor's properties, so a dispatch reads one record.
+"""
+from __future__ import annotations
+
+from store import codec, keys
+from pulsarctl.errors import (
+    AlreadyExists, ConsumerBusy, CumulativeAckNotAllowed, InvalidValue, MessageNotFound,
+    SubscriptionNotFound,
+)
+from pulsarctl.messages import MessageId
+
+EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = "Exclusive", "Shared", "Failover", "Key_Shared"
+TYPES = (EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED)
+SINGLE_ACTIVE = (EXCLUSIVE, FAILOVER)
+
+
+def normalize_type(text: str) -> str:
+    for t in TYPES:
+        if str(text).lower().replace("-", "_") == t.lower():
+            return t
+    raise InvalidValue(f"unknown subscription type {text!r}",
+                       hint="use Exclusive, Shared, Failover or Key_Shared")
+
+
+def get(ctx, info, name: str):
+    return ctx.cursors.get(ctx.txn, info.ml_id, name)
+
+
+def require(ctx, info, name: str):
+    c = get(ctx, info, name)
+    if c is None:
+        short = info.name.split("/")[-1]
+        raise SubscriptionNotFound(
+            f"subscription '{name}' not found on {info.name}",
+            hint=f"list them with `pulsarctl topics subscriptions {short}`")
+    return c
+
+
+def initial_mark_delete(ctx, info, position) -> int:
+    """Latest: after the last entry; Earliest: before the first; a MessageId: just before it."""
+    if position in (None, "Latest", "latest") or position == MessageId.latest:
+        return info.last_offset
+    if position in ("Earliest", "earliest") or position == MessageId.earliest:
+        return info.first_offset - 1
+    if isinstance(position, MessageId):
+        return offset_of(ctx, info, position) - 1
+    raise InvalidValue(f"unknown initial position {position!r}", hint="use Latest or Earliest")
+
+
+def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
+           exist_ok: bool = True):
+    c = get(ctx, info, name)
+    if c is not None:
+        if not exist_ok:
+            raise AlreadyExists(f"subscription '{name}' already exists on {info.name}")
+        return c
+    md = initial_mark_delete(ctx, info, position)
+    c = ctx.cursors.create(ctx.txn, info.ml_id, name, md)
+    c.props = {"type": sub_type, "created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
+               "lastConsumed": 0, "policy": {}}
+    ctx.cursors.save(ctx.txn, c)
+    return c
+
+
+def offset_of(ctx, info, mid: MessageId) -> int:
+    """The offset of a message id on this topic; MessageNotFound if it names no message."""
+    o = info.offset(mid.ledger_id, mid.entry_id)
+    if o is None or mid.entry_id < 0 or not (info.first_offset <= o < info.next_offset):
+        raise MessageNotFound(f"message {mid} not found on {info.name}",
+                              hint=f"ids on this topic run up to {info.position(info.last_offset)}")
+    return o
+
+
+# -- pending (delivered, not acked) and replay (to deliver again) -------------------------------
+def pending_items(ctx, cid: int):
+    cur = ctx.env.cursor(ctx.txn, "pending")
+    prefix = keys.u64(cid)
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            yield keys.unpack_pair(k)[1], codec.decode(v)
+
+
+def replay_items(ctx, cid: int):
+    cur = ctx.env.cursor(ctx.txn, "replay")
+    prefix = keys.u64(cid)
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            yield keys.unpack_pair(k)[1], codec.decode(v)
+
+
+def clear_delivery_state(ctx, c) -> None:
+    """Forget pending and replay state: after a reset, a skip or the last consumer leaving."""
+    ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
+    ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+
+
+def rewind(ctx, c) -> None:
+    """Deliver again from the first unacknowledged entry (Pulsar's cursor rewind)."""
+    c.read_position = c.mark_delete + 1
+    ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
+    ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+
+
+# -- acknowledgement -------------------------------------------------------------------------
+def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int, set]:
+    """Acknowledge on the cursor and drop the pending/replay records. Returns (newly acked,
+    names of the consumers that held the acked messages)."""
+    holders = set()
+    txn = ctx.txn
+    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    if cumulative:
+        typ = c.props.get("type", EXCLUSIVE)
+        if typ not in SINGLE_ACTIVE:
+            raise CumulativeAckNotAllowed(
+                f"Cannot use cumulative acks on a non-exclusive/non-failover subscription "
+                f"('{c.name}' is {typ})")
+        upto = max(offsets)
+        for o, rec in list(pending_items(ctx, c.id)):
+            if o > upto:
+                break
+            holders.add(rec[0])
+            txn.delete(keys.pair(c.id, o), db=pdb)
+        for o, _ in list(replay_items(ctx, c.id)):
+            if o > upto:
+                break
+            txn.delete(keys.pair(c.id, o), db=rdb)
+        newly = ctx.cursors.ack_cumulative(txn, c, upto)
+    else:
+        pair, cid = keys.pair, c.id
+        for o in offsets:
+            k = pair(cid, o)
+            raw = txn.pop(k, db=pdb)
+            if raw is not None:
+                holders.add(codec.decode(raw)[0])
+            txn.delete(k, db=rdb)
+        newly = ctx.cursors.ack(txn, c, offsets)
+    if newly:
+        c.props["lastAck"] = ctx.now
+    ctx.cursors.save(txn, c)
+    maybe_trim(ctx, info, c)
+    return newly, holders
+
+
+def maybe_trim(ctx, info, c) -> None:
+    """Delete ledgers every cursor has passed, once this cursor passes a ledger boundary."""
+    if len(info.ledgers) < 2:
+        return
+    first = info.ledgers[0]
+    if c.mark_delete < first[1] + first[2] - 1:
+        return
+    low = min(x.mark_delete for x in ctx.cursors.list(ctx.txn, info.ml_id))
+    ctx.ledgers.trim(ctx.txn, info, low + 1)
+
+
+def drop(ctx, info, c) -> None:
+    """Delete a subscription with everything that hangs off it."""
+    clear_delivery_state(ctx, c)
+    for k, _ in list(ctx.scan("consumer", c.id)):
+        ctx.delete(*k)
+    ctx.cursors.delete(ctx.txn, c)
+
+
+def unsubscribe(ctx, info, name: str, force: bool = False) -> None:
+    from pulsarctl.broker import consumers
+
+    c = require(ctx, info, name)
+    live = consumers.sweep(ctx, info, c)
+    if live and not force:
+        raise ConsumerBusy(
+            f"subscription '{name}' has {len(live)} connected consumer(s): "
+            + ", ".join(r["name"] for r in live[:5]),
+            hint="close them (their leases end, or their processes exit) or pass --force")
+    drop(ctx, info, c)

@@ -1,0 +1,77 @@
+"""Topics: lookup, auto-creation, create, delete, list (pulsar-admin topics)."""
+from __future__ import annotations
+
+from pulsarctl.broker import tenants
+from pulsarctl.errors import AlreadyExists, NotEmpty, PulsarctlError, TopicNotFound
+from pulsarctl.names import TopicName, parse_topic
+
+
+def _ns_prefix(ns: str) -> str:
+    return f"persistent://{ns}/"
+
+
+def lookup(ctx, topic: TopicName):
+    ml_id = ctx.ledgers.lookup(ctx.txn, str(topic))
+    return None if ml_id is None else ctx.ledgers.info(ctx.txn, ml_id)
+
+
+def require(ctx, topic: TopicName):
+    info = lookup(ctx, topic)
+    if info is None:
+        raise TopicNotFound(f"topic {topic} does not exist")
+    return info
+
+
+def ensure(ctx, topic: TopicName):
+    """The topic, created on first use as Pulsar does (allowAutoTopicCreation)."""
+    info = lookup(ctx, topic)
+    if info is not None:
+        return info
+    _check_creatable(ctx, topic)
+    if not ctx.setting("allowAutoTopicCreation"):
+        raise TopicNotFound(f"topic {topic} does not exist and allowAutoTopicCreation is off",
+                            hint=f"create it with `pulsarctl topics create {topic}`")
+    return ctx.ledgers.open(ctx.txn, str(topic), ctx.now)
+
+
+def _check_creatable(ctx, topic: TopicName) -> None:
+    if not topic.persistent:
+        raise PulsarctlError(f"non-persistent topics are not supported yet ({topic})",
+                             hint="use a persistent:// topic")
+    tenants.get_namespace(ctx, topic.namespace)
+
+
+def create_topic(ctx, topic: TopicName):
+    if lookup(ctx, topic) is not None:
+        raise AlreadyExists(f"topic {topic} already exists")
+    _check_creatable(ctx, topic)
+    return ctx.ledgers.open(ctx.txn, str(topic), ctx.now)
+
+
+def list_topics(ctx, namespace: str) -> list[str]:
+    tenants.get_namespace(ctx, namespace)
+    prefix = _ns_prefix(namespace)
+    return [name for name, _ in ctx.ledgers.names(ctx.txn, prefix) if "/" not in name[len(prefix):]]
+
+
+def delete_topic(ctx, name, force: bool = False) -> None:
+    from pulsarctl.broker import subscriptions
+
+    topic = parse_topic(name) if isinstance(name, str) else name
+    info = require(ctx, topic)
+    subs = ctx.cursors.list(ctx.txn, info.ml_id)
+    if subs and not force:
+        raise NotEmpty(
+            f"topic {topic} has {len(subs)} subscription(s): "
+            + ", ".join(c.name for c in subs[:5]),
+            hint="unsubscribe them first, or pass --force to delete the topic with them")
+    for c in subs:
+        subscriptions.drop(ctx, info, c)
+    for k, _ in list(ctx.scan("producer", info.ml_id)):
+        ctx.delete(*k)
+    ctx.delete("topicmeta", str(topic))
+    ctx.ledgers.delete(ctx.txn, info)
+
+
+def meta(ctx, topic: TopicName) -> dict:
+    return ctx.get("topicmeta", str(topic)) or {}

@@ -1,0 +1,327 @@
+"""Client, Producer, Consumer and Reader over a store, as pulsar-client's are over a broker.
+
+Like the real client, a consumer keeps a receiver queue (prefetched messages, default 1000) and
+groups acknowledgements (flushed every 100 ms, at 1000 acks, on the next fetch, or on close):
+that is what makes per-message acks cheap. A message in the receiver queue is pending for the
+consumer in the store, so no other consumer can get it; if the process dies, it goes back.
+"""
+from __future__ import annotations
+
+import enum
+import os
+import uuid
+
+from pulsarctl import clock as clocks
+from pulsarctl.broker import Broker
+from pulsarctl.config import resolve_store
+from pulsarctl.errors import InvalidValue, Timeout
+from pulsarctl.messages import Message, MessageId, OutgoingMessage, parse_message_id
+
+_WAIT_MIN, _WAIT_MAX = 0.002, 0.1
+
+
+class ConsumerType(enum.Enum):
+    Exclusive = "Exclusive"
+    Shared = "Shared"
+    Failover = "Failover"
+    KeyShared = "Key_Shared"
+
+
+class InitialPosition(enum.Enum):
+    Latest = "Latest"
+    Earliest = "Earliest"
+
+
+def _type_name(t) -> str:
+    return t.value if isinstance(t, ConsumerType) else str(t)
+
+
+def _position_name(p) -> str:
+    return p.value if isinstance(p, InitialPosition) else str(p)
+
+
+class Client:
+    def __init__(self, service_url: str | None = None, *, store: str | None = None,
+                 clock: clocks.Clock | None = None, broker: Broker | None = None):
+        # A pulsar:// URL means nothing here; a path (or pulsarctl:// path) names the store.
+        if store is None and service_url and not service_url.startswith(("pulsar://", "pulsar+ssl://", "http")):
+            store = service_url.removeprefix("pulsarctl://")
+        self.broker = broker or Broker(resolve_store(store), clock)
+        self._open: list = []
+
+    def create_producer(self, topic: str, producer_name: str | None = None, **_ignored) -> "Producer":
+        p = Producer(self, topic, producer_name)
+        self._open.append(p)
+        return p
+
+    def subscribe(self, topic: str, subscription_name: str,
+                  consumer_type=ConsumerType.Exclusive,
+                  initial_position=InitialPosition.Latest, consumer_name: str | None = None,
+                  receiver_queue_size: int = 1000, priority_level: int = 0,
+                  lease_ms: int | None = None, is_read_compacted: bool = False,
+                  **_ignored) -> "Consumer":
+        c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
+                     _position_name(initial_position), consumer_name, receiver_queue_size,
+                     priority_level, lease_ms)
+        self._open.append(c)
+        return c
+
+    def create_reader(self, topic: str, start_message_id, start_message_id_inclusive: bool = False,
+                      reader_name: str | None = None, **_ignored) -> "Reader":
+        r = Reader(self, topic, start_message_id, start_message_id_inclusive)
+        self._open.append(r)
+        return r
+
+    def close(self) -> None:
+        for x in reversed(self._open):
+            x.close()
+        self._open.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Producer:
+    """send() is synchronous and durable; send_async() buffers until flush() (or
+    batch_size messages), so bulk producing commits many messages per transaction."""
+
+    def __init__(self, client: Client, topic: str, producer_name: str | None,
+                 batch_size: int = 1000):
+        self._broker = client.broker
+        self._topic = topic
+        self._name = producer_name
+        self._buffer: list[OutgoingMessage] = []
+        self._callbacks: list = []
+        self.batch_size = batch_size
+        self.last_ids: list[MessageId] = []
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str | None:
+        return self._name
+
+    @staticmethod
+    def _message(content, properties=None, partition_key=None, ordering_key=None,
+                 sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None,
+                 now_ms=None) -> OutgoingMessage:
+        if isinstance(content, str):
+            content = content.encode()
+        if not isinstance(content, (bytes, bytearray, memoryview)):
+            raise InvalidValue(f"message content must be bytes or str, not {type(content).__name__}")
+        if isinstance(ordering_key, str):
+            ordering_key = ordering_key.encode()
+        if properties is not None:
+            properties = {str(k): str(v) for k, v in properties.items()}
+        da = 0
+        if deliver_at is not None:
+            da = int(deliver_at)
+        elif deliver_after is not None:
+            ms = int(deliver_after.total_seconds() * 1000) if hasattr(deliver_after, "total_seconds") else int(deliver_after)
+            da = (now_ms if now_ms is not None else clocks.wall_ms()) + ms
+        return OutgoingMessage(bytes(content), properties, partition_key, ordering_key,
+                               int(event_timestamp or 0), da, sequence_id)
+
+    def send(self, content, properties=None, partition_key=None, ordering_key=None,
+             sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
+        self.flush()
+        m = self._message(content, properties, partition_key, ordering_key, sequence_id,
+                          event_timestamp, deliver_at, deliver_after)
+        return self._publish([m])[0]
+
+    def send_async(self, content, callback=None, **kw) -> None:
+        self._buffer.append(self._message(content, **kw))
+        self._callbacks.append(callback)
+        if len(self._buffer) >= self.batch_size:
+            self.flush()
+
+    def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
+        """Publish prepared messages in one transaction."""
+        self.flush()
+        return self._publish(messages)
+
+    def _publish(self, msgs) -> list[MessageId]:
+        name, ids = self._broker.publish(self._topic, msgs, self._name)
+        self._name = name
+        self.last_ids = ids
+        return ids
+
+    def flush(self) -> list[MessageId]:
+        if not self._buffer:
+            return []
+        msgs, cbs = self._buffer, self._callbacks
+        self._buffer, self._callbacks = [], []
+        ids = self._publish(msgs)
+        for cb, mid in zip(cbs, ids):
+            if cb is not None:
+                cb("Ok", mid)
+        return ids
+
+    def close(self) -> None:
+        self.flush()
+
+
+class Consumer:
+    ACK_GROUP_MAX = 1000
+    ACK_GROUP_S = 0.1
+
+    def __init__(self, client, topic, subscription, sub_type, position, consumer_name,
+                 receiver_queue_size, priority, lease_ms):
+        self._client = client
+        self._broker = client.broker
+        self._subscription = subscription
+        self._name = consumer_name or f"consumer-{uuid.uuid4().hex[:10]}"
+        self._queue: list[Message] = []
+        self._qi = 0
+        self._acks: list[MessageId] = []
+        self._last_flush = clocks.monotonic()
+        self.receiver_queue_size = max(1, receiver_queue_size)
+        self._lease_ms = lease_ms
+        pid = start = None
+        if lease_ms is None:
+            from pulsarctl.broker.consumers import this_process
+
+            pid, start = this_process()
+        self._topic, _ = self._broker.subscribe(
+            topic, subscription, self._name, sub_type, position, priority=priority, pid=pid,
+            pid_start=start, lease_ms=lease_ms)
+        self._type = sub_type
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._topic
+
+    def subscription_name(self) -> str:
+        return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def _fill(self, max_n: int | None = None) -> bool:
+        acks, self._acks = self._acks, []
+        self._last_flush = clocks.monotonic()
+        n = max_n if max_n is not None else self.receiver_queue_size
+        try:
+            msgs = self._broker.fetch(self._topic, self._subscription, self._name, n, acks,
+                                      renew=self._lease_ms is not None)
+        except BaseException:
+            self._acks = acks + self._acks
+            raise
+        self._queue = msgs
+        self._qi = 0
+        return bool(msgs)
+
+    def receive(self, timeout_millis: int | None = None, max_fetch: int | None = None) -> Message:
+        """The next message; waits (without spinning) up to timeout_millis, then Timeout."""
+        if self._qi < len(self._queue):
+            m = self._queue[self._qi]
+            self._qi += 1
+            return m
+        deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
+        wait = _WAIT_MIN
+        while True:
+            if self._fill(max_fetch):
+                m = self._queue[0]
+                self._qi = 1
+                return m
+            now = clocks.monotonic()
+            if deadline is not None and now >= deadline:
+                raise Timeout("no message arrived within the timeout")
+            clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
+            wait = min(wait * 2, _WAIT_MAX)
+
+    def acknowledge(self, message) -> None:
+        mid = message.message_id() if isinstance(message, Message) else message
+        self._acks.append(mid)
+        if len(self._acks) >= self.ACK_GROUP_MAX or \
+                clocks.monotonic() - self._last_flush >= self.ACK_GROUP_S:
+            self.flush_acks()
+
+    def acknowledge_cumulative(self, message) -> None:
+        mid = message.message_id() if isinstance(message, Message) else message
+        self.flush_acks()
+        self._broker.ack(self._topic, self._subscription, [mid], cumulative=True)
+
+    def flush_acks(self) -> None:
+        if self._acks:
+            acks, self._acks = self._acks, []
+            self._broker.ack(self._topic, self._subscription, acks)
+            self._last_flush = clocks.monotonic()
+
+    def unsubscribe(self) -> None:
+        self.flush_acks()
+        self._broker.close_consumer(self._topic, self._subscription, self._name)
+        self._broker.unsubscribe(self._topic, self._subscription)
+        self._closed = True
+
+    def close(self) -> None:
+        """Flush acks and disconnect: messages still in the receiver queue go back."""
+        if self._closed:
+            return
+        self._closed = True
+        acks, self._acks = self._acks, []
+        self._broker.close_consumer(self._topic, self._subscription, self._name, acks)
+
+    def detach(self) -> None:
+        """Leave a leased consumer connected (its messages stay pending until the lease ends):
+        what `receive` does between shell commands."""
+        self.flush_acks()
+        self._closed = True
+
+
+class Reader:
+    """A non-durable reader: it writes nothing to the store."""
+
+    def __init__(self, client, topic, start_message_id, inclusive=False):
+        self._broker = client.broker
+        self._topic = topic
+        if isinstance(start_message_id, str):
+            start_message_id = parse_message_id(start_message_id)
+        self._start = start_message_id
+        self._inclusive = inclusive
+        self._next: int | None = None
+        self._queue: list[Message] = []
+        self._qi = 0
+
+    def topic(self) -> str:
+        return self._topic
+
+    def _fill(self, n=1000) -> bool:
+        msgs, nxt, _last = self._broker.read_entries(
+            self._topic, self._next, n, after_id=self._start, inclusive=self._inclusive)
+        self._next = nxt
+        self._queue, self._qi = msgs, 0
+        return bool(msgs)
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        if self._qi < len(self._queue):
+            m = self._queue[self._qi]
+            self._qi += 1
+            return m
+        deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
+        wait = _WAIT_MIN
+        while True:
+            if self._fill():
+                self._qi = 1
+                return self._queue[0]
+            now = clocks.monotonic()
+            if deadline is not None and now >= deadline:
+                raise Timeout("no message arrived within the timeout")
+            clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
+            wait = min(wait * 2, _WAIT_MAX)
+
+    def has_message_available(self) -> bool:
+        if self._qi < len(self._queue):
+            return True
+        return self._fill()
+
+    def seek(self, message_id) -> None:
+        self._start = message_id if isinstance(message_id, MessageId) else parse_message_id(str(message_id))
+        self._next = None
+        self._queue, self._qi = [], 0
+
+    def close(self) -> None:
+        pass

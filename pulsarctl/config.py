@@ -1,0 +1,89 @@
+"""Where the store is, and the store-wide settings named after Pulsar's broker.conf."""
+from __future__ import annotations
+
+import os
+
+from pulsarctl.errors import InvalidValue
+
+ENV_STORE = "PULSARCTL_STORE"
+
+
+def config_path() -> str:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "pulsarctl", "config.toml")
+
+
+def default_store() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "pulsarctl", "store")
+
+
+def read_config_file(path: str | None = None) -> dict:
+    path = path or config_path()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InvalidValue(f"cannot read config file {path}: {exc.strerror}") from None
+    import tomllib  # only when a config file exists
+
+    try:
+        return tomllib.loads(data.decode())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidValue(f"config file {path} is not valid TOML: {exc}",
+                           hint="fix or remove the file") from None
+
+
+def resolve_store(cli_value: str | None = None) -> str:
+    """--store > $PULSARCTL_STORE > config file key `store` > $XDG_DATA_HOME/pulsarctl/store."""
+    if cli_value:
+        return os.path.expanduser(cli_value)
+    env = os.environ.get(ENV_STORE)
+    if env:
+        return os.path.expanduser(env)
+    store = read_config_file().get("store")
+    if store:
+        if not isinstance(store, str):
+            raise InvalidValue(f"config file {config_path()}: `store` must be a string")
+        return os.path.expanduser(store)
+    return default_store()
+
+
+# Store-wide dynamic settings (pulsar-admin brokers update-dynamic-config), with defaults and
+# the type each takes. Later issues add their settings here.
+BROKER_DEFAULTS: dict[str, object] = {
+    "maxMessageSize": 5 * 1024 * 1024,
+    "managedLedgerMaxEntriesPerLedger": 50_000,
+    "acknowledgmentAtBatchIndexLevelEnabled": False,
+    "delayedDeliveryTickTimeMillis": 1000,
+    "brokerDeduplicationEnabled": False,
+    "allowAutoTopicCreation": True,
+    "allowAutoSubscriptionCreation": True,
+    "defaultNumPartitions": 1,
+    "receiverQueueSize": 1000,
+    "dispatcherMaxRoundRobinBatchSize": 20,
+}
+
+
+def coerce_setting(name: str, value: str):
+    if name not in BROKER_DEFAULTS:
+        raise InvalidValue(f"unknown dynamic config '{name}'",
+                           hint="list them with `pulsarctl brokers get-all-dynamic-config`")
+    default = BROKER_DEFAULTS[name]
+    if isinstance(default, bool):
+        v = str(value).strip().lower()
+        if v not in ("true", "false"):
+            raise InvalidValue(f"{name} takes true or false, not {value!r}")
+        return v == "true"
+    if isinstance(default, int):
+        try:
+            n = int(str(value).strip())
+        except ValueError:
+            raise InvalidValue(f"{name} takes a whole number, not {value!r}") from None
+        if n < 0 or (name in ("maxMessageSize", "managedLedgerMaxEntriesPerLedger",
+                               "receiverQueueSize", "dispatcherMaxRoundRobinBatchSize") and n < 1):
+            raise InvalidValue(f"{name} must be positive, not {value!r}")
+        return n
+    return value

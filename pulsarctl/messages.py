@@ -1,0 +1,199 @@
+"""MessageId, message metadata and Message, shaped like pulsar-client's.
+
+An entry in the store is a list built here and packed by store/codec.py:
+[publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
+deliverAt]; trailing fields that are unset are left off.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from pulsarctl.errors import InvalidMessageId
+
+
+@dataclass(frozen=True, order=False)
+class MessageId:
+    ledger_id: int
+    entry_id: int
+    partition: int = -1
+    batch_index: int = -1
+
+    def __str__(self) -> str:
+        s = f"{self.ledger_id}:{self.entry_id}:{self.partition}"
+        return s if self.batch_index == -1 else f"{s}:{self.batch_index}"
+
+    def __repr__(self) -> str:
+        return f"MessageId({self})"
+
+    def _cmp_key(self):
+        return (self.ledger_id, self.entry_id, self.batch_index)
+
+    def __lt__(self, other):
+        return self._cmp_key() < other._cmp_key()
+
+    def __le__(self, other):
+        return self._cmp_key() <= other._cmp_key()
+
+    def __gt__(self, other):
+        return self._cmp_key() > other._cmp_key()
+
+    def __ge__(self, other):
+        return self._cmp_key() >= other._cmp_key()
+
+    def serialize(self) -> bytes:
+        return str(self).encode()
+
+    @classmethod
+    def deserialize(cls, data: bytes) -> "MessageId":
+        return parse_message_id(data.decode() if isinstance(data, bytes) else data)
+
+
+INT64_MAX = 2**63 - 1
+MessageId.earliest = MessageId(-1, -1, -1)
+MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1)
+
+_ID_RE = re.compile(r"^\s*\(?\s*(-?\d+)\s*[:,]\s*(-?\d+)(?:\s*[:,]\s*(-?\d+))?(?:\s*[:,]\s*(-?\d+))?\s*\)?\s*$")
+
+
+def parse_message_id(text: str) -> MessageId:
+    """ledgerId:entryId[:partition[:batchIndex]]; also the Python client's (l,e,p,b) form."""
+    if text in ("earliest", "latest"):
+        return MessageId.earliest if text == "earliest" else MessageId.latest
+    m = _ID_RE.match(text or "")
+    if not m:
+        shown = text if len(text or "") <= 60 else text[:57] + "..."
+        raise InvalidMessageId(f"malformed message id {shown!r}")
+    ledger, entry, part, batch = m.groups()
+    values = [int(ledger), int(entry), int(part) if part else -1, int(batch) if batch else -1]
+    if not all(-1 <= v <= INT64_MAX for v in values):
+        raise InvalidMessageId(f"message id {text!r} is out of range")
+    return MessageId(*values)
+
+
+def iso_ms(ms: int | None) -> str | None:
+    """ISO 8601 UTC with milliseconds, as message records print times."""
+    if not ms:
+        return None
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+@dataclass
+class OutgoingMessage:
+    """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
+    payload: bytes
+    properties: dict | None = None
+    key: str | None = None
+    ordering_key: bytes | None = None
+    event_time: int = 0
+    deliver_at: int = 0
+    sequence_id: int | None = None
+
+    def size(self) -> int:
+        return len(self.payload)
+
+
+def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage) -> list:
+    rec = [publish_time, producer, seq, m.payload, m.properties or None, m.key, m.ordering_key,
+           m.event_time or 0, m.deliver_at or 0]
+    while rec and rec[-1] in (None, 0) and len(rec) > 4:
+        rec.pop()
+    return rec
+
+
+@dataclass
+class Message:
+    """A received message, with pulsar-client's accessors."""
+    id: MessageId
+    topic: str
+    payload: bytes
+    publish_time: int
+    producer_name: str
+    sequence_id: int
+    properties_: dict = field(default_factory=dict)
+    key: str | None = None
+    ordering_key_: bytes | None = None
+    event_time: int = 0
+    deliver_at: int = 0
+    redelivery_count_: int = 0
+    subscription: str | None = None
+    consumer_name: str | None = None
+
+    # pulsar-client's accessor names
+    def data(self) -> bytes:
+        return self.payload
+
+    def value(self):
+        return self.payload
+
+    def properties(self) -> dict:
+        return dict(self.properties_)
+
+    def partition_key(self) -> str | None:
+        return self.key
+
+    def ordering_key(self) -> bytes | None:
+        return self.ordering_key_
+
+    def publish_timestamp(self) -> int:
+        return self.publish_time
+
+    def event_timestamp(self) -> int:
+        return self.event_time
+
+    def message_id(self) -> MessageId:
+        return self.id
+
+    def topic_name(self) -> str:
+        return self.topic
+
+    def redelivery_count(self) -> int:
+        return self.redelivery_count_
+
+    def record(self) -> dict:
+        """The message record of CLI.md (-o ndjson / json)."""
+        try:
+            payload, enc = self.payload.decode("utf-8"), None
+        except UnicodeDecodeError:
+            import base64
+
+            payload, enc = base64.b64encode(self.payload).decode(), "base64"
+        okey = self.ordering_key_
+        if isinstance(okey, bytes):
+            try:
+                okey = okey.decode()
+            except UnicodeDecodeError:
+                import base64
+
+                okey = base64.b64encode(okey).decode()
+        r = {"messageId": str(self.id), "topic": self.topic, "payload": payload}
+        if enc:
+            r["encoding"] = enc
+        r.update({
+            "key": self.key, "orderingKey": okey, "properties": dict(self.properties_),
+            "publishTime": iso_ms(self.publish_time), "eventTime": iso_ms(self.event_time),
+            "producerName": self.producer_name, "sequenceId": self.sequence_id,
+            "redeliveryCount": self.redelivery_count_,
+        })
+        if self.deliver_at:
+            r["deliverAt"] = iso_ms(self.deliver_at)
+        if self.subscription is not None:
+            r["subscription"] = self.subscription
+            r["consumerName"] = self.consumer_name
+        return r
+
+
+def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
+                       subscription: str | None = None, consumer: str | None = None) -> Message:
+    n = len(rec)
+    return Message(
+        mid, topic, rec[3], rec[0], rec[1], rec[2],
+        (rec[4] or {}) if n > 4 else {},
+        rec[5] if n > 5 else None,
+        rec[6] if n > 6 else None,
+        rec[7] if n > 7 else 0,
+        rec[8] if n > 8 else 0,
+        redelivery_count, subscription, consumer,
+    )

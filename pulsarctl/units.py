@@ -1,0 +1,66 @@
+"""Durations, sizes and times as the command line writes them (CLI.md, "Global behaviour")."""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+
+from pulsarctl.errors import InvalidValue
+
+_DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.I)
+_DUR_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)B?\s*$", re.I)
+_SIZE_MUL = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_duration_ms(text: str, what: str = "duration") -> int:
+    """'500ms', '10s', '5m', '2h', '1d'; a bare number is seconds, as in pulsar-admin."""
+    m = _DUR.match(str(text))
+    if not m:
+        raise InvalidValue(f"invalid {what} {text!r}",
+                           hint="write durations like 500ms, 10s, 5m, 2h or 1d")
+    value, unit = float(m.group(1)), (m.group(2) or "s").lower()
+    return int(round(value * _DUR_MS[unit]))
+
+
+def parse_size(text: str, what: str = "size") -> int:
+    m = _SIZE.match(str(text))
+    if not m:
+        raise InvalidValue(f"invalid {what} {text!r}", hint="write sizes like 512, 10K, 5M or 1G")
+    return int(m.group(1)) * _SIZE_MUL[m.group(2).upper()]
+
+
+def parse_time_ms(text: str, what: str = "time") -> int:
+    """ISO 8601 (2026-01-01T10:00:00Z; no zone means UTC) or epoch milliseconds."""
+    s = str(text).strip()
+    if re.fullmatch(r"-?\d+", s):
+        n = int(s)
+        if n < 0:
+            raise InvalidValue(f"invalid {what} {text!r}: negative epoch milliseconds")
+        return n
+    try:
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidValue(f"invalid {what} {text!r}",
+                           hint="use ISO 8601 like 2026-01-01T10:00:00Z or epoch milliseconds"
+                           ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return int(dt.timestamp() * 1000)
+
+
+def parse_time_or_duration_ms(text: str, now_ms: int) -> int:
+    """reset-cursor -t: a relative duration (that long ago) or an absolute time."""
+    try:
+        return now_ms - parse_duration_ms(text)
+    except InvalidValue:
+        return parse_time_ms(text)
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    """k=v, split on the first '='."""
+    if "=" not in text:
+        raise InvalidValue(f"invalid property {text!r}", hint="write properties as key=value")
+    k, v = text.split("=", 1)
+    if not k:
+        raise InvalidValue(f"invalid property {text!r}: empty key", hint="write key=value")
+    return k, v
