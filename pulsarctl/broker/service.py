@@ -165,6 +165,9 @@ class Broker:
         return self.read(run)
 
     # -- producing ---------------------------------------------------------------------------
+    def check_sizes(self, messages):
+        return self.read(producers.check_sizes, messages)
+
     def publish(self, name, messages, producer_name=None):
         t = _topic(name)
         return self.write(producers.publish, t, messages, producer_name, t.partition_index)

@@ -138,6 +138,10 @@ class Producer:
         if len(self._buffer) >= self.batch_size:
             self.flush()
 
+    def check_sizes(self, messages: list[OutgoingMessage]) -> None:
+        """Raise MessageTooLarge before anything is written."""
+        self._broker.check_sizes(messages)
+
     def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
         """Publish prepared messages in one transaction."""
         self.flush()

@@ -1,0 +1,3 @@
+from pulsarctl.cli.entry import main
+
+main()

@@ -1,0 +1,1 @@
+"""The command line: parse, make one call, render. Nothing imports this package."""

@@ -1,0 +1,139 @@
+"""brokers (dynamic config), clock, subscriptions, and version / doctor / completion."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Output, Topic, fmt, state
+
+brokers = typer.Typer(help="Store-wide settings named as Pulsar's broker.conf.", no_args_is_help=True)
+clock = typer.Typer(help="The store's clock: real, or simulated for tests and lessons.",
+                    no_args_is_help=True)
+subscriptions = typer.Typer(help="Look inside subscriptions.", no_args_is_help=True)
+app.add_typer(brokers, name="brokers")
+app.add_typer(clock, name="clock")
+app.add_typer(subscriptions, name="subscriptions")
+
+
+@brokers.command("get-all-dynamic-config", help="Show every store-wide setting.")
+def get_all_dynamic_config(ctx: typer.Context, output: Output = None):
+    render.data(state(ctx).broker().get_settings(), fmt(ctx, output))
+
+
+@brokers.command("update-dynamic-config", help="Change a store-wide setting.")
+def update_dynamic_config(
+    ctx: typer.Context,
+    config: Annotated[str, typer.Option("--config", help="Setting name, e.g. maxMessageSize.")],
+    value: Annotated[str, typer.Option("--value", help="New value.")],
+    output: Output = None,
+):
+    v = state(ctx).broker().update_setting(config, value)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(f"{config} = {v}")
+    else:
+        render.data({config: v}, out)
+
+
+def _clock_doc(st) -> dict:
+    from pulsarctl.messages import iso_ms
+
+    s = st.broker().clock_state()
+    return {"mode": s["mode"], "now": iso_ms(s["now"]), "nowMillis": s["now"]}
+
+
+def _clock_text(d: dict) -> None:
+    render.outln(f"{d['mode']} {d['now']}")
+
+
+@clock.command("show", help="Show the store's clock.")
+def clock_show(ctx: typer.Context, output: Output = None):
+    render.data(_clock_doc(state(ctx)), fmt(ctx, output), _clock_text)
+
+
+@clock.command("simulate", help="Run the store on a simulated clock (from now, or --at TIME).")
+def clock_simulate(ctx: typer.Context,
+                   at: Annotated[Optional[str], typer.Option("--at", help="ISO time or epoch ms.")] = None,
+                   output: Output = None):
+    from pulsarctl.units import parse_time_ms
+
+    st = state(ctx)
+    st.broker().clock_simulate(parse_time_ms(at, "--at") if at else None)
+    render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
+
+
+@clock.command("advance", help="Move the simulated clock forward.")
+def clock_advance(ctx: typer.Context,
+                  duration: Annotated[str, typer.Argument(help="e.g. 30s, 5m, 1h.")],
+                  output: Output = None):
+    from pulsarctl.units import parse_duration_ms
+
+    st = state(ctx)
+    st.broker().clock_advance(parse_duration_ms(duration))
+    render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
+
+
+@clock.command("real", help="Go back to the real clock.")
+def clock_real(ctx: typer.Context, output: Output = None):
+    st = state(ctx)
+    st.broker().clock_real()
+    render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
+
+
+@subscriptions.command("consumers", help="The consumers of a subscription.")
+def sub_consumers(ctx: typer.Context, topic: Topic,
+                  subscription: Annotated[str, typer.Argument(help="Subscription name.")],
+                  output: Output = None):
+    rows = state(ctx).broker().consumers(topic, subscription)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.table(["consumer", "priority", "unacked", "address", "connected since", "lease until"],
+                     [[r["consumerName"], r["priorityLevel"], r["unackedMessages"], r["address"],
+                       r["connectedSince"], r["leaseUntil"]] for r in rows])
+    else:
+        render.data(rows, out)
+
+
+@app.command(help="Print the version.")
+def version(ctx: typer.Context, output: Output = None):
+    import platform
+
+    import lmdb
+
+    from pulsarctl import __version__
+    from store import FORMAT_VERSION
+
+    doc = {"pulsarctl": __version__, "storeFormat": FORMAT_VERSION, "lmdb": lmdb.__version__,
+           "python": platform.python_version()}
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.outln(f"pulsarctl {__version__}")
+    else:
+        render.data(doc, out)
+
+
+@app.command(help="Check the store and the installation.")
+def doctor(ctx: typer.Context, output: Output = None):
+    from pulsarctl.doctor import checks
+
+    results = checks(state(ctx).store)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.table(["check", "ok", "detail"], [[r["check"], "yes" if r["ok"] else "NO", r["detail"]]
+                                                  for r in results])
+    else:
+        render.data(results, out)
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+@app.command(help="Print a shell completion script: bash, zsh or fish.")
+def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]):
+    from pulsarctl.cli import docgen
+    from pulsarctl.errors import InvalidValue
+
+    if shell not in docgen.SHELLS:
+        raise InvalidValue(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
+    render.out(docgen.completion(shell))

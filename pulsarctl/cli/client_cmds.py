@@ -1,0 +1,249 @@
+"""pulsar-client's commands: produce, consume, read; and [new] receive, ack, nack."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
+from pulsarctl.errors import (
+    InvalidValue, NotSupportedYet, UsageError,
+)
+
+SUB_TYPES = "Exclusive|Shared|Failover|Key_Shared"
+
+
+@app.command(help="Produce messages to a topic (pulsar-client produce). Prints the message ids.")
+def produce(
+    ctx: typer.Context,
+    topic: Topic,
+    messages: Annotated[Optional[List[str]], typer.Option(
+        "-m", "--messages", help="A message to send (repeatable; split with -s only).")] = None,
+    files: Annotated[Optional[List[str]], typer.Option(
+        "-f", "--files", help="A file per message (repeatable or comma-separated); - reads "
+        "stdin, one message per line.")] = None,
+    stdin: Annotated[bool, typer.Option("--stdin", help="Read messages from stdin, one per line.")] = False,
+    ndjson: Annotated[bool, typer.Option("--ndjson", help="With --stdin: each line is a JSON "
+                                         "message record.")] = False,
+    separator: Annotated[Optional[str], typer.Option("-s", "--separator", help="Split each -m "
+                                                     "value on this string.")] = None,
+    num_produce: Annotated[int, typer.Option("-n", "--num-produce", help="Send the messages this "
+                                             "many times.")] = 1,
+    rate: Annotated[float, typer.Option("-r", "--rate", help="Messages per second at most "
+                                        "(0: no limit).")] = 0.0,
+    key: Annotated[Optional[str], typer.Option("-k", "--key", help="Partition key.")] = None,
+    ordering_key: Annotated[Optional[str], typer.Option("--ordering-key", help="Ordering key "
+                                                        "(Key_Shared).")] = None,
+    properties: Annotated[Optional[List[str]], typer.Option(
+        "-p", "--properties", help="Property key=value (repeatable; split on the first =).")] = None,
+    event_time: Annotated[Optional[str], typer.Option("--event-time", help="Event time: ISO 8601 "
+                                                      "or epoch ms.")] = None,
+    deliver_after: Annotated[Optional[str], typer.Option("--deliver-after", help="Deliver after "
+                                                         "this duration (Shared, Key_Shared).")] = None,
+    deliver_at: Annotated[Optional[str], typer.Option("--deliver-at", help="Deliver at this time.")] = None,
+    producer_name: Annotated[Optional[str], typer.Option("--producer-name", help="Producer name "
+                                                         "(sequence ids continue per name).")] = None,
+    sequence_id: Annotated[Optional[int], typer.Option("--sequence-id", help="Sequence id of the "
+                                                       "first message; then +1 each.")] = None,
+    chunking: Annotated[bool, typer.Option("-c", "--chunking", help="Split messages over the "
+                                           "maximum size into chunks.")] = False,
+    disable_batching: Annotated[bool, typer.Option("-db", "--disable-batching",
+                                                   help="Send every message as its own entry.")] = False,
+    compression: Annotated[str, typer.Option("--compression", help="none|lz4|zlib|zstd|snappy")] = "none",
+    access_mode: Annotated[str, typer.Option("--access-mode", help="Shared|Exclusive|"
+                                             "WaitForExclusive")] = "Shared",
+    routing_mode: Annotated[str, typer.Option("--routing-mode", help="RoundRobinPartition|"
+                                              "SinglePartition (partitioned topics)")] = "RoundRobinPartition",
+    hashing_scheme: Annotated[str, typer.Option("--hashing-scheme", help="JavaStringHash|"
+                                                "Murmur3_32Hash (partitioned topics)")] = "JavaStringHash",
+    output: Output = None,
+):
+    from pulsarctl.cli.produce_run import produce_main
+
+    return produce_main(
+        state(ctx), topic, fmt(ctx, output), messages=messages, files=files, stdin=stdin,
+        ndjson=ndjson, separator=separator, num_produce=num_produce, rate=rate, key=key,
+        ordering_key=ordering_key, properties=properties, event_time=event_time,
+        deliver_after=deliver_after, deliver_at=deliver_at, producer_name=producer_name,
+        sequence_id=sequence_id, chunking=chunking, disable_batching=disable_batching,
+        compression=compression, access_mode=access_mode, routing_mode=routing_mode,
+        hashing_scheme=hashing_scheme)
+
+
+def _consume_common(ctx, topic, subscription, sub_type, position, mode, num, consumer_name,
+                    priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
+                    regex, ack: bool, lease: Optional[str]):
+    from pulsarctl.cli.consume_run import run_consume
+
+    out = fmt(ctx, output)
+    positive(num, "-n/--num-messages")
+    if regex:
+        raise NotSupportedYet("--regex (multi-topic consumers) is not supported yet",
+                              hint="name one topic")
+    return run_consume(state(ctx), topic, subscription, sub_type, position, mode, num,
+                       consumer_name, priority, idle_timeout, fail_if_empty, hide_content, hex_,
+                       metadata, out, ack=ack, lease=lease)
+
+
+SubType = Annotated[str, typer.Option("-t", "--subscription-type", help=SUB_TYPES)]
+Position = Annotated[str, typer.Option("-p", "--subscription-position", help="Latest|Earliest "
+                                       "(for a new subscription)")]
+Mode = Annotated[str, typer.Option("-m", "--subscription-mode", help="Durable|NonDurable")]
+IdleTimeout = Annotated[Optional[str], typer.Option("--idle-timeout", help="Exit when nothing "
+                                                    "arrives for this long (real time).")]
+FailIfEmpty = Annotated[bool, typer.Option("--fail-if-empty", help="Exit 6 if no message was "
+                                           "received.")]
+HideContent = Annotated[bool, typer.Option("--hide-content", help="Do not print payloads.")]
+Hex = Annotated[bool, typer.Option("--hex", help="Print payloads as hex.")]
+Metadata = Annotated[bool, typer.Option("-mp", "--print-metadata", help="Print message metadata.")]
+Regex = Annotated[bool, typer.Option("--regex", help="TOPIC is a pattern (not yet supported).")]
+Priority = Annotated[int, typer.Option("--priority", help="Consumer priority level (0 is highest).")]
+
+
+@app.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
+def consume(
+    ctx: typer.Context,
+    topic: Topic,
+    subscription: Sub,
+    sub_type: SubType = "Exclusive",
+    position: Position = "Latest",
+    mode: Mode = "Durable",
+    num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to consume "
+                                              "(0: forever).")] = 1,
+    consumer_name: Annotated[Optional[str], typer.Option("--consumer-name", help="Consumer name "
+                                                         "(default: generated).")] = None,
+    priority: Priority = 0,
+    idle_timeout: IdleTimeout = None,
+    fail_if_empty: FailIfEmpty = False,
+    hide_content: HideContent = False,
+    hex_: Hex = False,
+    metadata: Metadata = False,
+    regex: Regex = False,
+    output: Output = None,
+):
+    return _consume_common(ctx, topic, subscription, sub_type, position, mode, num_messages,
+                           consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
+                           hex_, metadata, output, regex, ack=True, lease=None)
+
+
+@app.command(help="Receive messages without acking them: they stay pending for the consumer "
+             "(default name cli) until ack, nack or the end of its lease.")
+def receive(
+    ctx: typer.Context,
+    topic: Topic,
+    subscription: Sub,
+    sub_type: SubType = "Exclusive",
+    position: Position = "Latest",
+    mode: Mode = "Durable",
+    num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to receive "
+                                              "(0: forever).")] = 1,
+    consumer_name: Annotated[str, typer.Option("--consumer-name", help="Consumer name.")] = "cli",
+    lease: Annotated[str, typer.Option("--lease", help="How long the consumer stays connected "
+                                       "after its last command.")] = "5m",
+    priority: Priority = 0,
+    idle_timeout: IdleTimeout = None,
+    fail_if_empty: FailIfEmpty = False,
+    hide_content: HideContent = False,
+    hex_: Hex = False,
+    metadata: Metadata = False,
+    regex: Regex = False,
+    output: Output = None,
+):
+    return _consume_common(ctx, topic, subscription, sub_type, position, mode, num_messages,
+                           consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
+                           hex_, metadata, output, regex, ack=False, lease=lease)
+
+
+def _ids_from(args: list[str]) -> list:
+    """Message ids from arguments; '-' reads stdin: plain ids or message records."""
+    import json
+
+    from pulsarctl.messages import parse_message_id
+
+    ids = []
+    for a in args:
+        if a != "-":
+            ids.append(parse_message_id(a))
+            continue
+        for n, line in enumerate(sys.stdin, 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    rec = json.loads(line)
+                    text = rec["messageId"]
+                except (ValueError, KeyError, TypeError):
+                    raise InvalidValue(f"stdin line {n}: not a message record with a messageId") from None
+                ids.append(parse_message_id(str(text)))
+            else:
+                ids.append(parse_message_id(line))
+    return ids
+
+
+@app.command(help="Acknowledge messages by id (individually, or --cumulative ID).")
+def ack(
+    ctx: typer.Context,
+    topic: Topic,
+    subscription: Sub,
+    ids: Annotated[Optional[List[str]], typer.Argument(help="Message ids; - reads them from "
+                                                       "stdin.", show_default=False)] = None,
+    cumulative: Annotated[Optional[str], typer.Option("--cumulative", help="Ack everything up to "
+                                                      "and including this id (Exclusive, Failover).")] = None,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    if cumulative and ids:
+        raise UsageError("give message ids or --cumulative ID, not both")
+    if cumulative:
+        from pulsarctl.messages import parse_message_id
+
+        targets, cum = [parse_message_id(cumulative)], True
+    else:
+        targets, cum = _ids_from(ids or []), False
+        if not targets:
+            raise UsageError("no message ids to ack", hint="give ids as arguments or - for stdin")
+    n = state(ctx).broker().ack(topic, subscription, targets, cumulative=cum)
+    if out == render.TEXT:
+        render.err(f"acked {n} message(s)" + (f" ({len(targets) - n} already acked)"
+                                              if not cum and len(targets) > n else ""))
+    else:
+        render.data({"acked": n, "messageIds": [str(t) for t in targets],
+                     "cumulative": cum}, out)
+
+
+@app.command(help="Negatively acknowledge messages: redelivered after the nack delay.")
+def nack(ctx: typer.Context, topic: Topic, subscription: Sub,
+         ids: Annotated[Optional[List[str]], typer.Argument(show_default=False)] = None):
+    raise NotSupportedYet("nack is not supported yet (it comes with redelivery and dead letters)",
+                          hint="leave the message unacked; its lease end gives it back")
+
+
+@app.command(help="Read messages with a non-durable reader; leaves nothing behind.")
+def read(
+    ctx: typer.Context,
+    topic: Topic,
+    start: Annotated[str, typer.Option("-m", "--start-message-id", help="latest, earliest or a "
+                                       "message id.")] = "latest",
+    inclusive: Annotated[bool, typer.Option("-i", "--start-message-id-inclusive",
+                                            help="Include the start message.")] = False,
+    num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to read "
+                                              "(0: forever, following new messages).")] = 1,
+    until_end: Annotated[bool, typer.Option("--until-end", help="Stop at the last message present "
+                                            "when the command started.")] = False,
+    idle_timeout: IdleTimeout = None,
+    fail_if_empty: FailIfEmpty = False,
+    hide_content: HideContent = False,
+    hex_: Hex = False,
+    metadata: Metadata = False,
+    output: Output = None,
+):
+    from pulsarctl.cli.consume_run import run_read
+
+    out = fmt(ctx, output)
+    positive(num_messages, "-n/--num-messages")
+    return run_read(state(ctx), topic, start, inclusive, num_messages, until_end, idle_timeout,
+                    fail_if_empty, hide_content, hex_, metadata, out)

@@ -1,0 +1,44 @@
+"""Shared pieces of the command modules: global state, option types, value parsers."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.state import State
+from pulsarctl.errors import InvalidValue
+
+
+def state(ctx: typer.Context) -> State:
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = State()
+    return root.obj
+
+
+def fmt(ctx: typer.Context, output: str | None) -> str:
+    value = output or state(ctx).output
+    return check_output(value)
+
+
+def check_output(value: str) -> str:
+    if value not in render.FORMATS:
+        raise InvalidValue(f"unknown output format {value!r}", hint="use text, json or ndjson")
+    return value
+
+
+Output = Annotated[Optional[str], typer.Option(
+    "-o", "--output", help="Output format: text, json or ndjson.", metavar="FORMAT")]
+Topic = Annotated[str, typer.Argument(help="Topic name: t, tenant/ns/t or persistent://tenant/ns/t.",
+                                      show_default=False)]
+Sub = Annotated[str, typer.Option("-s", "--subscription", help="Subscription name.",
+                                  show_default=False)]
+Force = Annotated[bool, typer.Option("-f", "--force", help="Do it even if it is not empty or in use.")]
+
+
+def positive(value: int, what: str, allow_zero: bool = True) -> int:
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidValue(f"{what} must be {'zero or more' if allow_zero else 'positive'}, "
+                           f"not {value}")
+    return value

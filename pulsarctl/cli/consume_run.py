@@ -1,0 +1,100 @@
+"""The loops behind consume, receive and read: take the next message, print it, ack it (for
+consume), until -n messages, --idle-timeout, or Ctrl-C. Waits are real time."""
+from __future__ import annotations
+
+from pulsarctl.cli import render
+from pulsarctl.errors import InvalidValue, NothingToDo, Timeout
+from pulsarctl.units import parse_duration_ms
+
+
+def _idle_ms(idle_timeout):
+    return parse_duration_ms(idle_timeout, "--idle-timeout") if idle_timeout else None
+
+
+def _finish(count: int, fail_if_empty: bool) -> int:
+    if count == 0 and fail_if_empty:
+        raise NothingToDo("no message was received", hint="nothing was waiting; try again later")
+    return 0
+
+
+def _mode(mode: str) -> str:
+    for m in ("Durable", "NonDurable"):
+        if mode.lower() == m.lower():
+            return m
+    raise InvalidValue(f"unknown subscription mode {mode!r}", hint="use Durable or NonDurable")
+
+
+def _position(position: str) -> str:
+    for p in ("Latest", "Earliest"):
+        if position.lower() == p.lower():
+            return p
+    raise InvalidValue(f"unknown subscription position {position!r}", hint="use Latest or Earliest")
+
+
+def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer_name, priority,
+                idle_timeout, fail_if_empty, hide_content, hex_, metadata, out, *, ack: bool,
+                lease):
+    from pulsarctl.broker.subscriptions import normalize_type
+    from pulsarctl.names import check_subscription
+
+    check_subscription(subscription)
+    sub_type = normalize_type(sub_type)
+    position = _position(position)
+    idle = _idle_ms(idle_timeout)
+    lease_ms = parse_duration_ms(lease, "--lease") if lease else None
+    if lease_ms is not None and lease_ms <= 0:
+        raise InvalidValue("--lease must be positive")
+    if _mode(mode) == "NonDurable":
+        start = "earliest" if position == "Earliest" else "latest"
+        return run_read(st, topic, start, False, num, False, idle_timeout, fail_if_empty,
+                        hide_content, hex_, metadata, out)
+    client = st.client()
+    consumer = client.subscribe(topic, subscription, sub_type, position, consumer_name,
+                                priority_level=priority, lease_ms=lease_ms)
+    count = 0
+    show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
+    try:
+        while num == 0 or count < num:
+            want = min(consumer.receiver_queue_size, num - count) if num else None
+            try:
+                m = consumer.receive(idle, max_fetch=want)
+            except Timeout:
+                break
+            render.message(m, out, **show)
+            render.flush()
+            if ack:
+                consumer.acknowledge(m)
+            count += 1
+    finally:
+        if ack:
+            consumer.close()
+        else:
+            consumer.detach()
+    return _finish(count, fail_if_empty)
+
+
+def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,
+             hide_content, hex_, metadata, out):
+    from pulsarctl.messages import parse_message_id
+
+    idle = _idle_ms(idle_timeout)
+    start_id = parse_message_id(start)
+    client = st.client()
+    broker = st.broker()
+    end_id = broker.last_message_id(topic) if until_end else None
+    reader = client.create_reader(topic, start_id, inclusive)
+    count = 0
+    show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)
+    while num == 0 or count < num:
+        if end_id is not None and not reader.has_message_available():
+            break
+        try:
+            m = reader.read_next(idle)
+        except Timeout:
+            break
+        if end_id is not None and (m.id.ledger_id, m.id.entry_id) > (end_id.ledger_id, end_id.entry_id):
+            break
+        render.message(m, out, **show)
+        render.flush()
+        count += 1
+    return _finish(count, fail_if_empty)

@@ -1,0 +1,21 @@
+"""The console script. `produce` with plain flags takes a fast path that never imports typer
+or rich (see fast.py); everything else goes through the typer app."""
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    from pulsarctl.cli import fast
+
+    code = fast.try_run(argv)
+    if code is None:
+        from pulsarctl.cli.app import run
+
+        code = run(argv)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

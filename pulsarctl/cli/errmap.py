@@ -1,0 +1,46 @@
+"""The one place errors become exit codes and a single line on stderr."""
+from __future__ import annotations
+
+import os
+import sys
+
+from pulsarctl.cli import render
+from pulsarctl.errors import PulsarctlError
+
+
+def guarded(fn, argv: list[str], extra=None) -> int:
+    """Run fn() and turn whatever it raises into (one line on stderr, exit code).
+
+    extra(exc) may map framework exceptions (click's usage errors) first; it returns an exit
+    code or None."""
+    want_tb = "--traceback" in argv
+    try:
+        rv = fn()
+        render.flush()
+        return rv if isinstance(rv, int) else 0
+    except PulsarctlError as exc:
+        if want_tb:
+            raise
+        render.error_line(exc.line())
+        return exc.exit_code
+    except KeyboardInterrupt:
+        render.error_line("interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (| head): not an error of ours.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception as exc:
+        code = extra(exc) if extra is not None else None
+        if code is not None:
+            return code
+        if want_tb:
+            raise
+        render.error_line(f"error: unexpected {type(exc).__name__}: {exc}; run again with "
+                          f"--traceback and report it")
+        return 1

@@ -1,0 +1,82 @@
+"""pulsarctl perf produce|consume: throughput and latency on this store."""
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Output, fmt, positive, state
+
+perf = typer.Typer(help="Benchmarks in the spirit of pulsar-perf.", no_args_is_help=True)
+app.add_typer(perf, name="perf")
+
+
+def _text(r: dict) -> None:
+    lat = r.get("latencyMs", {})
+    render.outln(f"{r['messages']} msgs in {r['seconds']} s: {r['msgPerSec']:,.0f} msg/s, "
+                 f"{r['mbPerSec']:.2f} MB/s")
+    if lat:
+        render.outln("latency ms: " + ", ".join(f"{k} {v}" for k, v in lat.items()))
+
+
+def _progress(total: int, label: str):
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import Progress
+
+    p = Progress(transient=True, console=render._console(stderr=True))
+    task = p.add_task(label, total=total or None)
+    p.start()
+    return p, (lambda done: p.update(task, completed=done))
+
+
+@perf.command("produce", help="Produce N messages of S bytes in batches; print msg/s, MB/s, "
+              "latency.")
+def perf_produce(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="Topic.")] = "perf",
+    num: Annotated[int, typer.Option("-n", "--num-messages", help="Messages.")] = 100_000,
+    size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
+    batch: Annotated[int, typer.Option("-b", "--batch", help="Messages per transaction.")] = 1000,
+    output: Output = None,
+):
+    from pulsarctl import perf as bench
+
+    positive(num, "-n", allow_zero=False)
+    positive(size, "-s")
+    positive(batch, "-b", allow_zero=False)
+    p, cb = _progress(num, "producing")
+    try:
+        r = bench.produce(state(ctx).client(), topic, num, size, batch, cb)
+    finally:
+        if p:
+            p.stop()
+    render.data(r, fmt(ctx, output), _text)
+
+
+@perf.command("consume", help="Consume and ack (per message) N messages from the earliest.")
+def perf_consume(
+    ctx: typer.Context,
+    topic: Annotated[str, typer.Argument(help="Topic.")] = "perf",
+    subscription: Annotated[str, typer.Option("-s", "--subscription", help="Subscription.")] = "perf",
+    num: Annotated[int, typer.Option("-n", "--num-messages", help="Messages (0: until idle 1s).")] = 0,
+    sub_type: Annotated[str, typer.Option("-t", "--subscription-type", help="Type.")] = "Exclusive",
+    queue: Annotated[int, typer.Option("-q", "--receiver-queue-size", help="Prefetch.")] = 1000,
+    output: Output = None,
+):
+    from pulsarctl import perf as bench
+    from pulsarctl.broker.subscriptions import normalize_type
+
+    positive(num, "-n")
+    positive(queue, "-q", allow_zero=False)
+    p, cb = _progress(num, "consuming")
+    try:
+        r = bench.consume(state(ctx).client(), topic, subscription, num, normalize_type(sub_type),
+                          queue, cb)
+    finally:
+        if p:
+            p.stop()
+    render.data(r, fmt(ctx, output), _text)

@@ -1,0 +1,78 @@
+"""pulsar-admin tenants and namespaces."""
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Force, Output, fmt, state
+
+tenants = typer.Typer(help="Manage tenants (pulsar-admin tenants).", no_args_is_help=True)
+namespaces = typer.Typer(help="Manage namespaces (pulsar-admin namespaces).", no_args_is_help=True)
+app.add_typer(tenants, name="tenants")
+app.add_typer(namespaces, name="namespaces")
+
+Tenant = Annotated[str, typer.Argument(help="Tenant name.", show_default=False)]
+Namespace = Annotated[str, typer.Argument(help="tenant/namespace", show_default=False)]
+
+
+def _done(ctx, output, doc, line):
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(render.safe(line))
+    else:
+        render.data(doc, out)
+
+
+@tenants.command("list", help="List tenants.")
+def tenants_list(ctx: typer.Context, output: Output = None):
+    render.names(state(ctx).broker().list_tenants(), fmt(ctx, output), "tenant")
+
+
+@tenants.command("get", help="Show a tenant's configuration.")
+def tenants_get(ctx: typer.Context, tenant: Tenant, output: Output = None):
+    render.data(state(ctx).broker().get_tenant(tenant), fmt(ctx, output))
+
+
+@tenants.command("create", help="Create a tenant.")
+def tenants_create(
+    ctx: typer.Context, tenant: Tenant,
+    admin_roles: Annotated[Optional[List[str]], typer.Option("-r", "--admin-roles",
+                                                             help="Admin role (repeatable).")] = None,
+    allowed_clusters: Annotated[Optional[List[str]], typer.Option(
+        "-c", "--allowed-clusters", help="Allowed cluster (repeatable).")] = None,
+    output: Output = None,
+):
+    info = state(ctx).broker().create_tenant(tenant, admin_roles or (), allowed_clusters or ())
+    _done(ctx, output, {"tenant": tenant, **info}, f"created tenant {tenant}")
+
+
+@tenants.command("delete", help="Delete a tenant (refused while it has namespaces, unless --force).")
+def tenants_delete(ctx: typer.Context, tenant: Tenant, force: Force = False, output: Output = None):
+    state(ctx).broker().delete_tenant(tenant, force)
+    _done(ctx, output, {"tenant": tenant, "deleted": True}, f"deleted tenant {tenant}")
+
+
+@namespaces.command("list", help="List the namespaces of a tenant.")
+def namespaces_list(ctx: typer.Context, tenant: Tenant, output: Output = None):
+    render.names(state(ctx).broker().list_namespaces(tenant), fmt(ctx, output), "namespace")
+
+
+@namespaces.command("create", help="Create a namespace.")
+def namespaces_create(ctx: typer.Context, namespace: Namespace, output: Output = None):
+    state(ctx).broker().create_namespace(namespace)
+    _done(ctx, output, {"namespace": namespace, "created": True}, f"created namespace {namespace}")
+
+
+@namespaces.command("delete", help="Delete a namespace (refused while it has topics, unless --force).")
+def namespaces_delete(ctx: typer.Context, namespace: Namespace, force: Force = False,
+                      output: Output = None):
+    state(ctx).broker().delete_namespace(namespace, force)
+    _done(ctx, output, {"namespace": namespace, "deleted": True}, f"deleted namespace {namespace}")
+
+
+@namespaces.command("policies", help="Show a namespace's policies.")
+def namespaces_policies(ctx: typer.Context, namespace: Namespace, output: Output = None):
+    render.data(state(ctx).broker().namespace_policies(namespace), fmt(ctx, output))

@@ -1,0 +1,144 @@
+"""pulsar-admin topics."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Force, Output, Sub, Topic, fmt, positive, state
+
+topics = typer.Typer(help="Manage topics (pulsar-admin topics).", no_args_is_help=True)
+app.add_typer(topics, name="topics")
+
+
+@topics.command("list", help="List the topics of a namespace.")
+def list_(ctx: typer.Context,
+          namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
+          output: Output = None):
+    render.names(state(ctx).broker().list_topics(namespace), fmt(ctx, output), "topic")
+
+
+@topics.command(help="Create a non-partitioned topic.")
+def create(ctx: typer.Context, topic: Topic, output: Output = None):
+    name = state(ctx).broker().create_topic(topic)
+    _done(ctx, output, {"topic": name, "created": True}, f"created {name}")
+
+
+@topics.command(help="Delete a topic (refused while it has subscriptions, unless --force).")
+def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Output = None):
+    name = state(ctx).broker().delete_topic(topic, force)
+    _done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
+
+
+def _done(ctx, output, doc: dict, line: str) -> None:
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(render.safe(line))
+    else:
+        render.data(doc, out)
+
+
+def _stats_text(s: dict) -> None:
+    top = {k: v for k, v in s.items() if k not in ("subscriptions", "publishers", "replication")}
+    render.kv(top, "topic")
+    rows = [[name, x["type"], x["msgBacklog"], x["unackedMessages"], len(x["consumers"]),
+             x["msgOutCounter"]] for name, x in s["subscriptions"].items()]
+    if rows:
+        render.table(["subscription", "type", "backlog", "unacked", "consumers", "out"], rows,
+                     "subscriptions")
+
+
+@topics.command(help="Topic statistics, with pulsar-admin's JSON keys.")
+def stats(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.data(state(ctx).broker().topic_stats(topic), fmt(ctx, output), _stats_text)
+
+
+def _internal_text(s: dict) -> None:
+    render.kv({k: v for k, v in s.items() if k not in ("ledgers", "cursors")}, "managed ledger")
+    render.table(["ledgerId", "entries", "size"],
+                 [[x["ledgerId"], x["entries"], x["size"]] for x in s["ledgers"]], "ledgers")
+    if s["cursors"]:
+        render.table(["cursor", "markDeletePosition", "readPosition", "individuallyDeletedMessages"],
+                     [[n, c["markDeletePosition"], c["readPosition"], c["individuallyDeletedMessages"]]
+                      for n, c in s["cursors"].items()], "cursors")
+
+
+@topics.command("stats-internal", help="Internal stats: ledgers and cursors.")
+def stats_internal(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.data(state(ctx).broker().internal_stats(topic), fmt(ctx, output), _internal_text)
+
+
+@topics.command(help="List the subscriptions of a topic.")
+def subscriptions(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.names(state(ctx).broker().list_subscriptions(topic), fmt(ctx, output), "subscription")
+
+
+@topics.command("create-subscription", help="Create a durable subscription.")
+def create_subscription(
+    ctx: typer.Context, topic: Topic, subscription: Sub,
+    message_id: Annotated[str, typer.Option("-m", "--messageId", "--message-id",
+                                            help="latest, earliest or a message id to start at.")] = "latest",
+    output: Output = None,
+):
+    from pulsarctl.messages import parse_message_id
+    from pulsarctl.names import check_subscription
+
+    check_subscription(subscription)
+    pos = parse_message_id(message_id)
+    state(ctx).broker().create_subscription(topic, subscription, pos)
+    _done(ctx, output, {"topic": topic, "subscription": subscription, "created": True},
+          f"created subscription {subscription} on {topic}")
+
+
+@topics.command(help="Delete a subscription (refused while consumers are connected, unless --force).")
+def unsubscribe(ctx: typer.Context, topic: Topic, subscription: Sub, force: Force = False,
+                output: Output = None):
+    state(ctx).broker().unsubscribe(topic, subscription, force)
+    _done(ctx, output, {"topic": topic, "subscription": subscription, "deleted": True},
+          f"deleted subscription {subscription} on {topic}")
+
+
+def _messages(msgs, out, show_id=True) -> None:
+    if out == render.JSON:
+        render.json_doc([m.record() for m in msgs])
+        return
+    for m in msgs:
+        render.message(m, out, with_id=show_id, metadata=True)
+
+
+@topics.command("peek-messages", help="Show the next messages of a subscription; changes nothing.")
+def peek_messages(
+    ctx: typer.Context, topic: Topic, subscription: Sub,
+    count: Annotated[int, typer.Option("-n", "--count", help="How many.")] = 1,
+    output: Output = None,
+):
+    positive(count, "-n/--count", allow_zero=False)
+    _messages(state(ctx).broker().peek(topic, subscription, count), fmt(ctx, output))
+
+
+@topics.command("get-message-by-id", help="Get one message by ledger and entry id.")
+def get_message_by_id(
+    ctx: typer.Context, topic: Topic,
+    ledger_id: Annotated[int, typer.Option("-l", "--ledgerId", "--ledger-id", help="Ledger id.")],
+    entry_id: Annotated[int, typer.Option("-e", "--entryId", "--entry-id", help="Entry id.")],
+    output: Output = None,
+):
+    m = state(ctx).broker().get_message_by_id(topic, ledger_id, entry_id)
+    out = fmt(ctx, output)
+    if out == render.JSON:
+        render.json_doc(m.record())
+    else:
+        render.message(m, out, with_id=True, metadata=True)
+
+
+@topics.command("last-message-id", help="The id of the last message of a topic.")
+def last_message_id(ctx: typer.Context, topic: Topic, output: Output = None):
+    mid = state(ctx).broker().last_message_id(topic)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.outln(str(mid))
+    else:
+        render.data({"ledgerId": mid.ledger_id, "entryId": mid.entry_id,
+                     "partitionIndex": mid.partition, "messageId": str(mid)}, out)

@@ -1,0 +1,152 @@
+"""What `produce` sends: messages from -m / -f, and line streams from stdin committed in
+batches (every N lines or T ms, so a long-lived pipe publishes as lines arrive)."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+
+from pulsarctl import clock as clocks
+from pulsarctl.errors import InvalidValue, UsageError
+from pulsarctl.messages import OutgoingMessage
+from pulsarctl.units import parse_duration_ms, parse_property, parse_time_ms
+
+BATCH_LINES = 1000
+BATCH_MS = 100
+
+
+class Template:
+    """The per-message settings given on the command line."""
+
+    def __init__(self, key=None, ordering_key=None, properties=(), event_time=None,
+                 deliver_after=None, deliver_at=None, now_ms=None):
+        self.key = key
+        self.ordering_key = ordering_key.encode() if ordering_key is not None else None
+        self.properties = dict(parse_property(p) for p in properties) or None
+        self.event_time = parse_time_ms(event_time, "event time") if event_time else 0
+        if deliver_after and deliver_at:
+            raise UsageError("give --deliver-after or --deliver-at, not both")
+        self.deliver_at = 0
+        if deliver_at:
+            self.deliver_at = parse_time_ms(deliver_at, "delivery time")
+        elif deliver_after:
+            self.deliver_at = (now_ms or clocks.wall_ms()) + parse_duration_ms(deliver_after)
+
+    def make(self, payload: bytes, seq=None) -> OutgoingMessage:
+        return OutgoingMessage(payload, self.properties, self.key, self.ordering_key,
+                               self.event_time, self.deliver_at, seq)
+
+
+def payloads(messages=(), files=(), separator=None) -> list[bytes]:
+    out: list[bytes] = []
+    for m in messages:
+        parts = m.split(separator) if separator else [m]
+        out.extend(p.encode() for p in parts)
+    for spec in files:
+        for path in [p for p in spec.split(",") if p]:
+            try:
+                with open(path, "rb") as f:
+                    out.append(f.read())
+            except FileNotFoundError:
+                raise InvalidValue(f"file not found: {path}") from None
+            except IsADirectoryError:
+                raise InvalidValue(f"{path} is a directory, not a file") from None
+            except OSError as exc:
+                raise InvalidValue(f"cannot read {path}: {exc.strerror}") from None
+    return out
+
+
+def build(template: Template, bodies: list[bytes], num: int = 1, sequence_id=None):
+    msgs = []
+    seq = sequence_id
+    for _ in range(num):
+        for b in bodies:
+            msgs.append(template.make(b, seq))
+            if seq is not None:
+                seq += 1
+    return msgs
+
+
+def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
+    """Yield lists of lines (bytes, newline stripped) from fd as they arrive: a batch ends at
+    max_lines, or max_ms after its first line, or at end of input."""
+    buf = b""
+    batch: list[bytes] = []
+    deadline = None
+    eof = False
+    while not eof:
+        timeout = None if deadline is None else max(0.0, deadline - clocks.monotonic())
+        if timeout is not None:
+            try:
+                ready, _, _ = select.select([fd], [], [], timeout)
+            except (OSError, ValueError):
+                ready = [fd]
+            if not ready:
+                yield batch
+                batch, deadline = [], None
+                continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            eof = True
+            if buf:
+                batch.append(buf[:-1] if buf.endswith(b"\r") else buf)
+                buf = b""
+        else:
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for ln in lines:
+                batch.append(ln[:-1] if ln.endswith(b"\r") else ln)
+            if batch and deadline is None:
+                deadline = clocks.monotonic() + max_ms / 1000
+        while len(batch) >= max_lines:
+            yield batch[:max_lines]
+            batch = batch[max_lines:]
+            deadline = clocks.monotonic() + max_ms / 1000 if batch else None
+    if batch:
+        yield batch
+
+
+def record_to_message(line: bytes, template: Template, lineno: int) -> OutgoingMessage:
+    """An NDJSON message record (CLI.md's format) as a message; template fills what is unset."""
+    try:
+        r = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidValue(f"line {lineno}: not a JSON message record",
+                           hint="with --ndjson every line must be a JSON object") from None
+    if not isinstance(r, dict):
+        raise InvalidValue(f"line {lineno}: not a JSON object",
+                           hint="with --ndjson every line must be a JSON object")
+    payload = r.get("payload", "")
+    enc = r.get("encoding")
+    if not isinstance(payload, str):
+        raise InvalidValue(f"line {lineno}: payload must be a string")
+    if enc == "base64":
+        try:
+            body = base64.b64decode(payload, validate=True)
+        except ValueError:
+            raise InvalidValue(f"line {lineno}: payload is not valid base64") from None
+    elif enc == "hex":
+        try:
+            body = bytes.fromhex(payload)
+        except ValueError:
+            raise InvalidValue(f"line {lineno}: payload is not valid hex") from None
+    elif enc in (None, "utf-8", "utf8"):
+        body = payload.encode()
+    else:
+        raise InvalidValue(f"line {lineno}: unknown encoding {enc!r}", hint="use base64 or omit it")
+    m = template.make(body)
+    if r.get("key") is not None:
+        m.key = str(r["key"])
+    if r.get("orderingKey") is not None:
+        m.ordering_key = str(r["orderingKey"]).encode()
+    props = r.get("properties")
+    if props is not None:
+        if not isinstance(props, dict):
+            raise InvalidValue(f"line {lineno}: properties must be an object")
+        m.properties = {**(m.properties or {}), **{str(k): str(v) for k, v in props.items()}}
+    if r.get("eventTime") is not None:
+        m.event_time = parse_time_ms(str(r["eventTime"]), f"line {lineno}: eventTime")
+    if r.get("deliverAt") is not None:
+        m.deliver_at = parse_time_ms(str(r["deliverAt"]), f"line {lineno}: deliverAt")
+    return m

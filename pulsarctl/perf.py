@@ -1,0 +1,72 @@
+"""The benchmark behind `pulsarctl perf` (in the spirit of pulsar-perf): produce or consume N
+messages of S bytes through the Python API, and measure rate and latency."""
+from __future__ import annotations
+
+from pulsarctl import clock as clocks
+from pulsarctl.messages import OutgoingMessage
+
+
+def percentiles(samples_ms: list[float]) -> dict:
+    if not samples_ms:
+        return {}
+    s = sorted(samples_ms)
+
+    def p(q):
+        return round(s[min(len(s) - 1, int(q * len(s)))], 3)
+    return {"p50": p(0.50), "p95": p(0.95), "p99": p(0.99), "p999": p(0.999), "max": round(s[-1], 3)}
+
+
+def _summary(n, nbytes, seconds, lat) -> dict:
+    seconds = max(seconds, 1e-9)
+    return {"messages": n, "bytes": nbytes, "seconds": round(seconds, 4),
+            "msgPerSec": round(n / seconds, 1), "mbPerSec": round(nbytes / seconds / 1e6, 3),
+            "latencyMs": percentiles(lat)}
+
+
+def produce(client, topic: str, n: int, size: int, batch: int, progress=None) -> dict:
+    payload = b"x" * size
+    producer = client.create_producer(topic)
+    lat: list[float] = []
+    done = 0
+    t0 = clocks.monotonic()
+    while done < n:
+        k = min(batch, n - done)
+        start = clocks.monotonic()
+        producer.send_many([OutgoingMessage(payload) for _ in range(k)])
+        # Every message of a batch waits for the batch's commit.
+        ms = (clocks.monotonic() - start) * 1000
+        lat.extend([ms] * k)
+        done += k
+        if progress:
+            progress(done)
+    return {"topic": topic, "batch": batch, "size": size,
+            **_summary(n, n * size, clocks.monotonic() - t0, lat)}
+
+
+def consume(client, topic: str, subscription: str, n: int, sub_type: str, queue: int,
+            progress=None) -> dict:
+    from pulsarctl.errors import Timeout
+
+    consumer = client.subscribe(topic, subscription, sub_type, "Earliest",
+                                receiver_queue_size=queue)
+    lat: list[float] = []
+    got = nbytes = 0
+    t0 = clocks.monotonic()
+    mono = clocks.monotonic
+    try:
+        while n == 0 or got < n:
+            start = mono()
+            try:
+                m = consumer.receive(1000)
+            except Timeout:
+                break
+            consumer.acknowledge(m)
+            lat.append((mono() - start) * 1000)
+            got += 1
+            nbytes += len(m.payload)
+            if progress and got % 1000 == 0:
+                progress(got)
+    finally:
+        consumer.close()
+    return {"topic": topic, "subscription": subscription, "type": sub_type,
+            **_summary(got, nbytes, clocks.monotonic() - t0, lat)}
