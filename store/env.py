@@ -37,6 +37,10 @@ DATABASES = (
 MapFullError = lmdb.MapFullError
 _DATA = "data.mdb"
 
+# LMDB allows one environment handle per file per process: share it between Env objects.
+# path -> [lmdb.Environment, pid, refcount, readonly]
+_OPEN: dict[str, list] = {}
+
 
 class Env:
     def __init__(self, path: str, *, readonly: bool = False, create: bool = True,
@@ -45,6 +49,13 @@ class Env:
         self.readonly = readonly
         self._prepare_dir(create and not readonly)
         size = map_size or DEFAULT_MAP_SIZE
+        shared = _OPEN.get(self.path)
+        if shared is not None and shared[1] == os.getpid() and (readonly or not shared[3]):
+            shared[2] += 1
+            self._env = shared[0]
+            self._pid = shared[1]
+            self.db = shared[4]
+            return
         try:
             self._env = lmdb.open(
                 self.path, map_size=size, max_dbs=len(DATABASES) + 4, subdir=True, mode=0o600,
@@ -75,6 +86,7 @@ class Env:
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
         self._check_format()
+        _OPEN[self.path] = [self._env, self._pid, 1, readonly, self.db]
         for f in (_DATA, "lock.mdb"):
             p = os.path.join(self.path, f)
             if not readonly and os.path.exists(p):
@@ -181,6 +193,12 @@ class Env:
                 "pageSize": self._env.stat()["psize"], "readers": info["num_readers"]}
 
     def close(self) -> None:
+        shared = _OPEN.get(self.path)
+        if shared is not None and shared[0] is self._env:
+            shared[2] -= 1
+            if shared[2] > 0:
+                return
+            del _OPEN[self.path]
         self._env.close()
 
     # -- small helpers over named databases ---------------------------------------------------

@@ -50,8 +50,7 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
             emit(producer.send_many(group))
     if from_stdin:
         lineno = 0
-        fd = sys.stdin.fileno()
-        for lines in p.line_batches(fd):
+        for lines in p.stdin_batches(sys.stdin):
             if not lines:
                 continue
             if ndjson:

@@ -68,6 +68,30 @@ def build(template: Template, bodies: list[bytes], num: int = 1, sequence_id=Non
     return msgs
 
 
+def stdin_batches(stream, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
+    """line_batches over a text stream's file descriptor; a stream without one (an in-memory
+    stdin, as test runners give) is read line by line, batched by count only."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is not None:
+        yield from line_batches(fd, max_lines, max_ms)
+        return
+    raw = getattr(stream, "buffer", stream)
+    batch = []
+    for line in raw:
+        if isinstance(line, str):
+            line = line.encode()
+        line = line[:-1] if line.endswith(b"\n") else line
+        batch.append(line[:-1] if line.endswith(b"\r") else line)
+        if len(batch) >= max_lines:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
     """Yield lists of lines (bytes, newline stripped) from fd as they arrive: a batch ends at
     max_lines, or max_ms after its first line, or at end of input."""

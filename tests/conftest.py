@@ -1,0 +1,86 @@
+"""Shared fixtures. Real LMDB in tmp_path; a simulated clock instead of sleeping."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import typer
+
+from pulsarctl.broker import Broker
+from pulsarctl.clock import SimulatedClock
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+@pytest.fixture
+def store_path(tmp_path):
+    return str(tmp_path / "store")
+
+
+@pytest.fixture
+def clock():
+    return SimulatedClock(START_MS)
+
+
+@pytest.fixture
+def broker(store_path, clock):
+    b = Broker(store_path, clock)
+    yield b
+    b.close()
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def _shim_app():
+    """A one-command typer app that hands its raw arguments to pulsarctl's own run(), so tests
+    go through typer's CliRunner *and* the one place errors become exit codes."""
+
+    from pulsarctl.cli import app as app_module
+
+    shim = typer.Typer(add_completion=False)
+
+    @shim.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
+                                    "help_option_names": []})
+    def main(ctx: typer.Context):
+        raise typer.Exit(app_module.run(list(ctx.args)))
+
+    return shim
+
+
+@pytest.fixture
+def cli(store_path, monkeypatch):
+    """Run the CLI in-process through CliRunner: cli('produce', 't', '-m', 'x', input=None)."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("PULSARCTL_STORE", store_path)
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    runner = CliRunner()
+    shim = _shim_app()
+
+    def run(*args, input=None) -> CliResult:
+        res = runner.invoke(shim, list(args), input=input, catch_exceptions=False)
+        return CliResult(res.exit_code, res.stdout, res.stderr)
+
+    return run
+
+
+@pytest.fixture
+def run_proc(store_path):
+    """Run the real entry point in a subprocess: run_proc('produce', 't', '-m', 'x')."""
+    env = dict(os.environ, PULSARCTL_STORE=store_path, NO_COLOR="1")
+
+    def run(*args, input=None, timeout=60, env_extra=None):
+        e = dict(env, **(env_extra or {}))
+        return subprocess.run([sys.executable, "-m", "pulsarctl", *args], input=input,
+                              capture_output=True, timeout=timeout, env=e,
+                              text=not isinstance(input, bytes))
+    return run
