@@ -13,12 +13,16 @@ from datetime import datetime, timezone
 from pulsarctl.errors import InvalidMessageId
 
 
-@dataclass(frozen=True, order=False)
 class MessageId:
-    ledger_id: int
-    entry_id: int
-    partition: int = -1
-    batch_index: int = -1
+    """ledgerId:entryId:partitionIndex[:batchIndex], ordered as the C++ client orders them
+    (ledger, entry, batch index; the partition is ignored)."""
+    __slots__ = ("ledger_id", "entry_id", "partition", "batch_index")
+
+    def __init__(self, ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1):
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.partition = partition
+        self.batch_index = batch_index
 
     def __str__(self) -> str:
         s = f"{self.ledger_id}:{self.entry_id}:{self.partition}"
@@ -26,6 +30,15 @@ class MessageId:
 
     def __repr__(self) -> str:
         return f"MessageId({self})"
+
+    def _key(self):
+        return (self.ledger_id, self.entry_id, self.partition, self.batch_index)
+
+    def __eq__(self, other):
+        return isinstance(other, MessageId) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
 
     def _cmp_key(self):
         return (self.ledger_id, self.entry_id, self.batch_index)
@@ -103,20 +116,21 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage) 
     return rec
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
-    """A received message, with pulsar-client's accessors."""
-    id: MessageId
-    topic: str
-    payload: bytes
+    """A received message, with pulsar-client's accessors. The first nine fields are in the
+    order of the stored entry, so a message is built from an entry in one call."""
     publish_time: int
     producer_name: str
     sequence_id: int
-    properties_: dict = field(default_factory=dict)
+    payload: bytes
+    properties_: dict | None = None
     key: str | None = None
     ordering_key_: bytes | None = None
     event_time: int = 0
     deliver_at: int = 0
+    id: MessageId | None = None
+    topic: str | None = None
     redelivery_count_: int = 0
     subscription: str | None = None
     consumer_name: str | None = None
@@ -129,7 +143,7 @@ class Message:
         return self.payload
 
     def properties(self) -> dict:
-        return dict(self.properties_)
+        return dict(self.properties_ or {})
 
     def partition_key(self) -> str | None:
         return self.key
@@ -172,7 +186,7 @@ class Message:
         if enc:
             r["encoding"] = enc
         r.update({
-            "key": self.key, "orderingKey": okey, "properties": dict(self.properties_),
+            "key": self.key, "orderingKey": okey, "properties": dict(self.properties_ or {}),
             "publishTime": iso_ms(self.publish_time), "eventTime": iso_ms(self.event_time),
             "producerName": self.producer_name, "sequenceId": self.sequence_id,
             "redeliveryCount": self.redelivery_count_,
@@ -187,13 +201,5 @@ class Message:
 
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
-    n = len(rec)
-    return Message(
-        mid, topic, rec[3], rec[0], rec[1], rec[2],
-        (rec[4] or {}) if n > 4 else {},
-        rec[5] if n > 5 else None,
-        rec[6] if n > 6 else None,
-        rec[7] if n > 7 else 0,
-        rec[8] if n > 8 else 0,
-        redelivery_count, subscription, consumer,
-    )
+    return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
+                   subscription=subscription, consumer_name=consumer)

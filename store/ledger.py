@@ -48,10 +48,18 @@ class LedgerInfo:
     def entries(self) -> int:
         return self.next_offset - self.first_offset
 
+    def _index(self):
+        # Rows and their first offsets, computed once per LedgerInfo (it is rebuilt per
+        # transaction, so appends in this one are seen: _append_row resets it).
+        idx = self.__dict__.get("_idx")
+        if idx is None:
+            rows = self.trimmed + self.ledgers
+            idx = self.__dict__["_idx"] = (rows, [r[1] for r in rows], {r[0]: r for r in rows})
+        return idx
+
     def _find(self, offset: int):
         """The ledger row covering offset (also trimmed ones), or None."""
-        rows = self.trimmed + self.ledgers
-        firsts = [r[1] for r in rows]
+        rows, firsts, _ = self._index()
         i = bisect_right(firsts, offset) - 1
         if i < 0:
             return None
@@ -78,9 +86,9 @@ class LedgerInfo:
         return self.position(offset)
 
     def offset(self, ledger_id: int, entry_id: int) -> int | None:
-        for row in self.trimmed + self.ledgers:
-            if row[0] == ledger_id:
-                return row[1] + entry_id if -1 <= entry_id < row[2] else None
+        row = self._index()[2].get(ledger_id)
+        if row is not None and -1 <= entry_id < row[2]:
+            return row[1] + entry_id
         return None
 
     def contains(self, offset: int) -> bool:
@@ -150,6 +158,7 @@ class ManagedLedgers:
         txn.put(keys.u64(lid), keys.u64(info.ml_id), db=self.env.db["owners"])
         row = [lid, info.next_offset, 0, 0, now_ms]
         info.ledgers.append(row)
+        info.__dict__.pop("_idx", None)
         return row
 
     def append(self, txn, info: LedgerInfo, values: list[bytes], now_ms: int) -> list[Position]:
@@ -192,7 +201,7 @@ class ManagedLedgers:
         return txn.get(_pair(ledger_id, entry_id), db=self._entries)
 
     def scan(self, txn, info: LedgerInfo, start: int, end: int | None = None):
-        """Yield (offset, raw bytes) for offsets in [start, end), in order."""
+        """Yield (offset, ledger id, entry id, raw bytes) for offsets in [start, end)."""
         stop = info.next_offset if end is None else min(end, info.next_offset)
         start = max(start, info.first_offset)
         if start >= stop:
@@ -211,7 +220,7 @@ class ManagedLedgers:
                 return
             last = min(stop, first + n)
             for _k, v in cur:
-                yield offset, v
+                yield offset, lid, offset - first, v
                 offset += 1
                 if offset >= last:
                     break
@@ -227,6 +236,7 @@ class ManagedLedgers:
                 break
             self._delete_entries(txn, lid, n)
             info.ledgers.pop(0)
+            info.__dict__.pop("_idx", None)
             info.trimmed.append([lid, first, n])
             info.trimmed = info.trimmed[-16:]
             info.first_offset = first + n

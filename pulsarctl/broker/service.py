@@ -217,7 +217,7 @@ class Broker:
             info = topics.require(ctx, t)
             c = subs.require(ctx, info, subscription)
             if acks:
-                subs.ack(ctx, info, c, [subs.offset_of(ctx, info, m) for m in acks])
+                subs.ack(ctx, info, c, subs.offsets_of(ctx, info, acks))
             live = consumers.sweep(ctx, info, c)
             rec = next((r for r in live if r["name"] == consumer_name), None)
             if rec is None:
@@ -235,7 +235,7 @@ class Broker:
         def run(ctx):
             info = topics.require(ctx, t)
             c = subs.require(ctx, info, subscription)
-            offsets = [subs.offset_of(ctx, info, m) for m in ids]
+            offsets = subs.offsets_of(ctx, info, ids)
             if not offsets:
                 return 0
             newly, holders = subs.ack(ctx, info, c, offsets, cumulative)
@@ -290,10 +290,9 @@ class Broker:
             start = max(start, info.first_offset)
             out = []
             nxt = start
-            for o, raw in self.ledgers.scan(ctx.txn, info, start, start + limit):
-                p = info.position(o)
+            for o, lid, eid, raw in self.ledgers.scan(ctx.txn, info, start, start + limit):
                 out.append(message_from_entry(codec.decode(raw),
-                                              MessageId(p.ledger_id, p.entry_id, t.partition_index), str(t)))
+                                              MessageId(lid, eid, t.partition_index), str(t)))
                 nxt = o + 1
             return out, nxt, info.last_offset
         return self.read(run)

@@ -74,6 +74,18 @@ def offset_of(ctx, info, mid: MessageId) -> int:
     return o
 
 
+def offsets_of(ctx, info, ids) -> list[int]:
+    """offset_of for many ids; all must name messages of this topic or nothing is returned."""
+    out = []
+    offset, first, nxt = info.offset, info.first_offset, info.next_offset
+    for mid in ids:
+        o = offset(mid.ledger_id, mid.entry_id)
+        if o is None or mid.entry_id < 0 or not (first <= o < nxt):
+            offset_of(ctx, info, mid)  # raises MessageNotFound with the hint
+        out.append(o)
+    return out
+
+
 # -- pending (delivered, not acked) and replay (to deliver again) -------------------------------
 def pending_items(ctx, cid: int):
     cur = ctx.env.cursor(ctx.txn, "pending")
@@ -134,12 +146,17 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
         newly = ctx.cursors.ack_cumulative(txn, c, upto)
     else:
         pair, cid = keys.pair, c.id
+        has_replay = next(replay_items(ctx, cid), None) is not None
+        last = None
         for o in offsets:
             k = pair(cid, o)
             raw = txn.pop(k, db=pdb)
-            if raw is not None:
+            if raw is not None and raw != last:
+                # Records of one fetch share their bytes; decode each distinct one once.
                 holders.add(codec.decode(raw)[0])
-            txn.delete(k, db=rdb)
+                last = raw
+            if has_replay:
+                txn.delete(k, db=rdb)
         newly = ctx.cursors.ack(txn, c, offsets)
     if newly:
         c.props["lastAck"] = ctx.now

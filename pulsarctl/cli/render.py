@@ -134,7 +134,7 @@ def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with
                           indent=None if fmt == NDJSON else 2, default=str)
         sys.stdout.write(line + "\n")
         return
-    props = ", ".join(f"{safe(k)}={safe(v)}" for k, v in m.properties_.items())
+    props = ", ".join(f"{safe(k)}={safe(v)}" for k, v in (m.properties_ or {}).items())
     key = "null" if m.key is None else safe(m.key)
     lines = ["----- got message -----"]
     if with_id or metadata:

@@ -238,10 +238,14 @@ class Consumer:
             wait = min(wait * 2, _WAIT_MAX)
 
     def acknowledge(self, message) -> None:
-        mid = message.message_id() if isinstance(message, Message) else message
-        self._acks.append(mid)
-        if len(self._acks) >= self.ACK_GROUP_MAX or \
-                clocks.monotonic() - self._last_flush >= self.ACK_GROUP_S:
+        acks = self._acks
+        acks.append(message.id if type(message) is Message else
+                    message.message_id() if isinstance(message, Message) else message)
+        # Acks ride along with the next fetch when one is near (the receiver queue is empty);
+        # otherwise they go out at the group size or age, as Pulsar's ack grouping does.
+        if len(acks) & 63 == 0 and self._qi < len(self._queue) and (
+                len(acks) >= self.ACK_GROUP_MAX
+                or clocks.monotonic() - self._last_flush >= self.ACK_GROUP_S):
             self.flush_acks()
 
     def acknowledge_cumulative(self, message) -> None:

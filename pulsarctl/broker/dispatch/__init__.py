@@ -28,21 +28,42 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     txn, now, name = ctx.txn, ctx.now, consumer["name"]
     pdb = ctx.env.db["pending"]
     pair, cid, encode = keys.pair, c.id, codec.encode
-    read, position = ctx.ledgers.read, info.position
+    held = {0: encode([name, now, 0])}  # the pending record, shared by every rc-0 message
     out = []
+    records = []
     nbytes = 0
-    for offset, rc in chosen:
-        raw = read(txn, info, offset)
-        if raw is None:
-            continue
-        txn.put(pair(cid, offset), encode([name, now, rc]), db=pdb)
-        p = position(offset)
-        m = message_from_entry(_decode(raw), MessageId(p.ledger_id, p.entry_id, partition),
-                               topic_name, rc, c.name, name)
-        nbytes += len(m.payload)
-        out.append(m)
+    sub = c.name
+    for start, stop, counts in _runs(chosen):
+        for o, lid, eid, raw in ctx.ledgers.scan(txn, info, start, stop):
+            rc = counts.get(o, 0) if counts else 0
+            v = held.get(rc)
+            if v is None:
+                v = held[rc] = encode([name, now, rc])
+            records.append((pair(cid, o), v))
+            m = message_from_entry(_decode(raw), MessageId(lid, eid, partition), topic_name, rc,
+                                   sub, name)
+            nbytes += len(m.payload)
+            out.append(m)
+    txn.cursor(db=pdb).putmulti(records)
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now
     ctx.cursors.save(txn, c)
     return out
+
+
+def _runs(chosen):
+    """Group (offset, redelivery count) pairs into contiguous runs: (start, stop, counts)."""
+    start = prev = None
+    counts: dict = {}
+    for o, rc in chosen:
+        if start is None:
+            start = prev = o
+        elif o != prev + 1:
+            yield start, prev + 1, counts
+            start, counts = o, {}
+        prev = o
+        if rc:
+            counts[o] = rc
+    if start is not None:
+        yield start, prev + 1, counts
