@@ -6,9 +6,6 @@ deliverAt]; trailing fields that are unset are left off.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from pulsarctl.errors import InvalidMessageId
 
@@ -67,14 +64,21 @@ INT64_MAX = 2**63 - 1
 MessageId.earliest = MessageId(-1, -1, -1)
 MessageId.latest = MessageId(INT64_MAX, INT64_MAX, -1)
 
-_ID_RE = re.compile(r"^\s*\(?\s*(-?\d+)\s*[:,]\s*(-?\d+)(?:\s*[:,]\s*(-?\d+))?(?:\s*[:,]\s*(-?\d+))?\s*\)?\s*$")
+_ID_RE = None
+_ID_PATTERN = (r"^\s*\(?\s*(-?\d+)\s*[:,]\s*(-?\d+)(?:\s*[:,]\s*(-?\d+))?"
+               r"(?:\s*[:,]\s*(-?\d+))?\s*\)?\s*$")
 
 
 def parse_message_id(text: str) -> MessageId:
     """ledgerId:entryId[:partition[:batchIndex]]; also the Python client's (l,e,p,b) form."""
     if text in ("earliest", "latest"):
         return MessageId.earliest if text == "earliest" else MessageId.latest
-    m = _ID_RE.match(text or "")
+    global _ID_RE
+    if _ID_RE is None:
+        import re
+
+        _ID_RE = re.compile(_ID_PATTERN)
+    m = _ID_RE.match(text or "") if isinstance(text, str) else None
     if not m:
         shown = text if len(text or "") <= 60 else text[:57] + "..."
         raise InvalidMessageId(f"malformed message id {shown!r}")
@@ -89,20 +93,27 @@ def iso_ms(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds, as message records print times."""
     if not ms:
         return None
+    from datetime import datetime, timezone
+
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-@dataclass
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
-    payload: bytes
-    properties: dict | None = None
-    key: str | None = None
-    ordering_key: bytes | None = None
-    event_time: int = 0
-    deliver_at: int = 0
-    sequence_id: int | None = None
+    __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
+                 "sequence_id")
+
+    def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
+                 ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
+                 sequence_id: int | None = None):
+        self.payload = payload
+        self.properties = properties
+        self.key = key
+        self.ordering_key = ordering_key
+        self.event_time = event_time
+        self.deliver_at = deliver_at
+        self.sequence_id = sequence_id
 
     def size(self) -> int:
         return len(self.payload)
@@ -116,24 +127,33 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage) 
     return rec
 
 
-@dataclass(slots=True)
 class Message:
-    """A received message, with pulsar-client's accessors. The first nine fields are in the
-    order of the stored entry, so a message is built from an entry in one call."""
-    publish_time: int
-    producer_name: str
-    sequence_id: int
-    payload: bytes
-    properties_: dict | None = None
-    key: str | None = None
-    ordering_key_: bytes | None = None
-    event_time: int = 0
-    deliver_at: int = 0
-    id: MessageId | None = None
-    topic: str | None = None
-    redelivery_count_: int = 0
-    subscription: str | None = None
-    consumer_name: str | None = None
+    """A received message, with pulsar-client's accessors. The first nine parameters are in
+    the order of the stored entry, so a message is built from an entry in one call."""
+    __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
+                 "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
+                 "subscription", "consumer_name")
+
+    def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
+                 key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
+                 redelivery_count_=0, subscription=None, consumer_name=None):
+        self.publish_time = publish_time
+        self.producer_name = producer_name
+        self.sequence_id = sequence_id
+        self.payload = payload
+        self.properties_ = properties_
+        self.key = key
+        self.ordering_key_ = ordering_key_
+        self.event_time = event_time
+        self.deliver_at = deliver_at
+        self.id = id
+        self.topic = topic
+        self.redelivery_count_ = redelivery_count_
+        self.subscription = subscription
+        self.consumer_name = consumer_name
+
+    def __repr__(self) -> str:
+        return f"Message({self.id}, {self.topic}, {self.payload[:40]!r})"
 
     # pulsar-client's accessor names
     def data(self) -> bytes:

@@ -1,8 +1,6 @@
 """Topic names exactly as Pulsar's TopicName parses them, plus the -DLQ / -RETRY names."""
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pulsarctl.errors import InvalidTopicName, InvalidValue
 
 PUBLIC_TENANT = "public"
@@ -13,13 +11,25 @@ RETRY_SUFFIX = "-RETRY"
 DOMAINS = ("persistent", "non-persistent")
 
 
-@dataclass(frozen=True)
 class TopicName:
-    domain: str
-    tenant: str
-    namespace_portion: str
-    local_name: str
-    cluster: str | None = None  # the legacy 4-part form tenant/cluster/ns/topic
+    __slots__ = ("domain", "tenant", "namespace_portion", "local_name", "cluster")
+
+    def __init__(self, domain: str, tenant: str, namespace_portion: str, local_name: str,
+                 cluster: str | None = None):
+        self.domain = domain
+        self.tenant = tenant
+        self.namespace_portion = namespace_portion
+        self.local_name = local_name
+        self.cluster = cluster  # the legacy 4-part form tenant/cluster/ns/topic
+
+    def __eq__(self, other):
+        return isinstance(other, TopicName) and str(self) == str(other)
+
+    def __hash__(self):
+        return hash(str(self))
+
+    def __repr__(self) -> str:
+        return f"TopicName({self})"
 
     @property
     def namespace(self) -> str:

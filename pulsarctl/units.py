@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 
 from pulsarctl.errors import InvalidValue
 
@@ -37,6 +36,8 @@ def parse_time_ms(text: str, what: str = "time") -> int:
         if n < 0:
             raise InvalidValue(f"invalid {what} {text!r}: negative epoch milliseconds")
         return n
+    from datetime import datetime, timezone
+
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -56,7 +57,7 @@ def parse_time_or_duration_ms(text: str, now_ms: int) -> int:
         return parse_time_ms(text)
 
 
-def parse_property(text: str) -> tuple[str, str]:
+def parse_property(text: str) -> tuple[str, str]:  # also used on the fast path
     """k=v, split on the first '='."""
     if "=" not in text:
         raise InvalidValue(f"invalid property {text!r}", hint="write properties as key=value")

@@ -7,21 +7,26 @@ backlog O(1): backlog = last offset - mark-delete - acked_above.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from store import codec, keys
 from store.ranges import RangeSet
 
 
-@dataclass
 class CursorState:
-    ml_id: int
-    name: str
-    id: int
-    mark_delete: int          # offset; -1 means nothing acknowledged
-    read_position: int        # offset of the next entry to read for a first delivery
-    acked_above: int = 0
-    props: dict = field(default_factory=dict)
+    __slots__ = ("ml_id", "name", "id", "mark_delete", "read_position", "acked_above", "props")
+
+    def __init__(self, ml_id: int, name: str, id: int, mark_delete: int, read_position: int,
+                 acked_above: int = 0, props: dict | None = None):
+        self.ml_id = ml_id
+        self.name = name
+        self.id = id
+        self.mark_delete = mark_delete        # offset; -1 means nothing acknowledged
+        self.read_position = read_position    # next offset to read for a first delivery
+        self.acked_above = acked_above
+        self.props = props if props is not None else {}
+
+    def __repr__(self) -> str:
+        return (f"CursorState({self.name!r}, md={self.mark_delete}, rp={self.read_position}, "
+                f"acked_above={self.acked_above})")
 
     def to_record(self):
         return [self.id, self.mark_delete, self.read_position, self.acked_above, self.props]

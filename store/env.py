@@ -69,14 +69,17 @@ class Env:
         self._pid = os.getpid()
         self.db = {}
         try:
-            if readonly:
-                with self._env.begin() as txn:
-                    for name in DATABASES:
-                        try:
-                            self.db[name] = self._env.open_db(name.encode(), txn=txn, create=False)
-                        except lmdb.NotFoundError:
+            missing = False
+            with self._env.begin() as txn:
+                for name in DATABASES:
+                    try:
+                        self.db[name] = self._env.open_db(name.encode(), txn=txn, create=False)
+                    except lmdb.NotFoundError:
+                        if readonly:
                             raise StoreNotAStore(f"{self.path} is not a pulsarctl store") from None
-            else:
+                        missing = True
+                        break
+            if missing:
                 with self._env.begin(write=True) as txn:
                     for name in DATABASES:
                         self.db[name] = self._env.open_db(name.encode(), txn=txn)

@@ -8,7 +8,6 @@ arithmetic; positions (ledger id, entry id) are what users see. A ledger covers 
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
 
 from store import codec, keys
 from store.position import Position
@@ -18,19 +17,25 @@ _encode = codec.encode
 _pair = keys.pair
 
 
-@dataclass
 class LedgerInfo:
-    ml_id: int
-    name: str
-    # [ledger_id, first_offset, entries, size, created_ms]; the last one is open for appends.
-    ledgers: list = field(default_factory=list)
-    next_offset: int = 0        # offset the next entry will get
-    first_offset: int = 0       # lowest offset not trimmed
-    entries_added: int = 0
-    bytes_added: int = 0
-    total_size: int = 0         # bytes held in ledgers that are not trimmed
-    trimmed: list = field(default_factory=list)  # closed ledgers already deleted: [id, first, n]
-    created_ms: int = 0
+    __slots__ = ("ml_id", "name", "ledgers", "next_offset", "first_offset", "entries_added",
+                 "bytes_added", "total_size", "trimmed", "created_ms", "_idx")
+
+    def __init__(self, ml_id: int, name: str, ledgers=None, next_offset: int = 0,
+                 first_offset: int = 0, entries_added: int = 0, bytes_added: int = 0,
+                 total_size: int = 0, trimmed=None, created_ms: int = 0):
+        self.ml_id = ml_id
+        self.name = name
+        # [ledger_id, first_offset, entries, size, created_ms]; the last one takes appends.
+        self.ledgers = ledgers if ledgers is not None else []
+        self.next_offset = next_offset      # offset the next entry will get
+        self.first_offset = first_offset    # lowest offset not trimmed
+        self.entries_added = entries_added
+        self.bytes_added = bytes_added
+        self.total_size = total_size        # bytes held in ledgers that are not trimmed
+        self.trimmed = trimmed if trimmed is not None else []  # deleted ledgers: [id, first, n]
+        self.created_ms = created_ms
+        self._idx = None
 
     def to_record(self):
         return [self.name, self.ledgers, self.next_offset, self.first_offset, self.entries_added,
@@ -51,10 +56,10 @@ class LedgerInfo:
     def _index(self):
         # Rows and their first offsets, computed once per LedgerInfo (it is rebuilt per
         # transaction, so appends in this one are seen: _append_row resets it).
-        idx = self.__dict__.get("_idx")
+        idx = self._idx
         if idx is None:
             rows = self.trimmed + self.ledgers
-            idx = self.__dict__["_idx"] = (rows, [r[1] for r in rows], {r[0]: r for r in rows})
+            idx = self._idx = (rows, [r[1] for r in rows], {r[0]: r for r in rows})
         return idx
 
     def _find(self, offset: int):
@@ -158,7 +163,7 @@ class ManagedLedgers:
         txn.put(keys.u64(lid), keys.u64(info.ml_id), db=self.env.db["owners"])
         row = [lid, info.next_offset, 0, 0, now_ms]
         info.ledgers.append(row)
-        info.__dict__.pop("_idx", None)
+        info._idx = None
         return row
 
     def append(self, txn, info: LedgerInfo, values: list[bytes], now_ms: int) -> list[Position]:
@@ -236,7 +241,7 @@ class ManagedLedgers:
                 break
             self._delete_entries(txn, lid, n)
             info.ledgers.pop(0)
-            info.__dict__.pop("_idx", None)
+            info._idx = None
             info.trimmed.append([lid, first, n])
             info.trimmed = info.trimmed[-16:]
             info.first_offset = first + n

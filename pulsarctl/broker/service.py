@@ -3,18 +3,35 @@ store's write (or read) transaction, runs the concept modules inside it, and com
 nothing."""
 from __future__ import annotations
 
+import importlib
+
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
+from store import codec
 from pulsarctl import clock as clocks
-from pulsarctl.broker import consumers, producers, stats, subscriptions as subs, tenants, topics
+from pulsarctl.broker import producers, tenants, topics
 from pulsarctl.broker.context import Ctx
-from pulsarctl.broker import dispatch
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
-from pulsarctl.errors import (
-    InvalidValue, MessageNotFound, NotSupportedYet, StoreUnavailable, TopicNotFound,
-)
+from pulsarctl.errors import InvalidValue, MessageNotFound, NotSupportedYet, StoreUnavailable
 from pulsarctl.messages import MessageId, message_from_entry
 from pulsarctl.names import TopicName, parse_topic
-from store import codec
+
+
+class _Lazy:
+    """A module imported on first use: one-shot `produce` never loads dispatch or stats."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr):
+        mod = importlib.import_module(self._name)
+        self.__dict__.update(vars(mod))
+        return getattr(mod, attr)
+
+
+consumers = _Lazy("pulsarctl.broker.consumers")
+dispatch = _Lazy("pulsarctl.broker.dispatch")
+stats = _Lazy("pulsarctl.broker.stats")
+subs = _Lazy("pulsarctl.broker.subscriptions")
 
 
 def _topic(name) -> TopicName:
@@ -39,12 +56,15 @@ class Broker:
         self.ledgers = ManagedLedgers(self.env, rollover)
         self.cursors = Cursors(self.env)
         if not readonly:
-            self._initialized = False
-            self.write(self._init)
+            # Write only when there is something to set up: a write commit costs an fsync.
+            if self.read(self._needs_init):
+                self.write(tenants.ensure_defaults)
+            self.ledgers.rollover_entries = self.read(
+                lambda ctx: ctx.setting("managedLedgerMaxEntriesPerLedger"))
 
-    def _init(self, ctx) -> None:
-        tenants.ensure_defaults(ctx)
-        self.ledgers.rollover_entries = ctx.setting("managedLedgerMaxEntriesPerLedger")
+    @staticmethod
+    def _needs_init(ctx) -> bool:
+        return ctx.get("tenant", "public") is None
 
     # -- transactions --------------------------------------------------------------------------
     def clock_for(self, txn) -> clocks.Clock:

@@ -107,6 +107,8 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     now = broker.clock_state()["now"] if deliver_after else None
     template = p.Template(key, ordering_key, properties or (), event_time, deliver_after,
                           deliver_at, now_ms=now)
-    producer = st.client().create_producer(topic, producer_name)
+    from pulsarctl.client.producer import Producer
+
+    producer = Producer(broker, topic, producer_name)
     return run_produce(producer, template, bodies, num_produce, sequence_id, rate, from_stdin,
                        ndjson, out)

@@ -15,7 +15,8 @@ from pulsarctl import clock as clocks
 from pulsarctl.broker import Broker
 from pulsarctl.config import resolve_store
 from pulsarctl.errors import InvalidValue, Timeout
-from pulsarctl.messages import Message, MessageId, OutgoingMessage, parse_message_id
+from pulsarctl.client.producer import Producer
+from pulsarctl.messages import Message, MessageId, parse_message_id
 
 _WAIT_MIN, _WAIT_MAX = 0.002, 0.1
 
@@ -50,7 +51,7 @@ class Client:
         self._open: list = []
 
     def create_producer(self, topic: str, producer_name: str | None = None, **_ignored) -> "Producer":
-        p = Producer(self, topic, producer_name)
+        p = Producer(self.broker, topic, producer_name)
         self._open.append(p)
         return p
 
@@ -82,90 +83,6 @@ class Client:
 
     def __exit__(self, *exc):
         self.close()
-
-
-class Producer:
-    """send() is synchronous and durable; send_async() buffers until flush() (or
-    batch_size messages), so bulk producing commits many messages per transaction."""
-
-    def __init__(self, client: Client, topic: str, producer_name: str | None,
-                 batch_size: int = 1000):
-        self._broker = client.broker
-        self._topic = topic
-        self._name = producer_name
-        self._buffer: list[OutgoingMessage] = []
-        self._callbacks: list = []
-        self.batch_size = batch_size
-        self.last_ids: list[MessageId] = []
-
-    def topic(self) -> str:
-        return self._topic
-
-    def producer_name(self) -> str | None:
-        return self._name
-
-    @staticmethod
-    def _message(content, properties=None, partition_key=None, ordering_key=None,
-                 sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None,
-                 now_ms=None) -> OutgoingMessage:
-        if isinstance(content, str):
-            content = content.encode()
-        if not isinstance(content, (bytes, bytearray, memoryview)):
-            raise InvalidValue(f"message content must be bytes or str, not {type(content).__name__}")
-        if isinstance(ordering_key, str):
-            ordering_key = ordering_key.encode()
-        if properties is not None:
-            properties = {str(k): str(v) for k, v in properties.items()}
-        da = 0
-        if deliver_at is not None:
-            da = int(deliver_at)
-        elif deliver_after is not None:
-            ms = int(deliver_after.total_seconds() * 1000) if hasattr(deliver_after, "total_seconds") else int(deliver_after)
-            da = (now_ms if now_ms is not None else clocks.wall_ms()) + ms
-        return OutgoingMessage(bytes(content), properties, partition_key, ordering_key,
-                               int(event_timestamp or 0), da, sequence_id)
-
-    def send(self, content, properties=None, partition_key=None, ordering_key=None,
-             sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
-        self.flush()
-        m = self._message(content, properties, partition_key, ordering_key, sequence_id,
-                          event_timestamp, deliver_at, deliver_after)
-        return self._publish([m])[0]
-
-    def send_async(self, content, callback=None, **kw) -> None:
-        self._buffer.append(self._message(content, **kw))
-        self._callbacks.append(callback)
-        if len(self._buffer) >= self.batch_size:
-            self.flush()
-
-    def check_sizes(self, messages: list[OutgoingMessage]) -> None:
-        """Raise MessageTooLarge before anything is written."""
-        self._broker.check_sizes(messages)
-
-    def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
-        """Publish prepared messages in one transaction."""
-        self.flush()
-        return self._publish(messages)
-
-    def _publish(self, msgs) -> list[MessageId]:
-        name, ids = self._broker.publish(self._topic, msgs, self._name)
-        self._name = name
-        self.last_ids = ids
-        return ids
-
-    def flush(self) -> list[MessageId]:
-        if not self._buffer:
-            return []
-        msgs, cbs = self._buffer, self._callbacks
-        self._buffer, self._callbacks = [], []
-        ids = self._publish(msgs)
-        for cb, mid in zip(cbs, ids):
-            if cb is not None:
-                cb("Ok", mid)
-        return ids
-
-    def close(self) -> None:
-        self.flush()
 
 
 class Consumer:

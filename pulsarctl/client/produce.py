@@ -2,15 +2,11 @@
 batches (every N lines or T ms, so a long-lived pipe publishes as lines arrive)."""
 from __future__ import annotations
 
-import base64
-import json
 import os
-import select
 
 from pulsarctl import clock as clocks
 from pulsarctl.errors import InvalidValue, UsageError
 from pulsarctl.messages import OutgoingMessage
-from pulsarctl.units import parse_duration_ms, parse_property, parse_time_ms
 
 BATCH_LINES = 1000
 BATCH_MS = 100
@@ -21,6 +17,9 @@ class Template:
 
     def __init__(self, key=None, ordering_key=None, properties=(), event_time=None,
                  deliver_after=None, deliver_at=None, now_ms=None):
+        # units needs re and datetime: imported only when a flag needs parsing.
+        if properties or event_time or deliver_after or deliver_at:
+            from pulsarctl.units import parse_duration_ms, parse_property, parse_time_ms
         self.key = key
         self.ordering_key = ordering_key.encode() if ordering_key is not None else None
         self.properties = dict(parse_property(p) for p in properties) or None
@@ -95,6 +94,8 @@ def stdin_batches(stream, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
 def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
     """Yield lists of lines (bytes, newline stripped) from fd as they arrive: a batch ends at
     max_lines, or max_ms after its first line, or at end of input."""
+    import select
+
     buf = b""
     batch: list[bytes] = []
     deadline = None
@@ -133,6 +134,11 @@ def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
 
 def record_to_message(line: bytes, template: Template, lineno: int) -> OutgoingMessage:
     """An NDJSON message record (CLI.md's format) as a message; template fills what is unset."""
+    import base64
+    import json
+
+    from pulsarctl.units import parse_time_ms
+
     try:
         r = json.loads(line)
     except (ValueError, UnicodeDecodeError):
