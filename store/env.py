@@ -69,17 +69,16 @@ class Env:
         self._pid = os.getpid()
         self.db = {}
         try:
-            missing = False
-            with self._env.begin() as txn:
+            if readonly:
+                # A handle opened in a read transaction does not outlive it in py-lmdb, so a
+                # read-only environment opens its databases without a transaction argument.
                 for name in DATABASES:
                     try:
-                        self.db[name] = self._env.open_db(name.encode(), txn=txn, create=False)
+                        self.db[name] = self._env.open_db(name.encode(), create=False)
                     except lmdb.NotFoundError:
-                        if readonly:
-                            raise StoreNotAStore(f"{self.path} is not a pulsarctl store") from None
-                        missing = True
-                        break
-            if missing:
+                        raise StoreNotAStore(f"{self.path} is not a pulsarctl store") from None
+            else:
+                # Opening existing databases dirties nothing, so this commit does not fsync.
                 with self._env.begin(write=True) as txn:
                     for name in DATABASES:
                         self.db[name] = self._env.open_db(name.encode(), txn=txn)

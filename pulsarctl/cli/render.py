@@ -5,7 +5,6 @@ one-shot command stays light.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -45,10 +44,14 @@ def error_line(message: str) -> None:
 
 
 def json_doc(data) -> None:
+    import json
+
     outln(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 def ndjson_rows(rows) -> None:
+    import json
+
     w = sys.stdout.write
     for r in rows:
         w(json.dumps(r, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
@@ -75,6 +78,8 @@ def table(columns: list[str], rows: list[list], title: str | None = None) -> Non
 
 def kv(data: dict, title: str | None = None) -> None:
     """A dict as a two-column table for people."""
+    import json
+
     rows = []
     for k, v in data.items():
         if isinstance(v, (dict, list)):
@@ -123,6 +128,8 @@ def message_ids(ids, fmt: str, topic: str | None = None, producer: str | None = 
 def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with_id=False) -> None:
     """One message: a record for json/ndjson; pulsar-client's layout for people."""
     if fmt in (JSON, NDJSON):
+        import json
+
         r = m.record()
         if hide_content:
             r.pop("payload", None)

@@ -1,8 +1,21 @@
 """The public Python API, shaped like pulsar-client's `pulsar` package."""
-from pulsarctl.client.client import (
-    Client, Consumer, ConsumerType, InitialPosition, Producer, Reader,
-)
-from pulsarctl.messages import Message, MessageId
 
 __all__ = ["Client", "Consumer", "ConsumerType", "InitialPosition", "Producer", "Reader",
            "Message", "MessageId"]
+
+
+def __getattr__(name):
+    # Lazy, so `pulsarctl.client.produce` / `.producer` load without the consumer machinery.
+    if name == "Producer":
+        from pulsarctl.client.producer import Producer
+
+        return Producer
+    if name in ("Message", "MessageId"):
+        from pulsarctl import messages
+
+        return getattr(messages, name)
+    if name in __all__:
+        from pulsarctl.client import client
+
+        return getattr(client, name)
+    raise AttributeError(name)
