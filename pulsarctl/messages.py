@@ -120,10 +120,12 @@ class OutgoingMessage:
 
 
 def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage) -> list:
-    rec = [publish_time, producer, seq, m.payload, m.properties or None, m.key, m.ordering_key,
-           m.event_time or 0, m.deliver_at or 0]
-    while rec and rec[-1] in (None, 0) and len(rec) > 4:
-        rec.pop()
+    rec = [publish_time, producer, seq, m.payload]
+    if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
+            or m.deliver_at:
+        rec += [m.properties or None, m.key, m.ordering_key, m.event_time or 0, m.deliver_at or 0]
+        while len(rec) > 4 and rec[-1] in (None, 0):
+            rec.pop()
     return rec
 
 

@@ -166,9 +166,10 @@ class ManagedLedgers:
         info._idx = None
         return row
 
-    def append(self, txn, info: LedgerInfo, values: list[bytes], now_ms: int) -> list[Position]:
-        """Append encoded entries in this transaction; returns their positions in order."""
-        out: list[Position] = []
+    def append(self, txn, info: LedgerInfo, values: list[bytes], now_ms: int) -> list[tuple]:
+        """Append encoded entries in this transaction. Returns where they went as runs of
+        (ledger id, first entry id, count), in order (more than one run after a rollover)."""
+        out: list[tuple] = []
         cur = txn.cursor(db=self._entries)
         i, n = 0, len(values)
         while i < n:
@@ -178,11 +179,10 @@ class ManagedLedgers:
             lid, room = row[0], self.rollover_entries - row[2]
             chunk = values[i:i + room]
             e0 = row[2]
-            size = 0
-            for v in chunk:
-                size += len(v)
-            cur.putmulti([(_pair(lid, e0 + j), v) for j, v in enumerate(chunk)], append=True)
-            out.extend(Position(lid, e0 + j) for j in range(len(chunk)))
+            size = sum(map(len, chunk))
+            cur.putmulti(zip(map(_pair, [lid] * len(chunk), range(e0, e0 + len(chunk))), chunk),
+                         append=True)
+            out.append((lid, e0, len(chunk)))
             k = len(chunk)
             row[2] += k
             row[3] += size

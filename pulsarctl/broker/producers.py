@@ -39,10 +39,16 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     seq = -1 if last is None else last
     now = ctx.now
     entries = []
+    add = entries.append
     for m in messages:
-        s = m.sequence_id if m.sequence_id is not None else seq + 1
-        seq = max(seq, s)
-        entries.append(_encode(build_entry(now, producer_name, s, m)))
+        s = m.sequence_id
+        if s is None:
+            s = seq = seq + 1
+        elif s > seq:
+            seq = s
+        add(_encode(build_entry(now, producer_name, s, m)))
     ctx.put(seq, "producer", info.ml_id, producer_name)
-    positions = ctx.ledgers.append(ctx.txn, info, entries, now)
-    return producer_name, [MessageId(p.ledger_id, p.entry_id, partition) for p in positions]
+    ids = []
+    for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
+        ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
+    return producer_name, ids

@@ -191,7 +191,7 @@ def _bash_words(words) -> str:
 
 def _bash(root: Node) -> str:
     nodes = list(root.walk())
-    out = [f"# bash completion for {PROG}. {GENERATED}",
+    out = [f"# bash completion for {PROG}.", f"# {GENERATED}",
            f"# Load it with `source completions/{PROG}.bash`, or install it as",
            f"# /usr/share/bash-completion/completions/{PROG}.", "",
            "# $1: command path (\"\" for the root). Sets subs, opts, vopts (options taking a value).",
@@ -272,6 +272,7 @@ BASH_MAIN = r'''_pulsarctl() {
         COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
         return 0
     elif [ -n "$subs" ]; then
+        [ "$npos" -eq 0 ] || return 0  # an unknown command: nothing to offer
         COMPREPLY=($(compgen -W "${subs// /$'\n'}" -- "$cur"))
         return 0
     else
@@ -341,7 +342,7 @@ def _zsh_specs(n: Node) -> list[str]:
 
 def _zsh(root: Node) -> str:
     names: dict[str, str] = {}
-    out = ["#compdef pulsarctl", f"# zsh completion for {PROG}. {GENERATED}",
+    out = ["#compdef pulsarctl", f"# zsh completion for {PROG}.", f"# {GENERATED}",
            "# Put it on $fpath as _pulsarctl, or `source` it after compinit.", ""]
     for n in root.walk():
         fn = _zfunc(n, names)
@@ -408,7 +409,7 @@ def _fish_condition(n: Node, nodes: list[Node]) -> str:
 def _fish(root: Node) -> str:
     nodes = list(root.walk())
     root_vals = " ".join(root.value_flags())
-    out = [f"# fish completion for {PROG}. {GENERATED}",
+    out = [f"# fish completion for {PROG}.", f"# {GENERATED}",
            f"# Install it as ~/.config/fish/completions/{PROG}.fish.", "",
            "# Like __fish_use_subcommand, but skips the values of the global options",
            "# (`pulsarctl --store DIR <TAB>` still completes commands).",

@@ -8,7 +8,7 @@ from pulsarctl import clock as clocks
 from pulsarctl.errors import InvalidValue, UsageError
 from pulsarctl.messages import OutgoingMessage
 
-BATCH_LINES = 1000
+BATCH_LINES = 10_000  # a fast pipe fills a batch long before BATCH_MS
 BATCH_MS = 100
 
 
