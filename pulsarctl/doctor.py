@@ -14,12 +14,13 @@ def checks(store_arg: str | None) -> list[dict]:
         out.append({"check": name, "ok": bool(ok), "detail": detail})
 
     add("python", sys.version_info >= (3, 11), sys.version.split()[0])
-    for mod in ("lmdb", "msgpack", "mmh3", "lz4", "typer", "rich"):
+    from importlib import metadata
+
+    for dist in ("lmdb", "msgpack", "mmh3", "lz4", "typer", "rich"):
         try:
-            m = __import__(mod)
-            add(mod, True, getattr(m, "__version__", "installed"))
-        except ImportError as exc:
-            add(mod, False, f"missing: {exc}")
+            add(dist, True, metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            add(dist, False, "missing: reinstall pulsarctl")
     try:
         path = resolve_store(store_arg)
     except Exception as exc:  # the config file is broken

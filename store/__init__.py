@@ -7,12 +7,12 @@ from store.errors import (
     StoreError, StoreNotFound, StoreNotAStore, StoreReadOnly, StoreFormatError, StoreLocked,
 )
 from store.position import Position
-from store.env import Env, FORMAT_VERSION
+from store.env import Env, FORMAT_VERSION, lmdb_version
 from store.ledger import ManagedLedgers, LedgerInfo
 from store.cursor import Cursors, CursorState
 
 __all__ = [
-    "Env", "FORMAT_VERSION", "ManagedLedgers", "LedgerInfo", "Cursors", "CursorState", "Position",
+    "Env", "FORMAT_VERSION", "lmdb_version", "ManagedLedgers", "LedgerInfo", "Cursors", "CursorState", "Position",
     "StoreError", "StoreNotFound", "StoreNotAStore", "StoreReadOnly", "StoreFormatError",
     "StoreLocked",
 ]

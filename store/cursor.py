@@ -97,12 +97,15 @@ class Cursors:
         while True:
             r = self.ranges.first(txn, c.id)
             if r is None or r[0] > c.mark_delete + 1:
-                return
+                break
             s, e = r
             self.ranges.pop_first(txn, c.id)
             # Every offset in a stored range lies above mark-delete and is in acked_above.
             c.acked_above -= e - s + 1
             c.mark_delete = max(c.mark_delete, e)
+        # As ManagedCursor does: the read position never stays at or behind mark-delete.
+        if c.read_position <= c.mark_delete:
+            c.read_position = c.mark_delete + 1
 
     def ack_cumulative(self, txn, c: CursorState, offset: int) -> int:
         """Acknowledge everything at or below offset. Returns how many were newly acked."""

@@ -32,6 +32,7 @@ DATABASES = (
     "tables",      # (table name, key...) -> value, for the layers above (see Env.table)
     "pending",     # (cursor id, offset) -> who holds a delivered, unacked entry
     "replay",      # (cursor id, offset) -> entries to deliver again
+    "delayed",     # (cursor id, deliver-at ms, offset) -> b"": the delayed-delivery index
 )
 
 MapFullError = lmdb.MapFullError
@@ -49,6 +50,7 @@ class Env:
         self.readonly = readonly
         self._prepare_dir(create and not readonly)
         size = map_size or DEFAULT_MAP_SIZE
+        self._closed = False
         shared = _OPEN.get(self.path)
         if shared is not None and shared[1] == os.getpid() and (readonly or not shared[3]):
             shared[2] += 1
@@ -56,11 +58,14 @@ class Env:
             self._pid = shared[1]
             self.db = shared[4]
             return
+        # The process-wide handle is writable whenever the directory is, so that a writable
+        # Env can follow a read-only one; read-only is then enforced by this object.
+        handle_readonly = readonly and not os.access(self.path, os.W_OK)
         try:
             self._env = lmdb.open(
                 self.path, map_size=size, max_dbs=len(DATABASES) + 4, subdir=True, mode=0o600,
-                readonly=readonly, create=not readonly, max_readers=254, meminit=False,
-                lock=not (readonly and not os.access(self.path, os.W_OK)),
+                readonly=handle_readonly, create=not readonly, max_readers=254, meminit=False,
+                lock=not handle_readonly,
             )
         except lmdb.ReadonlyError as exc:
             raise StoreReadOnly(f"store at {self.path} is read-only") from exc
@@ -68,6 +73,22 @@ class Env:
             raise _translate(exc, self.path) from exc
         self._pid = os.getpid()
         self.db = {}
+        try:
+            self._open_databases(handle_readonly)
+        except BaseException:
+            # A store we refuse must not keep its handle: the next open would fail.
+            self._env.close()
+            raise
+        _OPEN[self.path] = [self._env, self._pid, 1, handle_readonly, self.db]
+        for f in (_DATA, "lock.mdb"):
+            p = os.path.join(self.path, f)
+            if not handle_readonly and os.path.exists(p):
+                try:
+                    os.chmod(p, 0o600)
+                except OSError:
+                    pass
+
+    def _open_databases(self, readonly: bool) -> None:
         try:
             if readonly:
                 # A handle opened in a read transaction does not outlive it in py-lmdb, so a
@@ -83,19 +104,11 @@ class Env:
                     for name in DATABASES:
                         self.db[name] = self._env.open_db(name.encode(), txn=txn)
                     meta = self.db["meta"]
-                    if txn.get(b"format", db=meta) is None:
+                    if txn.get(b"format", db=meta) is None and not self.readonly:
                         txn.put(b"format", codec.encode(FORMAT_VERSION), db=meta)
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
         self._check_format()
-        _OPEN[self.path] = [self._env, self._pid, 1, readonly, self.db]
-        for f in (_DATA, "lock.mdb"):
-            p = os.path.join(self.path, f)
-            if not readonly and os.path.exists(p):
-                try:
-                    os.chmod(p, 0o600)
-                except OSError:
-                    pass
 
     def _prepare_dir(self, create: bool) -> None:
         p = self.path
@@ -195,6 +208,9 @@ class Env:
                 "pageSize": self._env.stat()["psize"], "readers": info["num_readers"]}
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         shared = _OPEN.get(self.path)
         if shared is not None and shared[0] is self._env:
             shared[2] -= 1
@@ -237,6 +253,10 @@ class Env:
 
     def cursor(self, txn, dbname: str):
         return txn.cursor(db=self.db[dbname])
+
+
+def lmdb_version() -> str:
+    return lmdb.__version__
 
 
 def _translate(exc: Exception, path: str) -> StoreError:

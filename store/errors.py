@@ -23,3 +23,7 @@ class StoreFormatError(StoreError):
 
 class StoreLocked(StoreError):
     pass
+
+
+class LedgerError(StoreError):
+    """An entry is not where its ledger says it is: never expected, never silently ignored."""

@@ -7,10 +7,13 @@ import struct
 
 _U64 = struct.Struct(">Q")
 _U64_2 = struct.Struct(">QQ")
+_U64_3 = struct.Struct(">QQQ")
 
 u64 = _U64.pack
 pair = _U64_2.pack
 unpack_pair = _U64_2.unpack
+triple = _U64_3.pack
+unpack_triple = _U64_3.unpack
 
 
 def unpack_u64(b) -> int:

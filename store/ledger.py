@@ -10,9 +10,11 @@ from __future__ import annotations
 from bisect import bisect_right
 
 from store import codec, keys
+from store.errors import LedgerError
 from store.position import Position
 
 DEFAULT_ROLLOVER_ENTRIES = 50_000
+
 _encode = codec.encode
 _pair = keys.pair
 
@@ -180,8 +182,14 @@ class ManagedLedgers:
             chunk = values[i:i + room]
             e0 = row[2]
             size = sum(map(len, chunk))
-            cur.putmulti(zip(map(_pair, [lid] * len(chunk), range(e0, e0 + len(chunk))), chunk),
-                         append=True)
+            first_key = _pair(lid, e0)
+            # MDB_APPEND is only valid past the database's last key; another topic's newer
+            # ledger may already hold higher keys, and then LMDB would refuse the entries.
+            at_end = not cur.last() or cur.key() < first_key
+            items = zip(map(_pair, [lid] * len(chunk), range(e0, e0 + len(chunk))), chunk)
+            _consumed, added = cur.putmulti(items, append=at_end, overwrite=False)
+            if added != len(chunk):
+                raise LedgerError(f"ledger {lid}: stored {added} of {len(chunk)} entries")
             out.append((lid, e0, len(chunk)))
             k = len(chunk)
             row[2] += k
@@ -222,9 +230,11 @@ class ManagedLedgers:
                 i += 1
                 continue
             if not cur.set_key(_pair(lid, offset - first)):
-                return
+                raise LedgerError(f"entry {lid}:{offset - first} is missing")
             last = min(stop, first + n)
-            for _k, v in cur:
+            for k, v in cur:
+                if k != _pair(lid, offset - first):
+                    raise LedgerError(f"entry {lid}:{offset - first} is missing")
                 yield offset, lid, offset - first, v
                 offset += 1
                 if offset >= last:
@@ -263,6 +273,7 @@ class ManagedLedgers:
     def delete(self, txn, info: LedgerInfo) -> None:
         for row in info.ledgers:
             self._delete_entries(txn, row[0], row[2])
+        for row in info.ledgers + info.trimmed:
             txn.delete(keys.u64(row[0]), db=self.env.db["owners"])
         txn.delete(keys.u64(info.ml_id), db=self.env.db["mledgers"])
         txn.delete(info.name.encode(), db=self.env.db["names"])

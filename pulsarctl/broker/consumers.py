@@ -22,7 +22,11 @@ def process_start_time(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[19])
+        fields = data[data.rindex(b")") + 2:].split()
+        # A zombie has closed its files: its connection is gone even before it is reaped.
+        if fields[0] in (b"Z", b"X"):
+            return None
+        return int(fields[19])
     except FileNotFoundError:
         return None
     except (OSError, ValueError, IndexError):
@@ -64,6 +68,9 @@ def sweep(ctx, info, c) -> list[dict]:
     for rec in dead:
         remove(ctx, info, c, rec, remaining=len(live))
     live.sort(key=lambda r: (r.get("priority", 0), r["name"]))
+    if dead:
+        note_active(ctx, c, live)
+        ctx.cursors.save(ctx.txn, c)
     return live
 
 
@@ -112,13 +119,33 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
         if current in subs.SINGLE_ACTIVE and sub_type not in subs.SINGLE_ACTIVE:
             subs.rewind(ctx, c)
         c.props["type"] = sub_type
+    if not pid and not lease_ms:
+        # A consumer tied to no process needs a lease, or it would be gone on arrival.
+        lease_ms = DEFAULT_LEASE_MS
     rec = ctx.get("consumer", c.id, name) or {"name": name, "since": ctx.now}
     rec.update({"name": name, "priority": priority, "pid": pid, "pidStart": pid_start,
                 "leaseMs": lease_ms, "lastActive": ctx.now,
                 "leaseUntil": (ctx.now + lease_ms) if lease_ms else None})
     ctx.put(rec, "consumer", c.id, name)
+    note_active(ctx, c, sweep(ctx, info, c))
     ctx.cursors.save(ctx.txn, c)
     return rec
+
+
+def note_active(ctx, c, live: list[dict]) -> None:
+    """Failover: when the active consumer changes, rewind so that the unacked messages of the
+    old one go to the new one (Pulsar does this after activeConsumerFailoverDelayTimeMillis;
+    here every hand-over is a transaction, so it happens at once)."""
+    if c.props.get("type") != subs.FAILOVER:
+        return
+    from pulsarctl.broker.dispatch.failover import active
+
+    act = active(live)
+    name = act["name"] if act else None
+    if c.props.get("active") != name:
+        if c.props.get("active") is not None:
+            subs.rewind(ctx, c)
+        c.props["active"] = name
 
 
 def renew(ctx, c, names) -> None:

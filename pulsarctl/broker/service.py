@@ -42,7 +42,15 @@ class Broker:
     def __init__(self, path: str, clock: clocks.Clock | None = None, *, readonly: bool = False,
                  create: bool = True, map_size: int | None = None):
         try:
-            self.env = Env(path, readonly=readonly, create=create, map_size=map_size)
+            try:
+                self.env = Env(path, readonly=readonly, create=create, map_size=map_size)
+            except StoreReadOnly:
+                if readonly:
+                    raise
+                # A store we may only read still serves reading commands; a write then fails
+                # with StoreReadOnly, as one clear error.
+                self.env = Env(path, readonly=True, create=False, map_size=map_size)
+                readonly = True
         except StoreReadOnly as exc:
             raise StoreUnavailable(str(exc), hint="use a writable store with --store PATH") from None
         except StoreNotFound as exc:
@@ -50,12 +58,13 @@ class Broker:
                                    "--store PATH") from None
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from None
+        self.readonly = readonly
         self.path = self.env.path
         self._clock = clock
         rollover = BROKER_DEFAULTS["managedLedgerMaxEntriesPerLedger"]
         self.ledgers = ManagedLedgers(self.env, rollover)
         self.cursors = Cursors(self.env)
-        if not readonly:
+        if not self.readonly:
             # Write only when there is something to set up: a write commit costs an fsync.
             if self.read(self._needs_init):
                 self.write(tenants.ensure_defaults)
@@ -78,6 +87,9 @@ class Broker:
             return fn(ctx, *args, **kwargs)
         try:
             return self.env.write(body)
+        except StoreReadOnly as exc:
+            raise StoreUnavailable(str(exc), hint="this command writes; use a writable store "
+                                   "with --store PATH") from None
         except StoreError as exc:
             raise StoreUnavailable(str(exc)) from None
 

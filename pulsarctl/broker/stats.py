@@ -1,7 +1,7 @@
 """topics stats / stats-internal / subscriptions, with pulsar-admin's JSON key names."""
 from __future__ import annotations
 
-from pulsarctl.broker import consumers, subscriptions as subs
+from pulsarctl.broker import consumers, delayed, subscriptions as subs
 from pulsarctl.messages import iso_ms
 
 
@@ -45,6 +45,7 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         "isDurable": True,
         "isReplicated": False,
         "replayCount": sum(1 for _ in subs.replay_items(ctx, c.id)),
+        "delayedMessages": delayed.count(ctx, c.id),
     }
 
 

@@ -75,11 +75,15 @@ def offset_of(ctx, info, mid: MessageId) -> int:
 
 
 def offsets_of(ctx, info, ids) -> list[int]:
-    """offset_of for many ids; all must name messages of this topic or nothing is returned."""
+    """offset_of for many ids; all must name messages of this topic or nothing is returned.
+    An id in a ledger already trimmed was acknowledged by every subscription: it is left out,
+    so acking it again is the no-op Pulsar makes it."""
     out = []
     offset, first, nxt = info.offset, info.first_offset, info.next_offset
     for mid in ids:
         o = offset(mid.ledger_id, mid.entry_id)
+        if o is not None and 0 <= o < first and mid.entry_id >= 0:
+            continue
         if o is None or mid.entry_id < 0 or not (first <= o < nxt):
             offset_of(ctx, info, mid)  # raises MessageNotFound with the hint
         out.append(o)
@@ -178,7 +182,10 @@ def maybe_trim(ctx, info, c) -> None:
 
 def drop(ctx, info, c) -> None:
     """Delete a subscription with everything that hangs off it."""
+    from pulsarctl.broker import delayed
+
     clear_delivery_state(ctx, c)
+    delayed.clear(ctx, c.id)
     for k, _ in list(ctx.scan("consumer", c.id)):
         ctx.delete(*k)
     ctx.cursors.delete(ctx.txn, c)

@@ -101,12 +101,10 @@ def sub_consumers(ctx: typer.Context, topic: Topic,
 def version(ctx: typer.Context, output: Output = None):
     import platform
 
-    import lmdb
-
     from pulsarctl import __version__
-    from store import FORMAT_VERSION
+    from store import FORMAT_VERSION, lmdb_version
 
-    doc = {"pulsarctl": __version__, "storeFormat": FORMAT_VERSION, "lmdb": lmdb.__version__,
+    doc = {"pulsarctl": __version__, "storeFormat": FORMAT_VERSION, "lmdb": lmdb_version(),
            "python": platform.python_version()}
     out = fmt(ctx, output)
     if out == render.TEXT:

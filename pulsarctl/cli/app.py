@@ -67,5 +67,10 @@ def _click_errors(exc) -> int | None:
 
 def run(argv: list[str]) -> int:
     """Run the command line; return the exit code."""
-    return guarded(lambda: app(args=argv, prog_name="pulsarctl", standalone_mode=False),
-                   argv, _click_errors)
+    def invoke():
+        rv = app(args=argv, prog_name="pulsarctl", standalone_mode=False)
+        if rv == 130:
+            # typer turns Ctrl-C into a silent exit 130; say so, in one line.
+            render.error_line("interrupted")
+        return rv
+    return guarded(invoke, argv, _click_errors)

@@ -53,6 +53,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
                                 priority_level=priority, lease_ms=lease_ms)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
+    guard = _PrintThenAck()
     try:
         while num == 0 or count < num:
             want = min(consumer.receiver_queue_size, num - count) if num else None
@@ -60,17 +61,56 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
                 m = consumer.receive(idle, max_fetch=want)
             except Timeout:
                 break
-            render.message(m, out, **show)
-            render.flush()
-            if ack:
-                consumer.acknowledge(m)
-            count += 1
+            with guard:
+                render.message(m, out, **show)
+                render.flush()
+                if ack:
+                    consumer.acknowledge(m)
+                count += 1
     finally:
+        guard.restore()
         if ack:
             consumer.close()
         else:
             consumer.detach()
     return _finish(count, fail_if_empty)
+
+
+class _PrintThenAck:
+    """Ctrl-C must not fall between printing a message and acking it: inside the section a
+    SIGINT is only noted (an interrupted write is retried, PEP 475) and raised right after."""
+
+    def __init__(self):
+        import signal
+        import threading
+
+        self._signal = signal
+        self._inside = False
+        self._pending = False
+        self._old = None
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame):
+        if self._inside:
+            self._pending = True
+        else:
+            raise KeyboardInterrupt
+
+    def __enter__(self):
+        self._inside = True
+
+    def __exit__(self, *exc):
+        self._inside = False
+        if self._pending and exc[0] is None:
+            self._pending = False
+            raise KeyboardInterrupt
+        return False
+
+    def restore(self):
+        if self._old is not None:
+            self._signal.signal(self._signal.SIGINT, self._old)
+            self._old = None
 
 
 def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,

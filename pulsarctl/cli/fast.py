@@ -34,10 +34,10 @@ def parse(argv: list[str]):
     store, output = None, "text"
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
-        flag, _, inline = argv[i].partition("=")
+        flag, _, inline = argv[i].partition("=") if argv[i].startswith("--") else (argv[i], "", "")
         if flag not in GLOBAL_FLAGS:
             return None
-        if inline or "=" in argv[i]:
+        if inline or (argv[i].startswith("--") and "=" in argv[i]):
             value = inline
         elif i + 1 < len(argv):
             i += 1
@@ -57,7 +57,8 @@ def parse(argv: list[str]):
     while i < len(argv):
         a = argv[i]
         if a.startswith("-") and a != "-":
-            flag, eq, inline = a.partition("=")
+            # click splits --flag=value but never -f=value: neither do we.
+            flag, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
             if flag not in PRODUCE_FLAGS:
                 return None
             dest, kind = PRODUCE_FLAGS[flag]

@@ -3,7 +3,7 @@ return them as Messages. One module per subscription type, as Pulsar's dispatche
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker import delayed, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
 from pulsarctl.messages import MessageId, message_from_entry
 
@@ -33,6 +33,8 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     records = []
     nbytes = 0
     sub = c.name
+    # Shared and Key_Shared hold back messages whose delivery time is ahead.
+    hold_until = delayed.cutoff(ctx) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     for start, stop, counts in _runs(chosen):
         for o, lid, eid, raw in ctx.ledgers.scan(txn, info, start, stop):
             rc = counts.get(o, 0) if counts else 0
@@ -42,6 +44,10 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
             records.append((pair(cid, o), v))
             m = message_from_entry(_decode(raw), MessageId(lid, eid, partition), topic_name, rc,
                                    sub, name)
+            if hold_until is not None and m.deliver_at > hold_until:
+                records.pop()
+                delayed.defer(ctx, cid, m.deliver_at, o)
+                continue
             nbytes += len(m.payload)
             out.append(m)
     txn.cursor(db=pdb).putmulti(records)

@@ -3,7 +3,7 @@ new entries from the read position. A pending message is never handed to a secon
 from __future__ import annotations
 
 from store import keys
-from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker import delayed, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive
 
 
@@ -13,7 +13,7 @@ def select(ctx, info, c, consumer, live, max_n):
         # concurrent consumers interleave (Pulsar's round robin over permits).
         batch = ctx.setting("dispatcherMaxRoundRobinBatchSize")
         max_n = min(max_n, max(batch, max_n // len(live)))
-    out = []
+    out = [(o, 0) for o in delayed.take_due(ctx, c, max_n, delayed.cutoff(ctx))]
     txn, rdb = ctx.txn, ctx.env.db["replay"]
     for o, rc in list(subs.replay_items(ctx, c.id)):
         if len(out) >= max_n:

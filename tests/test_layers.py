@@ -1,0 +1,336 @@
+"""ARCHITECTURE.md's layer rules, checked by reading the code with `ast` (nothing is imported):
+
+- store/ imports nothing from pulsarctl; only store/env.py imports lmdb;
+- pulsarctl/broker/ never imports typer, rich or pulsarctl.cli;
+- nothing outside pulsarctl/cli imports pulsarctl.cli;
+- only pulsarctl/clock.py reads the time (imports `time`, calls datetime.now/utcnow/today);
+- nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("store", "pulsarctl")
+
+# `python -m pulsarctl` has to reach the command line: pulsarctl/__main__.py is an entry point
+# (as the console script pulsarctl.cli.entry:main in pyproject.toml is), not a layer.
+ENTRY_POINTS = {"pulsarctl/__main__.py"}
+
+
+# -- reading the code --------------------------------------------------------------------------
+def sources() -> list[Path]:
+    files = []
+    for pkg in PACKAGES:
+        files += [p for p in (ROOT / pkg).rglob("*.py") if "__pycache__" not in p.parts]
+    assert files, f"no sources found under {ROOT}"
+    return sorted(files)
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix()
+
+
+def module_name(relpath: str) -> str:
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _resolve_from(node: ast.ImportFrom, relpath: str) -> str:
+    if not node.level:
+        return node.module or ""
+    pkg = module_name(relpath).split(".")
+    if not relpath.endswith("__init__.py"):
+        pkg = pkg[:-1]
+    base = pkg[: len(pkg) - (node.level - 1)] if node.level > 1 else pkg
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _loop_constants(tree: ast.AST) -> dict[int, list[str]]:
+    """For `for name in ("a", "b"): ... __import__(name)`: id(Name node) -> the constants."""
+    out: dict[int, list[str]] = {}
+    for loop in ast.walk(tree):
+        if not (isinstance(loop, (ast.For, ast.comprehension)) and isinstance(loop.target, ast.Name)
+                and isinstance(loop.iter, (ast.Tuple, ast.List, ast.Set))):
+            continue
+        values = [e.value for e in loop.iter.elts if isinstance(e, ast.Constant)
+                  and isinstance(e.value, str)]
+        body = loop.body if isinstance(loop, ast.For) else []
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Name) and n.id == loop.target.id:
+                    out[id(n)] = values
+    return out
+
+
+def imports(tree: ast.AST, relpath: str) -> list[tuple[int, str]]:
+    """(line, module) for every import, including `from x import y` as x and x.y, and
+    __import__ / importlib.import_module with names that can be read off the code."""
+    found: list[tuple[int, str]] = []
+    loops = _loop_constants(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            mod = _resolve_from(node, relpath)
+            found.append((node.lineno, mod))
+            found += [(node.lineno, f"{mod}.{a.name}" if mod else a.name) for a in node.names
+                      if a.name != "*"]
+        elif isinstance(node, ast.Call) and node.args:
+            f = node.func
+            dynamic = (isinstance(f, ast.Name) and f.id == "__import__") or (
+                isinstance(f, ast.Attribute) and f.attr == "import_module")
+            if not dynamic:
+                continue
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.append((node.lineno, arg.value))
+            elif isinstance(arg, ast.Name) and id(arg) in loops:
+                found += [(node.lineno, v) for v in loops[id(arg)]]
+    return found
+
+
+def _is(mod: str, target: str) -> bool:
+    return mod == target or mod.startswith(target + ".")
+
+
+def parsed():
+    for path in sources():
+        r = rel(path)
+        yield r, ast.parse(path.read_text(encoding="utf-8"), filename=r)
+
+
+# -- the checks (pure functions of one file, so they can be tested on snippets) ----------------
+def import_violations(relpath: str, tree: ast.AST) -> list[str]:
+    out = []
+    for line, mod in imports(tree, relpath):
+        where = f"{relpath}:{line}: imports {mod}"
+        if relpath.startswith("store/") and _is(mod, "pulsarctl"):
+            out.append(f"{where} (store/ imports nothing from pulsarctl)")
+        if _is(mod, "lmdb") and relpath != "store/env.py":
+            out.append(f"{where} (only store/env.py imports lmdb)")
+        if relpath.startswith("pulsarctl/broker/") and any(
+                _is(mod, m) for m in ("typer", "rich", "click", "pulsarctl.cli")):
+            out.append(f"{where} (pulsarctl/broker never imports typer, rich or the CLI)")
+        if (_is(mod, "pulsarctl.cli") and not relpath.startswith("pulsarctl/cli/")
+                and relpath not in ENTRY_POINTS):
+            out.append(f"{where} (nothing outside pulsarctl/cli imports it)")
+    return out
+
+
+TIME_CALLS = {"now", "utcnow", "today"}
+
+
+def time_violations(relpath: str, tree: ast.AST) -> list[str]:
+    if relpath == "pulsarctl/clock.py":
+        return []
+    out = []
+    for line, mod in imports(tree, relpath):
+        if _is(mod, "time"):
+            out.append(f"{relpath}:{line}: imports {mod} (only pulsarctl/clock.py reads the time)")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in TIME_CALLS:
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+            if name in ("datetime", "date", "time"):
+                out.append(f"{relpath}:{node.lineno}: {name}.{node.attr} "
+                           f"(only pulsarctl/clock.py reads the time)")
+        if isinstance(node, ast.Attribute) and node.attr in ("time", "time_ns", "monotonic",
+                                                            "perf_counter", "localtime", "gmtime"):
+            if isinstance(node.value, ast.Name) and node.value.id == "time":
+                out.append(f"{relpath}:{node.lineno}: time.{node.attr} "
+                           f"(only pulsarctl/clock.py reads the time)")
+    return out
+
+
+STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
+# Asking about a stream is not writing to it.
+READ_ONLY = {"isatty", "fileno", "encoding", "errors"}
+
+
+def output_violations(relpath: str, tree: ast.AST) -> list[str]:
+    if relpath == "pulsarctl/cli/render.py":
+        return []
+    out = []
+    sys_names = {"sys"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            sys_names |= {a.asname for a in node.names if a.name == "sys" and a.asname}
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    for node in ast.walk(tree):
+        where = f"{relpath}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Name) and node.id == "print":
+            out.append(f"{where}: print (only pulsarctl/cli/render.py prints)")
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(
+                a.name in STREAMS for a in node.names):
+            out.append(f"{where}: from sys import a stream (only render.py writes to them)")
+        elif (isinstance(node, ast.Attribute) and node.attr in STREAMS
+              and isinstance(node.value, ast.Name) and node.value.id in sys_names):
+            parent = parents.get(id(node))
+            if isinstance(parent, ast.Attribute) and parent.attr in READ_ONLY:
+                continue
+            out.append(f"{where}: sys.{node.attr} (only pulsarctl/cli/render.py writes to it)")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr == "write" and isinstance(node.func.value, ast.Name)
+              and node.func.value.id == "os" and node.args
+              and isinstance(node.args[0], ast.Constant) and node.args[0].value in (1, 2)):
+            out.append(f"{where}: os.write to fd {node.args[0].value}")
+    return out
+
+
+def _all(check) -> list[str]:
+    out = []
+    for r, tree in parsed():
+        out += check(r, tree)
+    return out
+
+
+# -- the rules, on the real code ---------------------------------------------------------------
+def _imports_matching(pred) -> list[str]:
+    return [v for v in _all(import_violations) if pred(v)]
+
+
+def test_store_imports_nothing_from_pulsarctl():
+    found = _imports_matching(lambda v: "store/ imports nothing" in v)
+    assert not found, "\n".join(found)
+
+
+def test_only_store_env_imports_lmdb():
+    found = _imports_matching(lambda v: "only store/env.py imports lmdb" in v)
+    assert not found, "\n".join(found)
+
+
+def test_broker_never_imports_typer_rich_or_cli():
+    found = _imports_matching(lambda v: "pulsarctl/broker never imports" in v)
+    assert not found, "\n".join(found)
+
+
+def test_nothing_outside_cli_imports_cli():
+    found = _imports_matching(lambda v: "nothing outside pulsarctl/cli" in v)
+    assert not found, "\n".join(found)
+
+
+def test_only_clock_reads_the_time():
+    found = _all(time_violations)
+    assert not found, "\n".join(found)
+
+
+def test_only_render_prints():
+    found = _all(output_violations)
+    assert not found, "\n".join(found)
+
+
+def test_the_scan_sees_the_packages():
+    names = {rel(p) for p in sources()}
+    for must in ("store/env.py", "pulsarctl/clock.py", "pulsarctl/cli/render.py",
+                 "pulsarctl/cli/app.py", "pulsarctl/broker/service.py"):
+        assert must in names
+    # and it finds the imports the rules are about where they are allowed
+    env_imports = [m for _, m in imports(ast.parse((ROOT / "store/env.py").read_text()),
+                                         "store/env.py")]
+    assert "lmdb" in env_imports
+    clock_imports = [m for _, m in imports(ast.parse((ROOT / "pulsarctl/clock.py").read_text()),
+                                           "pulsarctl/clock.py")]
+    assert "time" in clock_imports
+
+
+# -- the checks themselves catch what they should -------------------------------------------
+def _check(check, relpath, code):
+    return check(relpath, ast.parse(code))
+
+
+@pytest.mark.parametrize("relpath, code, needle", [
+    ("store/ledger.py", "from pulsarctl.names import parse_topic", "store/ imports nothing"),
+    ("store/ledger.py", "import pulsarctl", "store/ imports nothing"),
+    ("store/ledger.py", "def f():\n    from pulsarctl import clock", "store/ imports nothing"),
+    ("store/ledger.py", "import lmdb", "only store/env.py imports lmdb"),
+    ("pulsarctl/cli/admin_cmd.py", "def f():\n    import lmdb", "only store/env.py imports lmdb"),
+    ("pulsarctl/doctor.py", "for m in ('lmdb', 'x'):\n    __import__(m)", "lmdb"),
+    ("pulsarctl/x.py", "import importlib\nimportlib.import_module('lmdb.cffi')", "lmdb"),
+    ("pulsarctl/broker/topics.py", "import typer", "pulsarctl/broker never"),
+    ("pulsarctl/broker/topics.py", "from rich.table import Table", "pulsarctl/broker never"),
+    ("pulsarctl/broker/topics.py", "from pulsarctl.cli import render", "pulsarctl/broker never"),
+    ("pulsarctl/broker/dispatch/shared.py", "from ...cli import render", "pulsarctl/broker never"),
+    ("pulsarctl/client/client.py", "from pulsarctl import cli", "nothing outside pulsarctl/cli"),
+    ("pulsarctl/daemon.py", "from .cli.render import err", "nothing outside pulsarctl/cli"),
+])
+def test_import_check_catches(relpath, code, needle):
+    assert any(needle in v for v in _check(import_violations, relpath, code))
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("store/env.py", "import lmdb"),
+    ("pulsarctl/cli/app.py", "from pulsarctl.cli import render"),
+    ("pulsarctl/__main__.py", "from pulsarctl.cli.entry import main"),
+    ("pulsarctl/broker/topics.py", "from pulsarctl.names import parse_topic"),
+    ("store/ledger.py", "from store import codec\nfrom . import keys"),
+])
+def test_import_check_allows(relpath, code):
+    assert _check(import_violations, relpath, code) == []
+
+
+@pytest.mark.parametrize("code", [
+    "import time",
+    "import time as t",
+    "from time import monotonic",
+    "def f():\n    import time",
+    "from datetime import datetime\nx = datetime.now()",
+    "import datetime\nx = datetime.datetime.utcnow()",
+    "from datetime import date\nx = date.today()",
+    "from datetime import datetime, timezone\nx = datetime.now(timezone.utc)",
+])
+def test_time_check_catches(code):
+    assert _check(time_violations, "pulsarctl/broker/topics.py", code)
+
+
+@pytest.mark.parametrize("code", [
+    "from datetime import datetime, timezone\nx = datetime.fromtimestamp(1, tz=timezone.utc)",
+    "from pulsarctl import clock\nx = clock.wall_ms()",
+    "'''time.time() in a docstring'''\n# import time in a comment",
+])
+def test_time_check_allows(code):
+    assert _check(time_violations, "pulsarctl/messages.py", code) == []
+
+
+def test_time_check_allows_clock():
+    assert _check(time_violations, "pulsarctl/clock.py", "import time\ntime.time()") == []
+
+
+@pytest.mark.parametrize("code", [
+    "print('x')",
+    "p = print",
+    "import sys\nsys.stdout.write('x')",
+    "import sys\nsys.stderr.write('x')",
+    "import sys\nsys.stdout.buffer.write(b'x')",
+    "import sys\nf(file=sys.stderr)",
+    "import sys as s\ns.stdout.write('x')",
+    "from sys import stderr",
+    "import sys\nsys.__stdout__.write('x')",
+    "import os\nos.write(1, b'x')",
+])
+def test_output_check_catches(code):
+    assert _check(output_violations, "pulsarctl/broker/topics.py", code)
+
+
+@pytest.mark.parametrize("code", [
+    "'''print( in a docstring, sys.stdout too'''\n# print('in a comment')",
+    "import sys\nfor line in sys.stdin:\n    pass",
+    "import sys\nif sys.stderr.isatty():\n    pass",
+    "from pulsarctl.cli import render\nrender.err('x')",
+    "x = 'print(1)'",
+])
+def test_output_check_allows(code):
+    assert _check(output_violations, "pulsarctl/cli/produce_run.py", code) == []
+
+
+def test_output_check_allows_render():
+    assert _check(output_violations, "pulsarctl/cli/render.py",
+                  "import sys\nsys.stdout.write('x')\nprint()") == []
