@@ -52,7 +52,7 @@ def _click_errors(exc) -> int | None:
         return 2
     if isinstance(exc, click_exc.UsageError):
         where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`pulsarctl --help`"
-        render.error_line(f"error: {exc.format_message()}; see {where}")
+        render.error_line(f"error: {exc.format_message().rstrip('.')}; see {where}")
         return 2
     if isinstance(exc, click_exc.ClickException):
         render.error_line(f"error: {exc.format_message()}")
