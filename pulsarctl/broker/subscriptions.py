@@ -91,24 +91,24 @@ def offsets_of(ctx, info, ids) -> list[int]:
 
 
 # -- pending (delivered, not acked) and replay (to deliver again) -------------------------------
-def pending_items(ctx, cid: int):
-    cur = ctx.env.cursor(ctx.txn, "pending")
+def _items(ctx, dbname: str, cid: int):
+    cur = ctx.env.cursor(ctx.txn, dbname)
     prefix = keys.u64(cid)
     if cur.set_range(prefix):
         for k, v in cur:
             if not k.startswith(prefix):
                 break
             yield keys.unpack_pair(k)[1], codec.decode(v)
+
+
+def pending_items(ctx, cid: int):
+    """(offset, [consumer name, delivered at, redelivery count]) in offset order."""
+    return _items(ctx, "pending", cid)
 
 
 def replay_items(ctx, cid: int):
-    cur = ctx.env.cursor(ctx.txn, "replay")
-    prefix = keys.u64(cid)
-    if cur.set_range(prefix):
-        for k, v in cur:
-            if not k.startswith(prefix):
-                break
-            yield keys.unpack_pair(k)[1], codec.decode(v)
+    """(offset, redelivery count) in offset order."""
+    return _items(ctx, "replay", cid)
 
 
 def clear_delivery_state(ctx, c) -> None:

@@ -29,20 +29,31 @@ GLOBAL_FLAGS = {"--store": "store", "-o": "output", "--output": "output"}
 _OUTPUTS = ("text", "json", "ndjson")
 
 
+def _split(arg: str):
+    """click splits --flag=value but never -f=value: neither do we."""
+    return arg.partition("=") if arg.startswith("--") else (arg, "", "")
+
+
+def _value(argv, i, eq, inline):
+    """(index of the value's argument, value) for the option at argv[i]; value None if the
+    option has no value."""
+    if eq:
+        return i, inline
+    if i + 1 < len(argv):
+        return i + 1, argv[i + 1]
+    return i, None
+
+
 def parse(argv: list[str]):
     """(store, output, topic, kwargs) for a plain produce command line, else None."""
     store, output = None, "text"
     i = 0
     while i < len(argv) and argv[i].startswith("-"):
-        flag, _, inline = argv[i].partition("=") if argv[i].startswith("--") else (argv[i], "", "")
+        flag, eq, inline = _split(argv[i])
         if flag not in GLOBAL_FLAGS:
             return None
-        if inline or (argv[i].startswith("--") and "=" in argv[i]):
-            value = inline
-        elif i + 1 < len(argv):
-            i += 1
-            value = argv[i]
-        else:
+        i, value = _value(argv, i, eq, inline)
+        if value is None:
             return None
         if GLOBAL_FLAGS[flag] == "store":
             store = value
@@ -57,8 +68,7 @@ def parse(argv: list[str]):
     while i < len(argv):
         a = argv[i]
         if a.startswith("-") and a != "-":
-            # click splits --flag=value but never -f=value: neither do we.
-            flag, eq, inline = a.partition("=") if a.startswith("--") else (a, "", "")
+            flag, eq, inline = _split(a)
             if flag not in PRODUCE_FLAGS:
                 return None
             dest, kind = PRODUCE_FLAGS[flag]
@@ -68,12 +78,8 @@ def parse(argv: list[str]):
                 kwargs[dest] = True
                 i += 1
                 continue
-            if eq:
-                value = inline
-            elif i + 1 < len(argv):
-                i += 1
-                value = argv[i]
-            else:
+            i, value = _value(argv, i, eq, inline)
+            if value is None:
                 return None
             if kind == "int":
                 try:

@@ -33,6 +33,26 @@ class InitialPosition(enum.Enum):
     Earliest = "Earliest"
 
 
+def _next(q, fill, timeout_millis):
+    """The next message of a receiver queue (q._queue, q._qi), refilled by fill(): waits with
+    a growing sleep (2 ms to 100 ms, real time) up to timeout_millis, then Timeout."""
+    if q._qi < len(q._queue):
+        m = q._queue[q._qi]
+        q._qi += 1
+        return m
+    deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
+    wait = _WAIT_MIN
+    while True:
+        if fill():
+            q._qi = 1
+            return q._queue[0]
+        now = clocks.monotonic()
+        if deadline is not None and now >= deadline:
+            raise Timeout("no message arrived within the timeout")
+        clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
+        wait = min(wait * 2, _WAIT_MAX)
+
+
 def _type_name(t) -> str:
     return t.value if isinstance(t, ConsumerType) else str(t)
 
@@ -137,22 +157,7 @@ class Consumer:
 
     def receive(self, timeout_millis: int | None = None, max_fetch: int | None = None) -> Message:
         """The next message; waits (without spinning) up to timeout_millis, then Timeout."""
-        if self._qi < len(self._queue):
-            m = self._queue[self._qi]
-            self._qi += 1
-            return m
-        deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
-        wait = _WAIT_MIN
-        while True:
-            if self._fill(max_fetch):
-                m = self._queue[0]
-                self._qi = 1
-                return m
-            now = clocks.monotonic()
-            if deadline is not None and now >= deadline:
-                raise Timeout("no message arrived within the timeout")
-            clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
-            wait = min(wait * 2, _WAIT_MAX)
+        return _next(self, lambda: self._fill(max_fetch), timeout_millis)
 
     def acknowledge(self, message) -> None:
         acks = self._acks
@@ -222,21 +227,7 @@ class Reader:
         return bool(msgs)
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        if self._qi < len(self._queue):
-            m = self._queue[self._qi]
-            self._qi += 1
-            return m
-        deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
-        wait = _WAIT_MIN
-        while True:
-            if self._fill():
-                self._qi = 1
-                return self._queue[0]
-            now = clocks.monotonic()
-            if deadline is not None and now >= deadline:
-                raise Timeout("no message arrived within the timeout")
-            clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
-            wait = min(wait * 2, _WAIT_MAX)
+        return _next(self, self._fill, timeout_millis)
 
     def has_message_available(self) -> bool:
         if self._qi < len(self._queue):
