@@ -96,7 +96,8 @@ def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
 
 
 def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: int | None = None,
-           pid_start: int | None = None, lease_ms: int | None = None) -> dict:
+           pid_start: int | None = None, lease_ms: int | None = None,
+           policy: dict | None = None) -> dict:
     """Admit a consumer to a subscription (Pulsar's addConsumer rules) and record it."""
     live = sweep(ctx, info, c)
     others = [r for r in live if r["name"] != name]
@@ -126,6 +127,8 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     rec.update({"name": name, "priority": priority, "pid": pid, "pidStart": pid_start,
                 "leaseMs": lease_ms, "lastActive": ctx.now,
                 "leaseUntil": (ctx.now + lease_ms) if lease_ms else None})
+    if policy:
+        rec["policy"] = policy
     ctx.put(rec, "consumer", c.id, name)
     note_active(ctx, c, sweep(ctx, info, c))
     ctx.cursors.save(ctx.txn, c)

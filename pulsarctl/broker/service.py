@@ -8,10 +8,10 @@ import importlib
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
 from store import codec
 from pulsarctl import clock as clocks
-from pulsarctl.broker import producers, tenants, topics
+from pulsarctl.broker import partitions, producers, tenants, topics
 from pulsarctl.broker.context import Ctx
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
-from pulsarctl.errors import InvalidValue, MessageNotFound, NotSupportedYet, StoreUnavailable
+from pulsarctl.errors import InvalidValue, MessageNotFound, StoreUnavailable, TopicNotFound
 from pulsarctl.messages import MessageId, message_from_entry
 from pulsarctl.names import TopicName, parse_topic
 
@@ -133,33 +133,109 @@ class Broker:
     def list_topics(self, namespace):
         return self.read(topics.list_topics, namespace)
 
+    def list_partitioned_topics(self, namespace):
+        return self.read(partitions.list_partitioned, namespace)
+
     def create_topic(self, name):
         t = _topic(name)
-        self.write(topics.create_topic, t)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                from pulsarctl.errors import AlreadyExists
+
+                raise AlreadyExists(f"{t} already exists as a partitioned topic")
+            topics.create_topic(ctx, t)
+        self.write(run)
         return str(t)
+
+    def create_partitioned_topic(self, name, n: int):
+        t = _topic(name)
+        self.write(partitions.create, t, n)
+        return str(t)
+
+    def update_partitioned_topic(self, name, n: int):
+        t = _topic(name)
+        return self.write(partitions.update, t, n)
+
+    def partitioned_metadata(self, name) -> dict:
+        t = _topic(name)
+        return self.read(lambda ctx: {"partitions": partitions.get(ctx, t)})
 
     def delete_topic(self, name, force=False):
         t = _topic(name)
-        self.write(topics.delete_topic, t, force)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                partitions.delete(ctx, t, force)
+            else:
+                topics.delete_topic(ctx, t, force)
+        self.write(run)
         return str(t)
+
+    def _each(self, ctx, t: TopicName):
+        """(partition topic, ledger info) for every partition of t (or t itself)."""
+        names = partitions.expand(ctx, t)
+        if len(names) == 1:
+            return [(names[0], topics.require(ctx, names[0]))]
+        return [(p, topics.require(ctx, p)) for p in names]
 
     def topic_stats(self, name):
         t = _topic(name)
-        return self.read(lambda ctx: stats.topic_stats(ctx, topics.require(ctx, t)))
+
+        def run(ctx):
+            parts = self._each(ctx, t)
+            if len(parts) == 1 and not partitions.get(ctx, t):
+                return stats.topic_stats(ctx, parts[0][1])
+            return stats.aggregate([stats.topic_stats(ctx, info) for _, info in parts])
+        return self.read(run)
+
+    def partitioned_stats(self, name, per_partition: bool = False):
+        t = _topic(name)
+
+        def run(ctx):
+            n = partitions.get(ctx, t)
+            if not n:
+                raise TopicNotFound(f"{t} is not a partitioned topic",
+                                    hint=f"use `pulsarctl topics stats {t}`")
+            each = {str(p): stats.topic_stats(ctx, info) for p, info in self._each(ctx, t)}
+            out = stats.aggregate(list(each.values()))
+            out["metadata"] = {"partitions": n}
+            if per_partition:
+                out["partitions"] = each
+            return out
+        return self.read(run)
 
     def internal_stats(self, name):
         t = _topic(name)
-        return self.read(lambda ctx: stats.internal_stats(ctx, topics.require(ctx, t)))
+
+        def run(ctx):
+            n = partitions.get(ctx, t)
+            if not n:
+                return stats.internal_stats(ctx, topics.require(ctx, t))
+            return {"metadata": {"partitions": n},
+                    "partitions": {str(p): stats.internal_stats(ctx, info)
+                                   for p, info in self._each(ctx, t)}}
+        return self.read(run)
 
     def list_subscriptions(self, name):
         t = _topic(name)
-        return self.read(lambda ctx: [c.name for c in
-                                      self.cursors.list(ctx.txn, topics.require(ctx, t).ml_id)])
+
+        def run(ctx):
+            names = []
+            for _p, info in self._each(ctx, t):
+                for c in self.cursors.list(ctx.txn, info.ml_id):
+                    if c.name not in names:
+                        names.append(c.name)
+            return names
+        return self.read(run)
 
     def last_message_id(self, name) -> MessageId:
         t = _topic(name)
 
         def run(ctx):
+            if partitions.get(ctx, t):
+                raise InvalidValue(f"{t} is a partitioned topic; ask one partition",
+                                   hint=f"e.g. `pulsarctl topics last-message-id {t.partition(0)}`")
             info = topics.require(ctx, t)
             p = info.mark_position(info.last_offset)
             return MessageId(p.ledger_id, p.entry_id, t.partition_index)
@@ -169,30 +245,45 @@ class Broker:
         t = _topic(name)
 
         def run(ctx):
-            info = topics.require(ctx, t)
-            mid = MessageId(ledger_id, entry_id, t.partition_index)
+            target = t
+            if partitions.get(ctx, t):
+                owner = partitions.owner_topic(ctx, ledger_id)
+                if owner is None or _topic(owner) not in partitions.expand(ctx, t):
+                    raise MessageNotFound(f"message {ledger_id}:{entry_id} not found on {t}")
+                target = _topic(owner)
+            info = topics.require(ctx, target)
+            mid = MessageId(ledger_id, entry_id, target.partition_index)
             o = subs.offset_of(ctx, info, mid)
-            return message_from_entry(codec.decode(self.ledgers.read(ctx.txn, info, o)), mid, str(t))
+            return message_from_entry(codec.decode(self.ledgers.read(ctx.txn, info, o)), mid,
+                                      str(target))
         return self.read(run)
 
     def peek(self, name, subscription: str, n: int = 1):
-        """peek-messages: from after mark-delete, skipping acked ones; changes nothing."""
+        """peek-messages: from after mark-delete, skipping acked ones; changes nothing. On a
+        partitioned topic, partition by partition."""
         t = _topic(name)
 
         def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, subscription)
-            replay = dict(subs.replay_items(ctx, c.id))
-            pending = dict(subs.pending_items(ctx, c.id))
             out = []
-            for o in self.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset):
-                if len(out) >= n:
-                    break
-                p = info.position(o)
-                rc = replay.get(o, pending.get(o, [None, None, 0])[2] if o in pending else 0)
-                out.append(message_from_entry(codec.decode(self.ledgers.read(ctx.txn, info, o)),
-                                              MessageId(p.ledger_id, p.entry_id, t.partition_index),
-                                              str(t), rc))
+            parts = self._each(ctx, t)
+            found = False
+            for p, info in parts:
+                c = subs.get(ctx, info, subscription)
+                if c is None:
+                    continue
+                found = True
+                replay = dict(subs.replay_items(ctx, c.id))
+                pending = {o: r[2] for o, r in subs.pending_items(ctx, c.id)}
+                for o in self.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset):
+                    if len(out) >= n:
+                        break
+                    pos = info.position(o)
+                    rc = replay.get(o, pending.get(o, 0))
+                    out.append(message_from_entry(
+                        codec.decode(self.ledgers.read(ctx.txn, info, o)),
+                        MessageId(pos.ledger_id, pos.entry_id, p.partition_index), str(p), rc))
+            if not found:
+                subs.require(ctx, parts[0][1], subscription)
             return out
         return self.read(run)
 
@@ -200,103 +291,216 @@ class Broker:
     def check_sizes(self, messages):
         return self.read(producers.check_sizes, messages)
 
-    def publish(self, name, messages, producer_name=None):
+    def partitions_of(self, name) -> int:
         t = _topic(name)
-        return self.write(producers.publish, t, messages, producer_name, t.partition_index)
+        return self.read(partitions.get, t)
+
+    def publish(self, name, messages, producer_name=None, route=None):
+        """Append messages in one transaction. For a partitioned topic, route(n) gives the
+        producer's router for n partitions, a function (key, now_ms) -> partition; ids come
+        back in message order."""
+        t = _topic(name)
+
+        def run(ctx):
+            n = partitions.get(ctx, t) if not t.is_partition else 0
+            if not n:
+                return producers.publish(ctx, t, messages, producer_name, t.partition_index)
+            if route is None:
+                from pulsarctl.broker.hashing import PartitionRouter
+
+                chooser = PartitionRouter(n).choose
+            else:
+                chooser = route(n)
+            groups: dict[int, list] = {}
+            order = []
+            for m in messages:
+                i = chooser(m.key, ctx.now)
+                groups.setdefault(i, []).append(m)
+                order.append(i)
+            name_out = producer_name
+            ids_by: dict[int, list] = {}
+            if name_out is None:
+                name_out = producers.new_producer_name(ctx)
+            for i, msgs in groups.items():
+                _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i)
+                ids_by[i] = ids[::-1]
+            return name_out, [ids_by[i].pop() for i in order]
+        return self.write(run)
 
     # -- subscriptions and consumers ---------------------------------------------------------
+    def _targets(self, ctx, names) -> list[TopicName]:
+        if isinstance(names, (str, TopicName)):
+            names = [names]
+        out = []
+        for name in names:
+            for p in partitions.expand(ctx, _topic(name)):
+                if p not in out:
+                    out.append(p)
+        return out
+
     def create_subscription(self, name, subscription, position="Latest"):
         t = _topic(name)
 
         def run(ctx):
-            info = topics.ensure(ctx, t)
-            subs.create(ctx, info, subscription, position, exist_ok=False)
+            targets = self._targets(ctx, t)
+            if isinstance(position, MessageId) and position not in (MessageId.earliest,
+                                                                     MessageId.latest):
+                owner = partitions.owner_topic(ctx, position.ledger_id)
+                targets = [p for p in targets if str(p) == owner] or targets[:1]
+            for p in targets:
+                info = topics.ensure(ctx, p)
+                subs.create(ctx, info, subscription, position, exist_ok=False)
         self.write(run)
 
     def unsubscribe(self, name, subscription, force=False):
         t = _topic(name)
-        self.write(lambda ctx: subs.unsubscribe(ctx, topics.require(ctx, t), subscription, force))
-
-    def subscribe(self, name, subscription, consumer_name, sub_type="Exclusive",
-                  position="Latest", *, priority=0, pid=None, pid_start=None, lease_ms=None,
-                  fetch=0):
-        """Create the subscription if needed and attach a consumer; with fetch > 0 also deliver
-        up to that many messages in the same transaction."""
-        t = _topic(name)
-        sub_type = subs.normalize_type(sub_type)
-        if sub_type == subs.KEY_SHARED:
-            raise NotSupportedYet("Key_Shared subscriptions are not supported yet",
-                                  hint="use Exclusive, Shared or Failover for now")
 
         def run(ctx):
-            info = topics.ensure(ctx, t)
-            c = subs.create(ctx, info, subscription, position, sub_type)
-            rec = consumers.attach(ctx, info, c, consumer_name, sub_type, priority=priority,
-                                   pid=pid, pid_start=pid_start, lease_ms=lease_ms)
-            msgs = []
-            if fetch:
-                live = consumers.sweep(ctx, info, c)
-                msgs = dispatch.fetch(ctx, info, c, rec, live, fetch, str(t), t.partition_index)
-            return str(t), msgs
+            parts = self._each(ctx, t)
+            done = False
+            for _p, info in parts:
+                if subs.get(ctx, info, subscription) is not None:
+                    subs.unsubscribe(ctx, info, subscription, force)
+                    done = True
+            if not done:
+                subs.require(ctx, parts[0][1], subscription)
+        self.write(run)
+
+    def subscribe(self, names, subscription, consumer_name, sub_type="Exclusive",
+                  position="Latest", *, priority=0, pid=None, pid_start=None, lease_ms=None,
+                  fetch=0, policy=None):
+        """Create the subscription where needed and attach a consumer on every topic that names
+        stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
+        up to that many messages in the same transaction. Returns (topic names, messages)."""
+        sub_type = subs.normalize_type(sub_type)
+
+        def run(ctx):
+            targets = self._targets(ctx, names)
+            for p in targets:
+                info = topics.ensure(ctx, p)
+                c = subs.create(ctx, info, subscription, position, sub_type)
+                consumers.attach(ctx, info, c, consumer_name, sub_type, priority=priority,
+                                 pid=pid, pid_start=pid_start, lease_ms=lease_ms, policy=policy)
+            msgs = self._deliver(ctx, targets, subscription, consumer_name, fetch, 0) if fetch else []
+            if isinstance(names, (str, TopicName)) and len(targets) == 1:
+                return str(targets[0]), msgs
+            return [str(p) for p in targets], msgs
         return self.write(run)
 
-    def fetch(self, name, subscription, consumer_name, max_n, acks=(), renew=False):
-        """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
-        messages to the consumer — one transaction for both."""
-        t = _topic(name)
-
-        def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, subscription)
-            if acks:
-                subs.ack(ctx, info, c, subs.offsets_of(ctx, info, acks))
+    def _deliver(self, ctx, targets, subscription, consumer_name, max_n, start):
+        out = []
+        k = len(targets)
+        for j in range(k):
+            if len(out) >= max_n:
+                break
+            p = targets[(start + j) % k]
+            info = topics.lookup(ctx, p)
+            if info is None:
+                continue
+            c = subs.get(ctx, info, subscription)
+            if c is None:
+                continue
             live = consumers.sweep(ctx, info, c)
             rec = next((r for r in live if r["name"] == consumer_name), None)
             if rec is None:
-                rec = consumers.require(ctx, c, consumer_name)  # raises: we were disconnected
-            if renew:
-                consumers.renew(ctx, c, [consumer_name])
-            return dispatch.fetch(ctx, info, c, rec, live, max_n, str(t), t.partition_index)
+                continue
+            out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
+                                      p.partition_index))
+        return out
+
+    def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0):
+        """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
+        messages to the consumer from its topics, starting at topic index start — one
+        transaction for both."""
+        def run(ctx):
+            targets = self._targets(ctx, names)
+            if acks:
+                self._ack(ctx, targets, subscription, acks, False)
+            attached = False
+            for p in targets:
+                info = topics.lookup(ctx, p)
+                c = subs.get(ctx, info, subscription) if info is not None else None
+                if c is None:
+                    continue
+                if any(r["name"] == consumer_name for r in consumers.sweep(ctx, info, c)):
+                    attached = True
+                    if renew:
+                        consumers.renew(ctx, c, [consumer_name])
+            if not attached:
+                info = topics.require(ctx, targets[0])
+                c = subs.require(ctx, info, subscription)
+                consumers.require(ctx, c, consumer_name)  # raises: we were disconnected
+            return self._deliver(ctx, targets, subscription, consumer_name, max_n, start)
         return self.write(run)
 
-    def ack(self, name, subscription, ids, cumulative=False):
+    def _ack(self, ctx, targets, subscription, ids, cumulative) -> int:
+        """Group ids by the partition their ledger belongs to and ack each group; an id on no
+        topic of targets is MessageNotFound, and then nothing is acked (one transaction)."""
+        allowed = {str(p): p for p in targets}
+        groups: dict[str, list] = {}
+        for mid in ids:
+            owner = str(targets[0]) if len(targets) == 1 else partitions.owner_topic(ctx, mid.ledger_id)
+            if owner not in allowed:
+                where = ", ".join(list(allowed)[:3])
+                raise MessageNotFound(f"message {mid} not found on {where}")
+            groups.setdefault(owner, []).append(mid)
+        total = 0
+        for owner, mids in groups.items():
+            info = topics.require(ctx, allowed[owner])
+            c = subs.require(ctx, info, subscription)
+            offsets = subs.offsets_of(ctx, info, mids)
+            if not offsets:
+                continue
+            newly, holders = subs.ack(ctx, info, c, offsets, cumulative)
+            consumers.renew(ctx, c, holders)
+            total += newly
+        return total
+
+    def ack(self, names, subscription, ids, cumulative=False):
         """Acknowledge message ids. Any id that names no message: nothing is acked (exit 3)."""
-        t = _topic(name)
         ids = list(ids)
 
         def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, subscription)
-            offsets = subs.offsets_of(ctx, info, ids)
-            if not offsets:
-                return 0
-            newly, holders = subs.ack(ctx, info, c, offsets, cumulative)
-            consumers.renew(ctx, c, holders)
-            return newly
+            targets = self._targets(ctx, names)
+            if len(targets) == 1:
+                info = topics.require(ctx, targets[0])
+                subs.require(ctx, info, subscription)
+            return self._ack(ctx, targets, subscription, ids, cumulative)
         return self.write(run)
 
-    def close_consumer(self, name, subscription, consumer_name, acks=()):
-        t = _topic(name)
-
+    def close_consumer(self, names, subscription, consumer_name, acks=()):
         def run(ctx):
-            info = topics.lookup(ctx, t)
-            if info is None:
-                return
-            c = subs.get(ctx, info, subscription)
-            if c is None:
-                return
+            targets = self._targets(ctx, names)
             if acks:
-                subs.ack(ctx, info, c, [subs.offset_of(ctx, info, m) for m in acks])
-            consumers.detach(ctx, info, c, consumer_name)
+                self._ack(ctx, targets, subscription, acks, False)
+            for p in targets:
+                info = topics.lookup(ctx, p)
+                if info is None:
+                    continue
+                c = subs.get(ctx, info, subscription)
+                if c is not None:
+                    consumers.detach(ctx, info, c, consumer_name)
         self.write(run)
 
     def consumers(self, name, subscription):
         t = _topic(name)
 
         def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, subscription)
-            return stats.subscription_stats(ctx, info, c)["consumers"]
+            out = []
+            parts = self._each(ctx, t)
+            found = False
+            for p, info in parts:
+                c = subs.get(ctx, info, subscription)
+                if c is None:
+                    continue
+                found = True
+                for r in stats.subscription_stats(ctx, info, c)["consumers"]:
+                    if len(parts) > 1:
+                        r["topic"] = str(p)
+                    out.append(r)
+            if not found:
+                subs.require(ctx, parts[0][1], subscription)
+            return out
         return self.read(run)
 
     # -- reading (non-durable) -----------------------------------------------------------------

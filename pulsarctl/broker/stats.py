@@ -115,3 +115,38 @@ def internal_stats(ctx, info) -> dict:
                      "underReplicated": False} for r in info.ledgers],
         "cursors": cursors,
     }
+
+
+_SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
+           "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize",
+           "waitingPublishers")
+_SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter",
+               "msgRateRedeliver", "msgBacklog", "backlogSize", "unackedMessages",
+               "msgRateExpired", "replayCount", "delayedMessages")
+
+
+def aggregate(parts: list[dict]) -> dict:
+    """A partitioned topic's stats: the partitions' counters added up, subscriptions merged by
+    name (pulsar-admin's PartitionedTopicStats)."""
+    out = {k: sum(p.get(k, 0) for p in parts) for k in _SUMMED}
+    n = out["msgInCounter"]
+    out["averageMsgSize"] = (out["bytesInCounter"] / n) if n else 0.0
+    out["earliestMsgPublishTimeInBacklogs"] = 0
+    out["publishers"] = []
+    out["replication"] = {}
+    out["deduplicationStatus"] = "Disabled"
+    subs_out: dict = {}
+    for p in parts:
+        for name, s in p["subscriptions"].items():
+            agg = subs_out.get(name)
+            if agg is None:
+                subs_out[name] = dict(s, consumers=list(s["consumers"]))
+                continue
+            for k in _SUB_SUMMED:
+                agg[k] = agg.get(k, 0) + s.get(k, 0)
+            agg["consumers"].extend(s["consumers"])
+            agg["lastAckedTimestamp"] = max(agg["lastAckedTimestamp"], s["lastAckedTimestamp"])
+            agg["lastConsumedTimestamp"] = max(agg["lastConsumedTimestamp"],
+                                               s["lastConsumedTimestamp"])
+    out["subscriptions"] = subs_out
+    return out

@@ -73,19 +73,32 @@ def produce(
         hashing_scheme=hashing_scheme)
 
 
-def _consume_common(ctx, topic, subscription, sub_type, position, mode, num, consumer_name,
+def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, consumer_name,
                     priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
-                    regex, ack: bool, lease: Optional[str]):
+                    regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges):
     from pulsarctl.cli.consume_run import run_consume
 
     out = fmt(ctx, output)
     positive(num, "-n/--num-messages")
+    return run_consume(state(ctx), _topic_arg(topics, regex), subscription, sub_type, position,
+                       mode, num, consumer_name, priority, idle_timeout, fail_if_empty,
+                       hide_content, hex_, metadata, out, ack=ack, lease=lease,
+                       key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
+
+
+def _topic_arg(topics: list[str], regex: bool):
+    """One topic, several, or (with --regex) one pattern, as the client takes them."""
     if regex:
-        raise NotSupportedYet("--regex (multi-topic consumers) is not supported yet",
-                              hint="name one topic")
-    return run_consume(state(ctx), topic, subscription, sub_type, position, mode, num,
-                       consumer_name, priority, idle_timeout, fail_if_empty, hide_content, hex_,
-                       metadata, out, ack=ack, lease=lease)
+        if len(topics) != 1:
+            raise UsageError("--regex takes exactly one pattern",
+                             hint="e.g. --regex 'persistent://public/default/orders-.*'")
+        import re
+
+        try:
+            return re.compile(topics[0])
+        except re.error as exc:
+            raise InvalidValue(f"invalid topic pattern {topics[0]!r}: {exc}") from None
+    return topics[0] if len(topics) == 1 else list(topics)
 
 
 SubType = Annotated[str, typer.Option("-t", "--subscription-type", help=SUB_TYPES)]
@@ -99,14 +112,21 @@ FailIfEmpty = Annotated[bool, typer.Option("--fail-if-empty", help="Exit 6 if no
 HideContent = Annotated[bool, typer.Option("--hide-content", help="Do not print payloads.")]
 Hex = Annotated[bool, typer.Option("--hex", help="Print payloads as hex.")]
 Metadata = Annotated[bool, typer.Option("-mp", "--print-metadata", help="Print message metadata.")]
-Regex = Annotated[bool, typer.Option("--regex", help="TOPIC is a pattern (not yet supported).")]
+Regex = Annotated[bool, typer.Option("--regex", help="TOPIC is a regular expression over full "
+                                     "topic names of one namespace; new matches are picked up.")]
+Topics = Annotated[List[str], typer.Argument(help="One or more topics (or one pattern with "
+                                             "--regex).", show_default=False)]
+KeySharedPolicy = Annotated[Optional[str], typer.Option(
+    "--key-shared-policy", help="auto-split|consistent-hashing|sticky (Key_Shared).")]
+StickyRanges = Annotated[Optional[str], typer.Option(
+    "--sticky-ranges", help="Hash ranges A-B,C-D for --key-shared-policy sticky.")]
 Priority = Annotated[int, typer.Option("--priority", help="Consumer priority level (0 is highest).")]
 
 
 @app.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
 def consume(
     ctx: typer.Context,
-    topic: Topic,
+    topics: Topics,
     subscription: Sub,
     sub_type: SubType = "Exclusive",
     position: Position = "Latest",
@@ -122,18 +142,21 @@ def consume(
     hex_: Hex = False,
     metadata: Metadata = False,
     regex: Regex = False,
+    key_shared_policy: KeySharedPolicy = None,
+    sticky_ranges: StickyRanges = None,
     output: Output = None,
 ):
-    return _consume_common(ctx, topic, subscription, sub_type, position, mode, num_messages,
+    return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
-                           hex_, metadata, output, regex, ack=True, lease=None)
+                           hex_, metadata, output, regex, ack=True, lease=None,
+                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
 
 
 @app.command(help="Receive messages without acking them: they stay pending for the consumer "
              "(default name cli) until ack, nack or the end of its lease.")
 def receive(
     ctx: typer.Context,
-    topic: Topic,
+    topics: Topics,
     subscription: Sub,
     sub_type: SubType = "Exclusive",
     position: Position = "Latest",
@@ -150,11 +173,14 @@ def receive(
     hex_: Hex = False,
     metadata: Metadata = False,
     regex: Regex = False,
+    key_shared_policy: KeySharedPolicy = None,
+    sticky_ranges: StickyRanges = None,
     output: Output = None,
 ):
-    return _consume_common(ctx, topic, subscription, sub_type, position, mode, num_messages,
+    return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
-                           hex_, metadata, output, regex, ack=False, lease=lease)
+                           hex_, metadata, output, regex, ack=False, lease=lease,
+                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
 
 
 def _ids_from(args: list[str]) -> list:
@@ -193,6 +219,7 @@ def ack(
                                                        "stdin.", show_default=False)] = None,
     cumulative: Annotated[Optional[str], typer.Option("--cumulative", help="Ack everything up to "
                                                       "and including this id (Exclusive, Failover).")] = None,
+    regex: Regex = False,
     output: Output = None,
 ):
     out = fmt(ctx, output)
@@ -206,7 +233,13 @@ def ack(
         targets, cum = _ids_from(ids or []), False
         if not targets:
             raise UsageError("no message ids to ack", hint="give ids as arguments or - for stdin")
-    n = state(ctx).broker().ack(topic, subscription, targets, cumulative=cum)
+    st = state(ctx)
+    where = topic
+    if regex:
+        from pulsarctl.client.client import _Pattern
+
+        where = _Pattern(topic).matches(st.broker()) or [topic]
+    n = st.broker().ack(where, subscription, targets, cumulative=cum)
     if out == render.TEXT:
         render.err(f"acked {n} message(s)" + (f" ({len(targets) - n} already acked)"
                                               if not cum and len(targets) > n else ""))

@@ -33,7 +33,7 @@ def _position(position: str) -> str:
 
 def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer_name, priority,
                 idle_timeout, fail_if_empty, hide_content, hex_, metadata, out, *, ack: bool,
-                lease):
+                lease, key_shared_policy=None, sticky_ranges=None):
     from pulsarctl.broker.subscriptions import normalize_type
     from pulsarctl.names import check_subscription
 
@@ -44,13 +44,18 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     lease_ms = parse_duration_ms(lease, "--lease") if lease else None
     if lease_ms is not None and lease_ms <= 0:
         raise InvalidValue("--lease must be positive")
+    policy = _key_shared_policy(sub_type, key_shared_policy, sticky_ranges)
     if _mode(mode) == "NonDurable":
+        if not isinstance(topic, str):
+            raise InvalidValue("a NonDurable consumer reads one topic",
+                               hint="name one topic, or use a Durable subscription")
         start = "earliest" if position == "Earliest" else "latest"
         return run_read(st, topic, start, False, num, False, idle_timeout, fail_if_empty,
                         hide_content, hex_, metadata, out)
     client = st.client()
     consumer = client.subscribe(topic, subscription, sub_type, position, consumer_name,
-                                priority_level=priority, lease_ms=lease_ms)
+                                priority_level=priority, lease_ms=lease_ms,
+                                key_shared_policy=policy)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
     guard = _PrintThenAck()
@@ -111,6 +116,29 @@ class _PrintThenAck:
         if self._old is not None:
             self._signal.signal(self._signal.SIGINT, self._old)
             self._old = None
+
+
+def _key_shared_policy(sub_type, policy, ranges):
+    """--key-shared-policy / --sticky-ranges as the consumer's policy record."""
+    if policy is None and ranges is None:
+        return None
+    from pulsarctl.broker.dispatch.selectors import parse_sticky_ranges
+
+    names = ("auto-split", "consistent-hashing", "sticky")
+    policy = policy or ("sticky" if ranges else "auto-split")
+    if policy not in names:
+        raise InvalidValue(f"unknown --key-shared-policy {policy!r}",
+                           hint="use auto-split, consistent-hashing or sticky")
+    if sub_type != "Key_Shared":
+        raise InvalidValue("--key-shared-policy and --sticky-ranges need -t Key_Shared")
+    if policy == "sticky":
+        if not ranges:
+            raise InvalidValue("Ranges for KeyShared policy must not be empty.",
+                               hint="give --sticky-ranges A-B,C-D within 0-65535")
+        return {"keySharedPolicy": "sticky", "ranges": [list(r) for r in parse_sticky_ranges(ranges)]}
+    if ranges:
+        raise InvalidValue("--sticky-ranges needs --key-shared-policy sticky")
+    return {"keySharedPolicy": policy}
 
 
 def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,

@@ -109,6 +109,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
                           deliver_at, now_ms=now)
     from pulsarctl.client.producer import Producer
 
-    producer = Producer(broker, topic, producer_name)
+    producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
+                        hashing_scheme=hashing_scheme)
     return run_produce(producer, template, bodies, num_produce, sequence_id, rate, from_stdin,
                        ndjson, out)

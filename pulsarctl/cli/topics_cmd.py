@@ -142,3 +142,57 @@ def last_message_id(ctx: typer.Context, topic: Topic, output: Output = None):
     else:
         render.data({"ledgerId": mid.ledger_id, "entryId": mid.entry_id,
                      "partitionIndex": mid.partition, "messageId": str(mid)}, out)
+
+
+Partitions = Annotated[int, typer.Option("-p", "--partitions", help="Number of partitions.",
+                                         show_default=False)]
+
+
+@topics.command("create-partitioned-topic", help="Create a partitioned topic of N partitions.")
+def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
+                             output: Output = None):
+    name = state(ctx).broker().create_partitioned_topic(topic, partitions)
+    _done(ctx, output, {"topic": name, "partitions": partitions},
+          f"created {name} with {partitions} partitions")
+
+
+@topics.command("update-partitioned-topic", help="Grow a partitioned topic (never shrinks).")
+def update_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
+                             output: Output = None):
+    n = state(ctx).broker().update_partitioned_topic(topic, partitions)
+    _done(ctx, output, {"topic": topic, "partitions": n}, f"{topic} now has {n} partitions")
+
+
+@topics.command("get-partitioned-topic-metadata",
+                help="Number of partitions (0 for a topic that is not partitioned).")
+def get_partitioned_topic_metadata(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.data(state(ctx).broker().partitioned_metadata(topic), fmt(ctx, output))
+
+
+@topics.command("delete-partitioned-topic", help="Delete a partitioned topic and its partitions.")
+def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = False,
+                             output: Output = None):
+    name = state(ctx).broker().delete_topic(topic, force)
+    _done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
+
+
+@topics.command("list-partitioned-topics", help="List the partitioned topics of a namespace.")
+def list_partitioned_topics(ctx: typer.Context,
+                            namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
+                            output: Output = None):
+    render.names(state(ctx).broker().list_partitioned_topics(namespace), fmt(ctx, output), "topic")
+
+
+@topics.command("partitioned-stats", help="Stats of a partitioned topic, added up over its "
+                "partitions (--per-partition: each too).")
+def partitioned_stats(ctx: typer.Context, topic: Topic,
+                      per_partition: Annotated[bool, typer.Option("--per-partition",
+                                                                  help="Show each partition.")] = False,
+                      output: Output = None):
+    def text(s):
+        _stats_text(s)
+        for name, p in s.get("partitions", {}).items():
+            render.outln("")
+            render.outln(render.safe(name))
+            _stats_text(p)
+    render.data(state(ctx).broker().partitioned_stats(topic, per_partition), fmt(ctx, output), text)

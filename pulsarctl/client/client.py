@@ -53,6 +53,20 @@ def _next(q, fill, timeout_millis):
         wait = min(wait * 2, _WAIT_MAX)
 
 
+class PartitionsRoutingMode(enum.Enum):
+    RoundRobinDistribution = "RoundRobinPartition"
+    UseSinglePartition = "SinglePartition"
+
+
+class HashingScheme(enum.Enum):
+    JavaStringHash = "JavaStringHash"
+    Murmur3_32Hash = "Murmur3_32Hash"
+
+
+def _enum_value(v) -> str:
+    return v.value if isinstance(v, enum.Enum) else str(v)
+
+
 def _type_name(t) -> str:
     return t.value if isinstance(t, ConsumerType) else str(t)
 
@@ -70,8 +84,12 @@ class Client:
         self.broker = broker or Broker(resolve_store(store), clock)
         self._open: list = []
 
-    def create_producer(self, topic: str, producer_name: str | None = None, **_ignored) -> "Producer":
-        p = Producer(self.broker, topic, producer_name)
+    def create_producer(self, topic: str, producer_name: str | None = None,
+                        message_routing_mode: str = "RoundRobinPartition",
+                        hashing_scheme: str = "JavaStringHash", **_ignored) -> "Producer":
+        p = Producer(self.broker, topic, producer_name,
+                     message_routing_mode=_enum_value(message_routing_mode),
+                     hashing_scheme=_enum_value(hashing_scheme))
         self._open.append(p)
         return p
 
@@ -80,10 +98,12 @@ class Client:
                   initial_position=InitialPosition.Latest, consumer_name: str | None = None,
                   receiver_queue_size: int = 1000, priority_level: int = 0,
                   lease_ms: int | None = None, is_read_compacted: bool = False,
-                  **_ignored) -> "Consumer":
+                  key_shared_policy: dict | None = None, **_ignored) -> "Consumer":
+        """topic: a name, a list of names, or a compiled regular expression (re.compile) over
+        full topic names of one namespace, as in pulsar-client."""
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
-                     priority_level, lease_ms)
+                     priority_level, lease_ms, key_shared_policy)
         self._open.append(c)
         return c
 
@@ -110,7 +130,7 @@ class Consumer:
     ACK_GROUP_S = 0.1
 
     def __init__(self, client, topic, subscription, sub_type, position, consumer_name,
-                 receiver_queue_size, priority, lease_ms):
+                 receiver_queue_size, priority, lease_ms, policy=None):
         self._client = client
         self._broker = client.broker
         self._subscription = subscription
@@ -126,14 +146,45 @@ class Consumer:
             from pulsarctl.broker.consumers import this_process
 
             pid, start = this_process()
-        self._topic, _ = self._broker.subscribe(
-            topic, subscription, self._name, sub_type, position, priority=priority, pid=pid,
-            pid_start=start, lease_ms=lease_ms)
+        self._sub_args = dict(sub_type=sub_type, position=position, priority=priority, pid=pid,
+                              pid_start=start, lease_ms=lease_ms, policy=policy)
+        self._pattern = None
+        if hasattr(topic, "pattern") and hasattr(topic, "fullmatch"):
+            self._pattern = _Pattern(topic.pattern)
+            topics = self._pattern.matches(self._broker)
+            self._pattern_checked = clocks.monotonic()
+        else:
+            topics = [topic] if isinstance(topic, str) else list(topic)
+        self._requested = topic
+        self._topics = []
+        self._rr = 0
+        if topics:
+            self._attach(topics)
         self._type = sub_type
         self._closed = False
 
+    def _attach(self, topics) -> None:
+        names, _ = self._broker.subscribe(list(topics), self._subscription, self._name,
+                                          **self._sub_args)
+        for n in names:
+            if n not in self._topics:
+                self._topics.append(n)
+
+    def _discover(self) -> None:
+        """Pick up topics that match the pattern and appeared after we subscribed (Pulsar's
+        pattern consumers re-check every minute; here at most once a second, when idle)."""
+        if self._pattern is None or clocks.monotonic() - self._pattern_checked < 1.0:
+            return
+        self._pattern_checked = clocks.monotonic()
+        new = [t for t in self._pattern.matches(self._broker) if t not in self._topics]
+        if new:
+            self._attach(new)
+
     def topic(self) -> str:
-        return self._topic
+        return self._topics[0] if len(self._topics) == 1 else ",".join(self._topics)
+
+    def topics(self) -> list[str]:
+        return list(self._topics)
 
     def subscription_name(self) -> str:
         return self._subscription
@@ -145,14 +196,23 @@ class Consumer:
         acks, self._acks = self._acks, []
         self._last_flush = clocks.monotonic()
         n = max_n if max_n is not None else self.receiver_queue_size
+        if not self._topics:
+            self._discover()
+            if not self._topics:
+                self._acks = acks
+                return False
         try:
-            msgs = self._broker.fetch(self._topic, self._subscription, self._name, n, acks,
-                                      renew=self._lease_ms is not None)
+            msgs = self._broker.fetch(self._topics, self._subscription, self._name, n, acks,
+                                      renew=self._lease_ms is not None, start=self._rr)
         except BaseException:
             self._acks = acks + self._acks
             raise
+        # Start the next fetch at the next topic: no topic starves the others.
+        self._rr = (self._rr + 1) % len(self._topics)
         self._queue = msgs
         self._qi = 0
+        if not msgs:
+            self._discover()
         return bool(msgs)
 
     def receive(self, timeout_millis: int | None = None, max_fetch: int | None = None) -> Message:
@@ -173,18 +233,19 @@ class Consumer:
     def acknowledge_cumulative(self, message) -> None:
         mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
-        self._broker.ack(self._topic, self._subscription, [mid], cumulative=True)
+        self._broker.ack(self._topics, self._subscription, [mid], cumulative=True)
 
     def flush_acks(self) -> None:
         if self._acks:
             acks, self._acks = self._acks, []
-            self._broker.ack(self._topic, self._subscription, acks)
+            self._broker.ack(self._topics, self._subscription, acks)
             self._last_flush = clocks.monotonic()
 
     def unsubscribe(self) -> None:
         self.flush_acks()
-        self._broker.close_consumer(self._topic, self._subscription, self._name)
-        self._broker.unsubscribe(self._topic, self._subscription)
+        self._broker.close_consumer(self._topics, self._subscription, self._name)
+        for t in self._topics:
+            self._broker.unsubscribe(t, self._subscription)
         self._closed = True
 
     def close(self) -> None:
@@ -193,7 +254,8 @@ class Consumer:
             return
         self._closed = True
         acks, self._acks = self._acks, []
-        self._broker.close_consumer(self._topic, self._subscription, self._name, acks)
+        if self._topics:
+            self._broker.close_consumer(self._topics, self._subscription, self._name, acks)
 
     def detach(self) -> None:
         """Leave a leased consumer connected (its messages stay pending until the lease ends):
@@ -241,3 +303,29 @@ class Reader:
 
     def close(self) -> None:
         pass
+
+
+class _Pattern:
+    """A topic pattern as Pulsar's pattern consumers take it: a regular expression over full
+    topic names of one namespace (a short pattern means public/default)."""
+
+    def __init__(self, text: str):
+        import re
+
+        from pulsarctl.errors import InvalidValue
+
+        full = text if "://" in text else (
+            f"persistent://{text}" if text.count("/") == 2 else f"persistent://public/default/{text}")
+        try:
+            self.regex = re.compile(full)
+        except re.error as exc:
+            raise InvalidValue(f"invalid topic pattern {text!r}: {exc}") from None
+        rest = full.split("://", 1)[1].split("/")
+        if len(rest) < 3 or any(c in "".join(rest[:2]) for c in ".*+?[](){}|\\^$"):
+            raise InvalidValue(f"invalid topic pattern {text!r}",
+                               hint="the tenant and namespace must be literal, e.g. "
+                                    "persistent://public/default/orders-.*")
+        self.namespace = f"{rest[0]}/{rest[1]}"
+
+    def matches(self, broker) -> list[str]:
+        return [t for t in broker.list_topics(self.namespace) if self.regex.fullmatch(t)]

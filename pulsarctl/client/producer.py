@@ -13,10 +13,14 @@ class Producer:
     """send() is synchronous and durable; send_async() buffers until flush() (or
     batch_size messages), so bulk producing commits many messages per transaction."""
 
-    def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000):
+    def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
+                 message_routing_mode: str = "RoundRobinPartition",
+                 hashing_scheme: str = "JavaStringHash"):
         self._broker = broker
         self._topic = topic
         self._name = producer_name
+        self._routing = (message_routing_mode, hashing_scheme)
+        self._router = None
         self._buffer: list[OutgoingMessage] = []
         self._callbacks: list = []
         self.batch_size = batch_size
@@ -71,8 +75,17 @@ class Producer:
         self.flush()
         return self._publish(messages)
 
+    def _route(self, n: int):
+        """The router for a partitioned topic of n partitions, kept across sends as a Java
+        producer keeps its MessageRouter (so round robin continues where it stopped)."""
+        if self._router is None or self._router.num_partitions != n:
+            from pulsarctl.broker.hashing import PartitionRouter
+
+            self._router = PartitionRouter(n, *self._routing)
+        return self._router.choose
+
     def _publish(self, msgs) -> list[MessageId]:
-        name, ids = self._broker.publish(self._topic, msgs, self._name)
+        name, ids = self._broker.publish(self._topic, msgs, self._name, self._route)
         self._name = name
         self.last_ids = ids
         return ids
