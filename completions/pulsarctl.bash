@@ -19,17 +19,17 @@ _pulsarctl_node() {
             ;;
         "consume")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges -o --output"
             ;;
         "receive")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges -o --output"
             ;;
         "ack")
             subs=""
-            opts="-s --subscription --cumulative -o --output -h --help"
+            opts="-s --subscription --cumulative --regex -o --output -h --help"
             vopts="-s --subscription --cumulative -o --output"
             ;;
         "nack")
@@ -58,7 +58,7 @@ _pulsarctl_node() {
             vopts=""
             ;;
         "topics")
-            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id"
+            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats skip clear-backlog reset-cursor expire-messages terminate examine-message"
             opts="-h --help"
             vopts=""
             ;;
@@ -116,6 +116,66 @@ _pulsarctl_node() {
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            ;;
+        "topics create-partitioned-topic")
+            subs=""
+            opts="-p --partitions -o --output -h --help"
+            vopts="-p --partitions -o --output"
+            ;;
+        "topics update-partitioned-topic")
+            subs=""
+            opts="-p --partitions -o --output -h --help"
+            vopts="-p --partitions -o --output"
+            ;;
+        "topics get-partitioned-topic-metadata")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics delete-partitioned-topic")
+            subs=""
+            opts="-f --force -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics list-partitioned-topics")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics partitioned-stats")
+            subs=""
+            opts="--per-partition -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics skip")
+            subs=""
+            opts="-s --subscription -n --count -o --output -h --help"
+            vopts="-s --subscription -n --count -o --output"
+            ;;
+        "topics clear-backlog")
+            subs=""
+            opts="-s --subscription -o --output -h --help"
+            vopts="-s --subscription -o --output"
+            ;;
+        "topics reset-cursor")
+            subs=""
+            opts="-s --subscription -t --time -m --messageId --message-id -o --output -h --help"
+            vopts="-s --subscription -t --time -m --messageId --message-id -o --output"
+            ;;
+        "topics expire-messages")
+            subs=""
+            opts="-s --subscription -t --expireTime --expire-time -o --output -h --help"
+            vopts="-s --subscription -t --expireTime --expire-time -o --output"
+            ;;
+        "topics terminate")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics examine-message")
+            subs=""
+            opts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output -h --help"
+            vopts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output"
             ;;
         "tenants")
             subs="list get create delete"
@@ -254,10 +314,12 @@ _pulsarctl_values() {
         "consume|-t"|"consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "consume|-p"|"consume|--subscription-position") values="Latest Earliest" ;;
         "consume|-m"|"consume|--subscription-mode") values="Durable NonDurable" ;;
+        "consume|--key-shared-policy") values="auto-split consistent-hashing sticky" ;;
         "consume|-o"|"consume|--output") values="text json ndjson" ;;
         "receive|-t"|"receive|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "receive|-p"|"receive|--subscription-position") values="Latest Earliest" ;;
         "receive|-m"|"receive|--subscription-mode") values="Durable NonDurable" ;;
+        "receive|--key-shared-policy") values="auto-split consistent-hashing sticky" ;;
         "receive|-o"|"receive|--output") values="text json ndjson" ;;
         "ack|-o"|"ack|--output") values="text json ndjson" ;;
         "read|-o"|"read|--output") values="text json ndjson" ;;
@@ -275,6 +337,19 @@ _pulsarctl_values() {
         "topics peek-messages|-o"|"topics peek-messages|--output") values="text json ndjson" ;;
         "topics get-message-by-id|-o"|"topics get-message-by-id|--output") values="text json ndjson" ;;
         "topics last-message-id|-o"|"topics last-message-id|--output") values="text json ndjson" ;;
+        "topics create-partitioned-topic|-o"|"topics create-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics update-partitioned-topic|-o"|"topics update-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics get-partitioned-topic-metadata|-o"|"topics get-partitioned-topic-metadata|--output") values="text json ndjson" ;;
+        "topics delete-partitioned-topic|-o"|"topics delete-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics list-partitioned-topics|-o"|"topics list-partitioned-topics|--output") values="text json ndjson" ;;
+        "topics partitioned-stats|-o"|"topics partitioned-stats|--output") values="text json ndjson" ;;
+        "topics skip|-o"|"topics skip|--output") values="text json ndjson" ;;
+        "topics clear-backlog|-o"|"topics clear-backlog|--output") values="text json ndjson" ;;
+        "topics reset-cursor|-o"|"topics reset-cursor|--output") values="text json ndjson" ;;
+        "topics expire-messages|-o"|"topics expire-messages|--output") values="text json ndjson" ;;
+        "topics terminate|-o"|"topics terminate|--output") values="text json ndjson" ;;
+        "topics examine-message|-i"|"topics examine-message|--initialPosition"|"topics examine-message|--initial-position") values="latest earliest" ;;
+        "topics examine-message|-o"|"topics examine-message|--output") values="text json ndjson" ;;
         "tenants list|-o"|"tenants list|--output") values="text json ndjson" ;;
         "tenants get|-o"|"tenants get|--output") values="text json ndjson" ;;
         "tenants create|-o"|"tenants create|--output") values="text json ndjson" ;;

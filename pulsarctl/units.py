@@ -50,11 +50,16 @@ def parse_time_ms(text: str, what: str = "time") -> int:
 
 
 def parse_time_or_duration_ms(text: str, now_ms: int) -> int:
-    """reset-cursor -t: a relative duration (that long ago) or an absolute time."""
+    """reset-cursor -t: a relative duration (that long ago) or an absolute time. A bare number
+    is seconds ago, as in pulsar-admin, unless that would lie before 1970: then it is epoch
+    milliseconds."""
+    s = str(text).strip()
+    if s.isdigit() and int(s) * 1000 > now_ms:
+        return parse_time_ms(s)
     try:
-        return now_ms - parse_duration_ms(text)
+        return now_ms - parse_duration_ms(s)
     except InvalidValue:
-        return parse_time_ms(text)
+        return parse_time_ms(s)
 
 
 def parse_property(text: str) -> tuple[str, str]:  # also used on the fast path

@@ -69,7 +69,7 @@ def sweep(ctx, info, c) -> list[dict]:
         remove(ctx, info, c, rec, remaining=len(live))
     live.sort(key=lambda r: (r.get("priority", 0), r["name"]))
     if dead:
-        note_active(ctx, c, live)
+        note_active(ctx, info, c, live)
         ctx.cursors.save(ctx.txn, c)
     return live
 
@@ -130,20 +130,29 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     if policy:
         rec["policy"] = policy
     ctx.put(rec, "consumer", c.id, name)
-    note_active(ctx, c, sweep(ctx, info, c))
+    live = sweep(ctx, info, c)
+    if sub_type == subs.KEY_SHARED:
+        from pulsarctl.broker.dispatch import key_shared
+
+        # A policy mismatch or a sticky range conflict refuses the consumer now (exit 4), and
+        # the transaction leaves no trace of it.
+        key_shared.check_policy(c, live, rec)
+        key_shared.reconcile(ctx, c, live)
+    note_active(ctx, info, c, live)
     ctx.cursors.save(ctx.txn, c)
     return rec
 
 
-def note_active(ctx, c, live: list[dict]) -> None:
+def note_active(ctx, info, c, live: list[dict]) -> None:
     """Failover: when the active consumer changes, rewind so that the unacked messages of the
     old one go to the new one (Pulsar does this after activeConsumerFailoverDelayTimeMillis;
     here every hand-over is a transaction, so it happens at once)."""
     if c.props.get("type") != subs.FAILOVER:
         return
     from pulsarctl.broker.dispatch.failover import active
+    from pulsarctl.names import partition_index
 
-    act = active(live)
+    act = active(live, partition_index(info.name), info.name)
     name = act["name"] if act else None
     if c.props.get("active") != name:
         if c.props.get("active") is not None:

@@ -30,7 +30,25 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
             "alive": consumers.alive(ctx, r),
         })
     p = c.props
-    return {
+    typ = p.get("type", subs.EXCLUSIVE)
+    if typ == subs.KEY_SHARED:
+        from pulsarctl.broker.dispatch import key_shared
+
+        ranges = key_shared.ranges_of(ctx, c)
+        for x in cons:
+            x["keyHashRanges"] = [f"[{a}, {b}]" for a, b in ranges.get(x["consumerName"], [])]
+    active_name = None
+    if typ in subs.SINGLE_ACTIVE and live:
+        from pulsarctl.broker.dispatch.failover import active
+        from pulsarctl.names import partition_index
+
+        alive = [r for r in live if consumers.alive(ctx, r)]
+        act = active(alive, partition_index(info.name), info.name) if typ == subs.FAILOVER \
+            else (alive[0] if alive else None)
+        active_name = act["name"] if act else None
+        for x in cons:
+            x["isActive"] = x["consumerName"] == active_name
+    out = {
         "msgRateOut": 0.0, "msgThroughputOut": 0.0,
         "bytesOutCounter": p.get("outBytes", 0), "msgOutCounter": p.get("out", 0),
         "msgRateRedeliver": 0.0,
@@ -47,6 +65,9 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         "replayCount": sum(1 for _ in subs.replay_items(ctx, c.id)),
         "delayedMessages": delayed.count(ctx, c.id),
     }
+    if active_name is not None:
+        out["activeConsumerName"] = active_name
+    return out
 
 
 def topic_stats(ctx, info) -> dict:

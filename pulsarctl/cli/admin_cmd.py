@@ -90,8 +90,11 @@ def sub_consumers(ctx: typer.Context, topic: Topic,
     rows = state(ctx).broker().consumers(topic, subscription)
     out = fmt(ctx, output)
     if out == render.TEXT:
-        render.table(["consumer", "priority", "unacked", "address", "connected since", "lease until"],
-                     [[r["consumerName"], r["priorityLevel"], r["unackedMessages"], r["address"],
+        render.table(["consumer", "active", "priority", "unacked", "key hash ranges", "address",
+                      "connected since", "lease until"],
+                     [[(r.get("topic", "") + " " if r.get("topic") else "") + r["consumerName"],
+                       {True: "yes", False: "no"}.get(r.get("isActive"), ""), r["priorityLevel"],
+                       r["unackedMessages"], " ".join(r.get("keyHashRanges", [])), r["address"],
                        r["connectedSince"], r["leaseUntil"]] for r in rows])
     else:
         render.data(rows, out)

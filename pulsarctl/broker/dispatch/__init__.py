@@ -12,7 +12,6 @@ _SELECTORS = {
     subs.EXCLUSIVE: exclusive.select,
     subs.FAILOVER: failover.select,
     subs.SHARED: shared.select,
-    subs.KEY_SHARED: shared.select,
 }
 
 
@@ -22,6 +21,10 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     if max_n <= 0:
         return []
     typ = c.props.get("type", subs.EXCLUSIVE)
+    if typ == subs.KEY_SHARED:
+        from pulsarctl.broker.dispatch import key_shared
+
+        return key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
     chosen = _SELECTORS[typ](ctx, info, c, consumer, live, max_n)
     if not chosen:
         return []

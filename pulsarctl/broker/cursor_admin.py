@@ -1,0 +1,299 @@
+"""pulsar-admin's cursor administration: skip, clear-backlog, reset-cursor, expire-messages,
+terminate and examine-message (pulsar-semantics.md §10, §11.2, §11.5).
+
+Moving mark-delete forward (skip, clear-backlog, expire) acknowledges what it passes: pending,
+replay and delayed-index records at or below the new mark-delete go with it; those above stay,
+as the dispatcher keeps them in Pulsar. A reset puts the read position right after the new
+mark-delete and forgets the ack holes (ManagedCursorImpl.internalResetCursor), so every entry
+above it is read from the ledger again: all pending, replay and delayed records go. Consumer
+records stay (a Pulsar client reconnects at once after the reset's disconnect); their pending
+messages are gone, and acking one at or below mark-delete is a no-op.
+"""
+from __future__ import annotations
+
+from store import codec, keys
+from pulsarctl.broker import topics
+from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.messages import MessageId, message_from_entry, parse_message_id
+from pulsarctl.names import TopicName, parse_topic
+
+
+def _topic(name) -> TopicName:
+    return name if isinstance(name, TopicName) else parse_topic(name)
+
+
+# -- what the commands report ------------------------------------------------------------------
+def summary(ctx, info, c) -> dict:
+    return {
+        "msgBacklog": c.backlog(info.next_offset),
+        "markDeletePosition": str(info.mark_position(c.mark_delete)),
+        "readPosition": str(info.position(c.read_position)),
+    }
+
+
+# -- keeping pending, replay and the delayed index consistent with the cursor -----------------
+def drop_through(ctx, c, upto: int) -> None:
+    """Forget pending, replay and delayed records at or below offset upto (now acknowledged)."""
+    if upto < 0:
+        return
+    txn, cid = ctx.txn, c.id
+    end = keys.pair(cid, upto)
+    for dbname in ("pending", "replay"):
+        cur = ctx.env.cursor(txn, dbname)
+        if cur.set_range(keys.pair(cid, 0)):
+            while cur.key() and cur.key() <= end:
+                if not cur.delete():
+                    break
+    # The delayed index is ordered by delivery time, not offset: look at all of it.
+    db = ctx.env.db["delayed"]
+    prefix = keys.u64(cid)
+    cur = txn.cursor(db=db)
+    doomed = []
+    if cur.set_range(prefix):
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix):
+                break
+            if keys.unpack_triple(k)[2] <= upto:
+                doomed.append(k)
+    for k in doomed:
+        txn.delete(k, db=db)
+
+
+def _advanced(ctx, info, c) -> None:
+    """After mark-delete moved forward: drop what it passed, save, trim passed ledgers."""
+    from pulsarctl.broker import subscriptions as subs
+
+    drop_through(ctx, c, c.mark_delete)
+    ctx.cursors.save(ctx.txn, c)
+    subs.maybe_trim(ctx, info, c)
+
+
+def _open(ctx, t: TopicName, sub: str):
+    """Topic and subscription, after disconnecting consumers that are gone (what is due for the
+    subscription fires before the operation, as in every broker call)."""
+    from pulsarctl.broker import consumers, subscriptions as subs
+
+    info = topics.require(ctx, t)
+    c = subs.require(ctx, info, sub)
+    consumers.sweep(ctx, info, c)
+    return info, c
+
+
+# -- skip and clear-backlog ----------------------------------------------------------------------
+def skip(ctx, info, c, n: int) -> int:
+    """Acknowledge the next n unacknowledged entries after mark-delete (asyncSkipEntries with
+    IndividualDeletedEntries.Exclude); fewer when the backlog is smaller. Returns how many."""
+    if n < 1:
+        raise InvalidValue(f"the number of messages to skip must be positive, not {n}")
+    done = ctx.cursors.skip(ctx.txn, c, n, info.next_offset)
+    _advanced(ctx, info, c)
+    return done
+
+
+def clear_backlog(ctx, info, c) -> int:
+    """Mark-delete to the last entry (skip-all). Returns how many were acknowledged."""
+    done = ctx.cursors.ack_cumulative(ctx.txn, c, info.last_offset)
+    _advanced(ctx, info, c)
+    return done
+
+
+# -- reset-cursor ----------------------------------------------------------------------------------
+def _publish_time(ctx, info, offset: int) -> int:
+    return codec.decode(ctx.ledgers.read(ctx.txn, info, offset))[0]
+
+
+def newest_matching(ctx, info, lo: int, hi: int, pred) -> int | None:
+    """The highest offset in [lo, hi) whose publish time satisfies pred, or None. As
+    ManagedCursor.asyncFindNewestMatching, a binary search: it relies on publish times never
+    decreasing along the topic, so pred holds for a prefix of the range."""
+    found = None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if pred(_publish_time(ctx, info, mid)):
+            found, lo = mid, mid + 1
+        else:
+            hi = mid
+    return found
+
+
+def offset_for_time(ctx, info, t_ms: int) -> int:
+    """The offset to deliver next after a reset to time t_ms (PersistentSubscription.resetCursor
+    with PersistentMessageFinder): right after the newest message published at or before t_ms,
+    so messages published after t_ms come again; the first position when there is none."""
+    found = newest_matching(ctx, info, info.first_offset, info.next_offset,
+                            lambda pt: pt <= t_ms)
+    return info.first_offset if found is None else found + 1
+
+
+def offset_for_id(ctx, info, mid: MessageId) -> int:
+    """The offset of mid, delivered next (inclusive). Like Pulsar's isValidPosition, the position
+    just after the last entry is accepted too: nothing is delivered again."""
+    from pulsarctl.broker import subscriptions as subs
+
+    if mid == MessageId.earliest:
+        return info.first_offset
+    if mid == MessageId.latest:
+        return info.next_offset
+    cur = info.ledgers[-1] if info.ledgers else None
+    if cur is not None and mid.ledger_id == cur[0] and mid.entry_id == cur[2]:
+        return info.next_offset
+    return subs.offset_of(ctx, info, mid)
+
+
+def parse_reset_time(text: str, now_ms: int) -> int:
+    """reset-cursor -t: a duration ago, ISO 8601, or epoch milliseconds."""
+    from pulsarctl.units import parse_time_or_duration_ms
+
+    try:
+        return parse_time_or_duration_ms(text, now_ms)
+    except InvalidValue:
+        raise InvalidValue(f"invalid time {text!r} for reset-cursor -t",
+                           hint="give a duration ago (10m, 2h, 1d; a bare number is seconds), "
+                           "ISO 8601 (2026-01-01T10:00:00Z) or epoch milliseconds") from None
+
+
+def reset(ctx, info, c, next_offset: int) -> None:
+    """Deliver again from next_offset: mark-delete just before it, no ack holes above it, and no
+    pending, replay or delayed state (a reset disconnects consumers in Pulsar)."""
+    from pulsarctl.broker import delayed, subscriptions as subs
+
+    ctx.cursors.seek(ctx.txn, c, next_offset - 1)
+    subs.clear_delivery_state(ctx, c)
+    delayed.clear(ctx, c.id)
+    ctx.cursors.save(ctx.txn, c)
+    subs.maybe_trim(ctx, info, c)
+
+
+# -- expire-messages ------------------------------------------------------------------------------
+def expire(ctx, info, c, ttl_ms: int) -> int:
+    """Acknowledge every message older than ttl_ms (expired when now > publishTime + ttl), by
+    mark-deleting up to the newest expired entry after mark-delete (PersistentMessageExpiryMonitor).
+    A TTL of 0 expires nothing, as MessageImpl.isEntryExpired says. Returns how many."""
+    if ttl_ms < 0:
+        raise InvalidValue(f"the expiry time must not be negative, not {ttl_ms} ms")
+    if ttl_ms == 0:
+        return 0
+    cutoff = ctx.now - ttl_ms
+    lo = max(c.mark_delete + 1, info.first_offset)
+    found = newest_matching(ctx, info, lo, info.next_offset, lambda pt: pt < cutoff)
+    if found is None:
+        return 0
+    done = ctx.cursors.ack_cumulative(ctx.txn, c, found)
+    _advanced(ctx, info, c)
+    return done
+
+
+# -- terminate and examine-message --------------------------------------------------------------
+def terminate(ctx, t: TopicName) -> MessageId:
+    """No more messages: producers.publish refuses a terminated topic. Terminating again is
+    fine and gives the same last message id."""
+    info = topics.require(ctx, t)
+    meta = topics.meta(ctx, t)
+    if not meta.get("terminated"):
+        meta["terminated"] = True
+        meta["terminatedAt"] = ctx.now
+        ctx.put(meta, "topicmeta", str(t))
+    p = info.mark_position(info.last_offset)
+    return MessageId(p.ledger_id, p.entry_id, t.partition_index)
+
+
+INITIAL_POSITIONS = ("latest", "earliest")
+
+
+def check_examine(initial_position: str, n: int) -> str:
+    pos = str(initial_position).lower()
+    if pos not in INITIAL_POSITIONS:
+        raise InvalidValue(f"invalid initial position {initial_position!r}",
+                           hint="use latest or earliest")
+    if n < 1:
+        raise InvalidValue(f"invalid message position {n}: it must be 1 or more",
+                           hint="1 is the first (earliest) or the last (latest) message")
+    return pos
+
+
+def examine(ctx, info, t: TopicName, initial_position: str, n: int):
+    """The nth message counted from the first (earliest) or the last (latest) one."""
+    pos = check_examine(initial_position, n)
+    if info.entries <= 0:
+        raise MessageNotFound(f"{t} has no messages to examine")
+    o = info.first_offset + n - 1 if pos == "earliest" else info.last_offset - n + 1
+    if not info.contains(o):
+        raise MessageNotFound(f"{t} has {info.entries} message(s); there is no message {n} "
+                              f"from the {pos}", hint=f"use -m 1 to -m {info.entries}")
+    p = info.position(o)
+    rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+    return message_from_entry(rec, MessageId(p.ledger_id, p.entry_id, t.partition_index), str(t))
+
+
+# -- the Broker's methods -----------------------------------------------------------------------
+class CursorAdmin:
+    """Mixed into Broker: each method is one transaction (self.write / self.read)."""
+
+    def skip(self, topic, subscription: str, n: int) -> dict:
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = _open(ctx, t, subscription)
+            done = skip(ctx, info, c, n)
+            return {"topic": str(t), "subscription": subscription, "skipped": done,
+                    **summary(ctx, info, c)}
+        return self.write(run)
+
+    def clear_backlog(self, topic, subscription: str) -> dict:
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = _open(ctx, t, subscription)
+            done = clear_backlog(ctx, info, c)
+            return {"topic": str(t), "subscription": subscription, "cleared": done,
+                    **summary(ctx, info, c)}
+        return self.write(run)
+
+    def reset_cursor(self, topic, subscription: str, time_ms=None, message_id=None) -> dict:
+        """Reset to a time (epoch ms, or text for parse_reset_time, read at the store's now) or
+        to a message id (a MessageId or its text), exactly one of them."""
+        t = _topic(topic)
+        if (time_ms is None) == (message_id is None):
+            raise InvalidValue("reset-cursor needs exactly one of a time and a message id",
+                               hint="pass -t TIME_OR_DURATION or -m MESSAGE_ID")
+        if isinstance(message_id, str):
+            message_id = parse_message_id(message_id)
+
+        def run(ctx):
+            when = parse_reset_time(time_ms, ctx.now) if isinstance(time_ms, str) else time_ms
+            info, c = _open(ctx, t, subscription)
+            if message_id is not None:
+                nxt = offset_for_id(ctx, info, message_id)
+            else:
+                nxt = offset_for_time(ctx, info, when)
+            reset(ctx, info, c, nxt)
+            p = info.position(nxt)
+            doc = {"topic": str(t), "subscription": subscription,
+                   "nextMessageId": (str(MessageId(p.ledger_id, p.entry_id, t.partition_index))
+                                     if info.contains(nxt) else None)}
+            if message_id is None:
+                doc["timestamp"] = when
+            else:
+                doc["messageId"] = str(message_id)
+            doc.update(summary(ctx, info, c))
+            return doc
+        return self.write(run)
+
+    def expire_messages(self, topic, subscription: str, ttl_ms: int) -> dict:
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = _open(ctx, t, subscription)
+            done = expire(ctx, info, c, ttl_ms)
+            return {"topic": str(t), "subscription": subscription, "expired": done,
+                    "expireTimeMs": ttl_ms, **summary(ctx, info, c)}
+        return self.write(run)
+
+    def terminate(self, topic) -> MessageId:
+        t = _topic(topic)
+        return self.write(terminate, t)
+
+    def examine_message(self, topic, initial_position: str = "latest", n: int = 1):
+        t = _topic(topic)
+        check_examine(initial_position, n)
+        return self.read(lambda ctx: examine(ctx, topics.require(ctx, t), t, initial_position, n))

@@ -1,0 +1,179 @@
+"""Key_Shared: every sticky key goes to one consumer, chosen by the subscription's selector
+(auto-split hash ranges, consistent hashing, or sticky ranges), and a key is never processed
+by two consumers at once.
+
+The selector's state lives in the cursor's properties, so consumers in different processes see
+one assignment; it is reconciled with the live consumers on every dispatch. A message for
+another consumer (or for a key still held elsewhere) goes to the replay set, where its owner
+finds it; a message whose key has an older message waiting there waits too, so each key stays
+in order. When consumers join, the keys that moved are held back until the messages of those
+keys that other consumers still hold are acked (Pulsar 4.x's draining hashes, PIP-379).
+"""
+from __future__ import annotations
+
+from store import codec, keys
+from pulsarctl.broker import delayed, subscriptions as subs
+from pulsarctl.broker.dispatch.selectors import make_selector
+from pulsarctl.broker.hashing import sticky_key
+from pulsarctl.errors import ConsumerBusy
+from pulsarctl.messages import MessageId, message_from_entry
+
+DEFAULT_POLICY = "auto-split"
+# How far a consumer looks into the replay set, and how large it may grow before dispatch
+# stops reading new entries (Pulsar's keySharedLookAheadMsgInReplayThresholdPerConsumer).
+LOOK_AHEAD = 2000
+
+_decode = codec.decode
+
+
+def policy_of(rec: dict) -> str:
+    return (rec.get("policy") or {}).get("keySharedPolicy", DEFAULT_POLICY)
+
+
+def check_policy(c, live: list[dict], rec: dict) -> None:
+    """All consumers of a Key_Shared subscription use one selector, as in Pulsar."""
+    mine = policy_of(rec)
+    for other in live:
+        if other["name"] != rec["name"] and policy_of(other) != mine:
+            raise ConsumerBusy(
+                f"subscription '{c.name}' uses Key_Shared policy {policy_of(other)}; a consumer "
+                f"with policy {mine} cannot join it",
+                hint=f"use --key-shared-policy {policy_of(other)}")
+
+
+def reconcile(ctx, c, live: list[dict]):
+    """The selector, brought up to date with the live consumers (in order of arrival)."""
+    ks = c.props.get("ks") or {}
+    policy = policy_of(live[0]) if live else ks.get("policy", DEFAULT_POLICY)
+    if ks.get("policy") != policy:
+        ks = {"policy": policy, "members": [], "state": None}
+    selector = make_selector(policy, ks.get("state"))
+    members = list(ks.get("members", []))
+    names = {r["name"] for r in live}
+    changed = False
+    for name in [m for m in members if m not in names]:
+        selector.remove_consumer(name)
+        members.remove(name)
+        changed = True
+    for r in sorted(live, key=lambda r: (r.get("since", 0), r["name"])):
+        if r["name"] not in members:
+            kw = {}
+            if policy == "sticky":
+                kw["ranges"] = [tuple(x) for x in (r.get("policy") or {}).get("ranges", [])]
+            selector.add_consumer(r["name"], **kw)
+            members.append(r["name"])
+            changed = True
+            ks["draining"] = True
+    if changed or "state" not in ks or ks.get("state") is None:
+        ks.update(policy=policy, members=members, state=selector.to_state())
+        c.props["ks"] = ks
+    return selector, ks
+
+
+def _slot(selector_policy, rec) -> int:
+    from pulsarctl.broker.dispatch.selectors import slot_of
+
+    n = len(rec)
+    okey = rec[6] if n > 6 else None
+    key = rec[5] if n > 5 else None
+    return slot_of(selector_policy, sticky_key(okey, key, rec[1], rec[2]))
+
+
+def _held_elsewhere(ctx, info, c, selector, policy) -> dict:
+    """slot -> holder for pending messages whose slot now belongs to another consumer."""
+    out = {}
+    read = ctx.ledgers.read
+    for o, prec in subs.pending_items(ctx, c.id):
+        raw = read(ctx.txn, info, o)
+        if raw is None:
+            continue
+        s = _slot(policy, _decode(raw))
+        if selector.select(s) != prec[0]:
+            out[s] = prec[0]
+    return out
+
+
+def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
+          partition: int) -> list:
+    selector, ks = reconcile(ctx, c, live)
+    policy = ks["policy"]
+    me = consumer["name"]
+    blocked: dict = {}
+    if ks.get("draining"):
+        blocked = _held_elsewhere(ctx, info, c, selector, policy)
+        if not blocked:
+            ks["draining"] = False
+    txn, now = ctx.txn, ctx.now
+    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    pair, cid = keys.pair, c.id
+    hold_until = delayed.cutoff(ctx)
+    waiting: set = set()      # slots with an older message still waiting: keep key order
+    out: list = []
+    nbytes = 0
+
+    def take(o, rec, rc, from_replay):
+        nonlocal nbytes
+        m = message_from_entry(rec, MessageId(*info.position(o), partition), topic_name, rc,
+                               c.name, me)
+        txn.put(pair(cid, o), codec.encode([me, now, rc]), db=pdb)
+        if from_replay:
+            txn.delete(pair(cid, o), db=rdb)
+        nbytes += len(m.payload)
+        out.append(m)
+
+    # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
+    due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
+    for o in due:
+        txn.put(pair(cid, o), codec.encode(0), db=rdb)
+    scanned = 0
+    replay_size = 0
+    for o, rc in list(subs.replay_items(ctx, cid)):
+        replay_size += 1
+        if scanned >= LOOK_AHEAD or len(out) >= max_n:
+            continue
+        scanned += 1
+        if ctx.cursors.is_acked(txn, c, o) or not info.contains(o):
+            txn.delete(pair(cid, o), db=rdb)
+            replay_size -= 1
+            continue
+        rec = _decode(ctx.ledgers.read(txn, info, o))
+        s = _slot(policy, rec)
+        if selector.select(s) == me and s not in blocked and s not in waiting:
+            take(o, rec, rc, True)
+            replay_size -= 1
+        else:
+            waiting.add(s)
+    # 2. New entries from the read position.
+    if len(out) < max_n and replay_size < LOOK_AHEAD * max(1, len(live)):
+        for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
+            if len(out) >= max_n:
+                break
+            c.read_position = o + 1
+            rec = _decode(ctx.ledgers.read(txn, info, o))
+            if len(rec) > 8 and rec[8] > hold_until:
+                delayed.defer(ctx, cid, rec[8], o)
+                continue
+            s = _slot(policy, rec)
+            if selector.select(s) == me and s not in blocked and s not in waiting:
+                take(o, rec, 0, False)
+            else:
+                # Someone else's key, or a key that must wait: its owner takes it from replay.
+                txn.put(pair(cid, o), codec.encode(0), db=rdb)
+                waiting.add(s)
+                replay_size += 1
+                if replay_size >= LOOK_AHEAD * max(1, len(live)):
+                    break
+    c.props["out"] = c.props.get("out", 0) + len(out)
+    c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
+    c.props["lastConsumed"] = now
+    c.props["ks"] = ks
+    ctx.cursors.save(txn, c)
+    return out
+
+
+def ranges_of(ctx, c) -> dict:
+    """consumer -> inclusive slot ranges it owns (keyHashRanges in Pulsar's consumer stats)."""
+    ks = c.props.get("ks")
+    if not ks or ks.get("state") is None:
+        return {}
+    return make_selector(ks["policy"], ks["state"]).consumer_ranges()
