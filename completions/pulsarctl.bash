@@ -268,11 +268,16 @@ _pulsarctl_node() {
             vopts="-o --output"
             ;;
         "subscriptions")
-            subs="consumers"
+            subs="consumers close-consumer"
             opts="-h --help"
             vopts=""
             ;;
         "subscriptions consumers")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "subscriptions close-consumer")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
@@ -365,6 +370,7 @@ _pulsarctl_values() {
         "clock advance|-o"|"clock advance|--output") values="text json ndjson" ;;
         "clock real|-o"|"clock real|--output") values="text json ndjson" ;;
         "subscriptions consumers|-o"|"subscriptions consumers|--output") values="text json ndjson" ;;
+        "subscriptions close-consumer|-o"|"subscriptions close-consumer|--output") values="text json ndjson" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;

@@ -375,12 +375,17 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and __fish_seen_subcommand_from real' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl subscriptions
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers' -a 'consumers' -d 'The consumers of a subscription.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers' -s h -l help -d 'Show this message and exit.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -a 'consumers' -d 'The consumers of a subscription.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -a 'close-consumer' -d 'Disconnect a consumer: its pending messages go back (to the other consumers, or by rewinding the cursor).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl subscriptions consumers
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl subscriptions close-consumer
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -a 'produce' -d 'Produce N messages of S bytes in batches; print msg/s, MB/s, latency.'

@@ -226,13 +226,42 @@ def examine(ctx, info, t: TopicName, initial_position: str, n: int):
 
 
 # -- the Broker's methods -----------------------------------------------------------------------
+_COUNTS = ("skipped", "cleared", "expired", "msgBacklog")
+
+
+def _each_partition(topic, message_id=None):
+    """Run fn(ctx, topic) on the topic, or on each partition of a partitioned topic (only the
+    partition a message id belongs to, for a reset to an id), as pulsar-admin does; the
+    documents of the partitions are added up."""
+    t = _topic(topic)
+
+    def wrap(fn):
+        def run(ctx):
+            from pulsarctl.broker import partitions
+
+            if not partitions.get(ctx, t):
+                return fn(ctx, t)
+            parts = partitions.expand(ctx, t)
+            if message_id is not None and message_id not in (MessageId.earliest, MessageId.latest):
+                owner = partitions.owner_topic(ctx, message_id.ledger_id)
+                parts = [p for p in parts if str(p) == owner]
+                if not parts:
+                    raise MessageNotFound(f"message {message_id} not found on {t}")
+            docs = {str(p): fn(ctx, p) for p in parts}
+            out = {"topic": str(t)}
+            for k in _COUNTS:
+                if any(k in d for d in docs.values()):
+                    out[k] = sum(d.get(k, 0) for d in docs.values())
+            out["partitions"] = docs
+            return out
+        return run
+    return wrap
 class CursorAdmin:
     """Mixed into Broker: each method is one transaction (self.write / self.read)."""
 
     def skip(self, topic, subscription: str, n: int) -> dict:
-        t = _topic(topic)
-
-        def run(ctx):
+        @_each_partition(topic)
+        def run(ctx, t):
             info, c = _open(ctx, t, subscription)
             done = skip(ctx, info, c, n)
             return {"topic": str(t), "subscription": subscription, "skipped": done,
@@ -240,9 +269,8 @@ class CursorAdmin:
         return self.write(run)
 
     def clear_backlog(self, topic, subscription: str) -> dict:
-        t = _topic(topic)
-
-        def run(ctx):
+        @_each_partition(topic)
+        def run(ctx, t):
             info, c = _open(ctx, t, subscription)
             done = clear_backlog(ctx, info, c)
             return {"topic": str(t), "subscription": subscription, "cleared": done,
@@ -252,14 +280,14 @@ class CursorAdmin:
     def reset_cursor(self, topic, subscription: str, time_ms=None, message_id=None) -> dict:
         """Reset to a time (epoch ms, or text for parse_reset_time, read at the store's now) or
         to a message id (a MessageId or its text), exactly one of them."""
-        t = _topic(topic)
         if (time_ms is None) == (message_id is None):
             raise InvalidValue("reset-cursor needs exactly one of a time and a message id",
                                hint="pass -t TIME_OR_DURATION or -m MESSAGE_ID")
         if isinstance(message_id, str):
             message_id = parse_message_id(message_id)
 
-        def run(ctx):
+        @_each_partition(topic, message_id)
+        def run(ctx, t):
             when = parse_reset_time(time_ms, ctx.now) if isinstance(time_ms, str) else time_ms
             info, c = _open(ctx, t, subscription)
             if message_id is not None:
@@ -280,18 +308,25 @@ class CursorAdmin:
         return self.write(run)
 
     def expire_messages(self, topic, subscription: str, ttl_ms: int) -> dict:
-        t = _topic(topic)
-
-        def run(ctx):
+        @_each_partition(topic)
+        def run(ctx, t):
             info, c = _open(ctx, t, subscription)
             done = expire(ctx, info, c, ttl_ms)
             return {"topic": str(t), "subscription": subscription, "expired": done,
                     "expireTimeMs": ttl_ms, **summary(ctx, info, c)}
         return self.write(run)
 
-    def terminate(self, topic) -> MessageId:
+    def terminate(self, topic) -> MessageId | dict:
+        """The last message id; for a partitioned topic, each partition's."""
         t = _topic(topic)
-        return self.write(terminate, t)
+
+        def run(ctx):
+            from pulsarctl.broker import partitions
+
+            if partitions.get(ctx, t):
+                return {str(p): terminate(ctx, p) for p in partitions.expand(ctx, t)}
+            return terminate(ctx, t)
+        return self.write(run)
 
     def examine_message(self, topic, initial_position: str = "latest", n: int = 1):
         t = _topic(topic)

@@ -438,13 +438,19 @@ class Broker(CursorAdmin):
         """Group ids by the partition their ledger belongs to and ack each group; an id on no
         topic of targets is MessageNotFound, and then nothing is acked (one transaction)."""
         allowed = {str(p): p for p in targets}
-        groups: dict[str, list] = {}
-        for mid in ids:
-            owner = str(targets[0]) if len(targets) == 1 else partitions.owner_topic(ctx, mid.ledger_id)
-            if owner not in allowed:
-                where = ", ".join(list(allowed)[:3])
-                raise MessageNotFound(f"message {mid} not found on {where}")
-            groups.setdefault(owner, []).append(mid)
+        if len(targets) == 1:
+            groups = {str(targets[0]): list(ids)}
+        else:
+            groups: dict[str, list] = {}
+            owners: dict[int, str | None] = {}
+            for mid in ids:
+                lid = mid.ledger_id
+                owner = owners.get(lid) if lid in owners else owners.setdefault(
+                    lid, partitions.owner_topic(ctx, lid))
+                if owner not in allowed:
+                    where = ", ".join(list(allowed)[:3])
+                    raise MessageNotFound(f"message {mid} not found on {where}")
+                groups.setdefault(owner, []).append(mid)
         total = 0
         for owner, mids in groups.items():
             info = topics.require(ctx, allowed[owner])
@@ -482,6 +488,30 @@ class Broker(CursorAdmin):
                 if c is not None:
                     consumers.detach(ctx, info, c, consumer_name)
         self.write(run)
+
+    def disconnect_consumer(self, name, subscription, consumer_name) -> int:
+        """subscriptions close-consumer: like the consumer's connection dropping. Returns how
+        many pending messages it gave back; ConsumerNotFound if it is not connected."""
+        t = _topic(name)
+
+        def run(ctx):
+            found, returned = False, 0
+            parts = self._each(ctx, t)
+            for _p, info in parts:
+                c = subs.get(ctx, info, subscription)
+                if c is None:
+                    continue
+                rec = ctx.get("consumer", c.id, consumer_name)
+                if rec is None:
+                    continue
+                found = True
+                returned += sum(1 for _o, r in subs.pending_items(ctx, c.id) if r[0] == consumer_name)
+                consumers.remove(ctx, info, c, rec)
+            if not found:
+                c = subs.require(ctx, parts[0][1], subscription)
+                consumers.require(ctx, c, consumer_name)
+            return returned
+        return self.write(run)
 
     def consumers(self, name, subscription):
         t = _topic(name)

@@ -138,3 +138,18 @@ def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")])
     if shell not in docgen.SHELLS:
         raise InvalidValue(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
     render.out(docgen.completion(shell))
+
+
+@subscriptions.command("close-consumer", help="Disconnect a consumer: its pending messages go "
+                       "back (to the other consumers, or by rewinding the cursor).")
+def close_consumer(ctx: typer.Context, topic: Topic,
+                   subscription: Annotated[str, typer.Argument(help="Subscription name.")],
+                   consumer: Annotated[str, typer.Argument(help="Consumer name.")],
+                   output: Output = None):
+    n = state(ctx).broker().disconnect_consumer(topic, subscription, consumer)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(render.safe(f"closed consumer {consumer}; {n} pending message(s) given back"))
+    else:
+        render.data({"topic": topic, "subscription": subscription, "consumer": consumer,
+                     "closed": True, "pendingReturned": n}, out)

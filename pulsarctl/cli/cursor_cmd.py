@@ -68,7 +68,9 @@ def reset_cursor(
                            hint="e.g. `-t 10m` or `-m 7:12`")
     mid = parse_message_id(message_id) if message_id is not None else None
     d = state(ctx).broker().reset_cursor(topic, subscription, time_ms=time, message_id=mid)
-    where = (f"to {d['nextMessageId']}" if d["nextMessageId"] else "past the last message")
+    nxt = d.get("nextMessageId")
+    where = (f"to {nxt}" if nxt else "past the last message" if "partitions" not in d
+             else f"on {len(d['partitions'])} partition(s)")
     _changed(ctx, output, d, f"reset {subscription} {where}; backlog now {d['msgBacklog']}")
 
 
@@ -97,11 +99,13 @@ def terminate(ctx: typer.Context, topic: Topic, output: Output = None):
     mid = state(ctx).broker().terminate(topic)
     name = str(parse_topic(topic))
     out = fmt(ctx, output)
+    # A partitioned topic answers with each partition's last message id.
+    last = {k: str(v) for k, v in mid.items()} if isinstance(mid, dict) else str(mid)
     if out == render.TEXT:
-        render.outln(str(mid))
+        render.outln("\n".join(last.values()) if isinstance(last, dict) else last)
         render.err(render.safe(f"terminated {name}; it accepts no more messages"))
     else:
-        render.data({"topic": name, "terminated": True, "lastMessageId": str(mid)}, out)
+        render.data({"topic": name, "terminated": True, "lastMessageId": last}, out)
 
 
 @topics.command("examine-message", help="Show the Nth message counted from the earliest or the "

@@ -24,7 +24,10 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     if typ == subs.KEY_SHARED:
         from pulsarctl.broker.dispatch import key_shared
 
-        return key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+        got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+        if got is not None:
+            return got
+        typ = subs.SHARED
     chosen = _SELECTORS[typ](ctx, info, c, consumer, live, max_n)
     if not chosen:
         return []

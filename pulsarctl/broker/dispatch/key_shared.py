@@ -94,7 +94,9 @@ def _held_elsewhere(ctx, info, c, selector, policy) -> dict:
 
 
 def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
-          partition: int) -> list:
+          partition: int) -> list | None:
+    """Deliver to consumer; None when every key is its anyway (a lone consumer owning all
+    slots, nothing draining): then the Shared dispatcher does the same work without hashing."""
     selector, ks = reconcile(ctx, c, live)
     policy = ks["policy"]
     me = consumer["name"]
@@ -103,6 +105,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         blocked = _held_elsewhere(ctx, info, c, selector, policy)
         if not blocked:
             ks["draining"] = False
+    if not blocked and len(live) == 1 and policy != "sticky":
+        c.props["ks"] = ks
+        return None
     txn, now = ctx.txn, ctx.now
     pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
     pair, cid = keys.pair, c.id
