@@ -132,9 +132,11 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         txn.put(pair(cid, o), codec.encode(0), db=rdb)
     scanned = 0
     replay_size = 0
+    unscanned = False
     for o, rc in list(subs.replay_items(ctx, cid)):
         replay_size += 1
         if scanned >= LOOK_AHEAD or len(out) >= max_n:
+            unscanned = True
             continue
         scanned += 1
         if ctx.cursors.is_acked(txn, c, o) or not info.contains(o):
@@ -148,8 +150,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
             replay_size -= 1
         else:
             waiting.add(s)
-    # 2. New entries from the read position.
-    if len(out) < max_n and replay_size < LOOK_AHEAD * max(1, len(live)):
+    # 2. New entries from the read position — only when every waiting message was looked at,
+    # or a newer message of a key could overtake an older one still in the replay set.
+    if len(out) < max_n and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
             if len(out) >= max_n:
                 break
