@@ -19,13 +19,13 @@ _pulsarctl_node() {
             ;;
         "consume")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
             ;;
         "receive")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
             ;;
         "ack")
             subs=""
@@ -34,8 +34,8 @@ _pulsarctl_node() {
             ;;
         "nack")
             subs=""
-            opts="-s --subscription -h --help"
-            vopts="-s --subscription"
+            opts="-s --subscription --regex -o --output -h --help"
+            vopts="-s --subscription -o --output"
             ;;
         "read")
             subs=""
@@ -268,7 +268,7 @@ _pulsarctl_node() {
             vopts="-o --output"
             ;;
         "subscriptions")
-            subs="consumers close-consumer"
+            subs="consumers close-consumer describe pending"
             opts="-h --help"
             vopts=""
             ;;
@@ -278,6 +278,16 @@ _pulsarctl_node() {
             vopts="-o --output"
             ;;
         "subscriptions close-consumer")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "subscriptions describe")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "subscriptions pending")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
@@ -327,6 +337,7 @@ _pulsarctl_values() {
         "receive|--key-shared-policy") values="auto-split consistent-hashing sticky" ;;
         "receive|-o"|"receive|--output") values="text json ndjson" ;;
         "ack|-o"|"ack|--output") values="text json ndjson" ;;
+        "nack|-o"|"nack|--output") values="text json ndjson" ;;
         "read|-o"|"read|--output") values="text json ndjson" ;;
         "version|-o"|"version|--output") values="text json ndjson" ;;
         "doctor|-o"|"doctor|--output") values="text json ndjson" ;;
@@ -371,6 +382,8 @@ _pulsarctl_values() {
         "clock real|-o"|"clock real|--output") values="text json ndjson" ;;
         "subscriptions consumers|-o"|"subscriptions consumers|--output") values="text json ndjson" ;;
         "subscriptions close-consumer|-o"|"subscriptions close-consumer|--output") values="text json ndjson" ;;
+        "subscriptions describe|-o"|"subscriptions describe|--output") values="text json ndjson" ;;
+        "subscriptions pending|-o"|"subscriptions pending|--output") values="text json ndjson" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;

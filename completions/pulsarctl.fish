@@ -27,7 +27,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'produce' -d 'Produce m
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'consume' -d 'Consume messages and ack each one after printing it (pulsar-client consume).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'receive' -d 'Receive messages without acking them: they stay pending for the consumer (default name cli) until ack, nack or the end of its lease.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'ack' -d 'Acknowledge messages by id (individually, or --cumulative ID).'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'nack' -d 'Negatively acknowledge messages: redelivered after the nack delay.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'nack' -d 'Negatively acknowledge messages: redelivered after the nack delay or backoff, or moved to the dead letter topic past --max-redeliver-count.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'read' -d 'Read messages with a non-durable reader; leaves nothing behind.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the store and the installation.'
@@ -85,6 +85,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l regex -d 'TOPIC is a regular expression over full topic names of one namespace; new matches are picked up.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l key-shared-policy -x -a 'auto-split consistent-hashing sticky' -d 'auto-split|consistent-hashing|sticky (Key_Shared).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l sticky-ranges -x -d 'Hash ranges A-B,C-D for --key-shared-policy sticky.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l nack-delay -x -d 'Redeliver a nacked message after this long (default 1m, minimum 100ms).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l nack-backoff -x -d 'MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l dead-letter-topic -x -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
 
@@ -105,6 +110,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -o mp -l print-me
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l regex -d 'TOPIC is a regular expression over full topic names of one namespace; new matches are picked up.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l key-shared-policy -x -a 'auto-split consistent-hashing sticky' -d 'auto-split|consistent-hashing|sticky (Key_Shared).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l sticky-ranges -x -d 'Hash ranges A-B,C-D for --key-shared-policy sticky.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l nack-delay -x -d 'Redeliver a nacked message after this long (default 1m, minimum 100ms).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l nack-backoff -x -d 'MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l dead-letter-topic -x -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s h -l help -d 'Show this message and exit.'
 
@@ -117,6 +127,8 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -s h -l help -d 'Show
 
 # pulsarctl nack
 complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s s -l subscription -x -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -l regex -d 'TOPIC is a regular expression over full topic names of one namespace; new matches are picked up.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl read
@@ -375,9 +387,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and __fish_seen_subcommand_from real' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl subscriptions
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -a 'consumers' -d 'The consumers of a subscription.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -a 'close-consumer' -d 'Disconnect a consumer: its pending messages go back (to the other consumers, or by rewinding the cursor).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer' -s h -l help -d 'Show this message and exit.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer describe pending' -a 'consumers' -d 'The consumers of a subscription.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer describe pending' -a 'close-consumer' -d 'Disconnect a consumer: its pending messages go back (to the other consumers, or by rewinding the cursor).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer describe pending' -a 'describe' -d 'Type, policy, derived dead letter and retry topics, and the cursor of a subscription.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer describe pending' -a 'pending' -d 'Delivered, unacknowledged messages: consumer, idle time, redelivery count, next redelivery.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __fish_seen_subcommand_from topics consumers close-consumer describe pending' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl subscriptions consumers
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
@@ -386,6 +400,14 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_
 # pulsarctl subscriptions close-consumer
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl subscriptions describe
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl subscriptions pending
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -a 'produce' -d 'Produce N messages of S bytes in batches; print msg/s, MB/s, latency.'

@@ -5,7 +5,8 @@ __version__ = "0.1.0"
 def __getattr__(name):
     # The client API is imported lazily so that `pulsarctl produce` starts fast.
     if name in ("Client", "ConsumerType", "InitialPosition", "MessageId", "Message",
-                "Producer", "Consumer", "Reader"):
+                "Producer", "Consumer", "Reader", "ConsumerDeadLetterPolicy",
+                "PartitionsRoutingMode", "HashingScheme"):
         from pulsarctl import client
 
         return getattr(client, name)

@@ -33,6 +33,8 @@ DATABASES = (
     "pending",     # (cursor id, offset) -> who holds a delivered, unacked entry
     "replay",      # (cursor id, offset) -> entries to deliver again
     "delayed",     # (cursor id, deliver-at ms, offset) -> b"": the delayed-delivery index
+    "redelivery",  # (cursor id, offset) -> redelivery count, persisted (Pulsar keeps it in memory)
+    "timers",      # (cursor id, due ms, offset) -> [kind, managed-ledger id, cursor name]
 )
 
 MapFullError = lmdb.MapFullError

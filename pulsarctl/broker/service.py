@@ -33,6 +33,8 @@ consumers = _Lazy("pulsarctl.broker.consumers")
 dispatch = _Lazy("pulsarctl.broker.dispatch")
 stats = _Lazy("pulsarctl.broker.stats")
 subs = _Lazy("pulsarctl.broker.subscriptions")
+nacks = _Lazy("pulsarctl.broker.nacks")
+timers = _Lazy("pulsarctl.broker.timers")
 
 
 def _topic(name) -> TopicName:
@@ -369,7 +371,7 @@ class Broker(CursorAdmin):
 
     def subscribe(self, names, subscription, consumer_name, sub_type="Exclusive",
                   position="Latest", *, priority=0, pid=None, pid_start=None, lease_ms=None,
-                  fetch=0, policy=None):
+                  fetch=0, policy=None, settings=None):
         """Create the subscription where needed and attach a consumer on every topic that names
         stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
         up to that many messages in the same transaction. Returns (topic names, messages)."""
@@ -382,6 +384,8 @@ class Broker(CursorAdmin):
                 c = subs.create(ctx, info, subscription, position, sub_type)
                 consumers.attach(ctx, info, c, consumer_name, sub_type, priority=priority,
                                  pid=pid, pid_start=pid_start, lease_ms=lease_ms, policy=policy)
+                if settings:
+                    subs.update_policy(ctx, c, settings)
             msgs = self._deliver(ctx, targets, subscription, consumer_name, fetch, 0) if fetch else []
             if isinstance(names, (str, TopicName)) and len(targets) == 1:
                 return str(targets[0]), msgs
@@ -405,6 +409,7 @@ class Broker(CursorAdmin):
             rec = next((r for r in live if r["name"] == consumer_name), None)
             if rec is None:
                 continue
+            nacks.fire(ctx, info, c)
             out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
                                       p.partition_index))
         return out
@@ -475,6 +480,52 @@ class Broker(CursorAdmin):
             return self._ack(ctx, targets, subscription, ids, cumulative)
         return self.write(run)
 
+    def nack(self, names, subscription, ids) -> int:
+        """Negatively acknowledge message ids: each is redelivered after the nack delay (or
+        backoff), or dead-lettered past maxRedeliverCount. Returns how many were nacked."""
+        ids = list(ids)
+
+        def run(ctx):
+            targets = self._targets(ctx, names)
+            total = 0
+            for owner, mids in self._by_owner(ctx, targets, ids).items():
+                info = topics.require(ctx, owner)
+                c = subs.require(ctx, info, subscription)
+                nacks.fire(ctx, info, c)
+                n, holders = nacks.nack(ctx, info, c, subs.offsets_of(ctx, info, mids))
+                consumers.renew(ctx, c, holders)
+                total += n
+            return total
+        return self.write(run)
+
+    def fire_due(self) -> int:
+        """Fire every timer due by now, store-wide (clock advance, daemon run-once)."""
+        def run(ctx):
+            n = 0
+            for ml_id, sub in timers.due_subscriptions(ctx, ctx.now):
+                try:
+                    info = self.ledgers.info(ctx.txn, ml_id)
+                except KeyError:
+                    continue
+                c = subs.get(ctx, info, sub)
+                if c is not None:
+                    n += nacks.fire(ctx, info, c)
+            return n
+        return self.write(run)
+
+    def _by_owner(self, ctx, targets, ids) -> dict:
+        """ids grouped by the topic (partition) they belong to, which must be one of targets."""
+        allowed = {str(p): p for p in targets}
+        if len(targets) == 1:
+            return {targets[0]: list(ids)}
+        groups: dict = {}
+        for mid in ids:
+            owner = partitions.owner_topic(ctx, mid.ledger_id)
+            if owner not in allowed:
+                raise MessageNotFound(f"message {mid} not found on {', '.join(list(allowed)[:3])}")
+            groups.setdefault(allowed[owner], []).append(mid)
+        return groups
+
     def close_consumer(self, names, subscription, consumer_name, acks=()):
         def run(ctx):
             targets = self._targets(ctx, names)
@@ -512,6 +563,64 @@ class Broker(CursorAdmin):
                 consumers.require(ctx, c, consumer_name)
             return returned
         return self.write(run)
+
+    def describe_subscription(self, name, subscription) -> dict:
+        """Type, the effective policy, the derived dead letter and retry topic names, and the
+        cursor, for `subscriptions describe`."""
+        t = _topic(name)
+
+        def run(ctx):
+            from pulsarctl.broker import deadletter
+            from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
+            from pulsarctl.names import retry_topic
+
+            info = topics.require(ctx, t)
+            c = subs.require(ctx, info, subscription)
+            policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
+                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+            return {
+                "topic": str(t), "subscription": subscription,
+                "type": c.props.get("type", subs.EXCLUSIVE), "durable": True,
+                "policy": policy,
+                "deadLetterTopic": deadletter.dlq_topic(str(t), subscription, policy),
+                "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), subscription),
+                "markDeletePosition": str(info.mark_position(c.mark_delete)),
+                "readPosition": str(info.position(c.read_position)),
+                "msgBacklog": c.backlog(info.next_offset),
+                "individuallyDeletedMessages": stats._ranges_text(
+                    info, self.cursors.individually_deleted(ctx.txn, c)),
+                "timersDue": timers.count(ctx, c.id),
+            }
+        return self.read(run)
+
+    def pending_messages(self, name, subscription) -> list[dict]:
+        """Delivered, unacknowledged messages: consumer, idle time, redelivery count and the
+        next redelivery (a nack timer), for `subscriptions pending`."""
+        t = _topic(name)
+
+        def run(ctx):
+            from pulsarctl.messages import iso_ms
+
+            out = []
+            for p, info in self._each(ctx, t):
+                c = subs.get(ctx, info, subscription)
+                if c is None:
+                    continue
+                due = timers.pending(ctx, c.id)
+                for o, rec in subs.pending_items(ctx, c.id):
+                    pos = info.position(o)
+                    nxt = due.get(o)
+                    out.append({
+                        "messageId": str(MessageId(pos.ledger_id, pos.entry_id, p.partition_index)),
+                        "topic": str(p), "consumerName": rec[0],
+                        "deliveredAt": iso_ms(rec[1]), "idleMs": max(0, ctx.now - rec[1]),
+                        "redeliveryCount": rec[2] if len(rec) > 2 else 0,
+                        "nextRedelivery": iso_ms(nxt[0]) if nxt else None,
+                    })
+            if not out:
+                subs.require(ctx, topics.require(ctx, self._each(ctx, t)[0][0]), subscription)
+            return out
+        return self.read(run)
 
     def consumers(self, name, subscription):
         t = _topic(name)
@@ -602,7 +711,10 @@ class Broker(CursorAdmin):
             state["at"] += ms
             self.env.put(ctx.txn, "meta", b"clock", state)
             return state["at"]
-        return self.write(run)
+        at = self.write(run)
+        # As a daemon tick would: what became due fires now.
+        self.fire_due()
+        return at
 
     def clock_real(self):
         self.write(lambda ctx: self.env.put(ctx.txn, "meta", b"clock", {"mode": "real"}))

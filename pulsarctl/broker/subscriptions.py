@@ -65,6 +65,15 @@ def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
     return c
 
 
+def update_policy(ctx, c, settings: dict) -> None:
+    """The consumer's policy flags, persisted with the subscription: a flag that is given
+    replaces the stored value, one that is left out keeps it (the latest consumer wins)."""
+    policy = dict(c.props.get("policy") or {})
+    policy.update({k: v for k, v in settings.items() if v is not None})
+    c.props["policy"] = policy
+    ctx.cursors.save(ctx.txn, c)
+
+
 def offset_of(ctx, info, mid: MessageId) -> int:
     """The offset of a message id on this topic; MessageNotFound if it names no message."""
     o = info.offset(mid.ledger_id, mid.entry_id)
@@ -148,6 +157,9 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
                 break
             txn.delete(keys.pair(c.id, o), db=rdb)
         newly = ctx.cursors.ack_cumulative(txn, c, upto)
+        from pulsarctl.broker import redelivery
+
+        redelivery.forget_through(ctx, c.id, upto)
     else:
         pair, cid = keys.pair, c.id
         has_replay = next(replay_items(ctx, cid), None) is not None
@@ -162,6 +174,10 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
             if has_replay:
                 txn.delete(k, db=rdb)
         newly = ctx.cursors.ack(txn, c, offsets)
+        if c.props.get("counted"):
+            from pulsarctl.broker import redelivery
+
+            redelivery.forget(ctx, cid, offsets)
     if newly:
         c.props["lastAck"] = ctx.now
     ctx.cursors.save(txn, c)
@@ -184,8 +200,12 @@ def drop(ctx, info, c) -> None:
     """Delete a subscription with everything that hangs off it."""
     from pulsarctl.broker import delayed
 
+    from pulsarctl.broker import redelivery, timers
+
     clear_delivery_state(ctx, c)
     delayed.clear(ctx, c.id)
+    redelivery.clear(ctx, c.id)
+    timers.clear(ctx, c.id)
     for k, _ in list(ctx.scan("consumer", c.id)):
         ctx.delete(*k)
     ctx.cursors.delete(ctx.txn, c)

@@ -153,3 +153,26 @@ def close_consumer(ctx: typer.Context, topic: Topic,
     else:
         render.data({"topic": topic, "subscription": subscription, "consumer": consumer,
                      "closed": True, "pendingReturned": n}, out)
+
+
+@subscriptions.command("describe", help="Type, policy, derived dead letter and retry topics, and "
+                       "the cursor of a subscription.")
+def sub_describe(ctx: typer.Context, topic: Topic,
+                 subscription: Annotated[str, typer.Argument(help="Subscription name.")],
+                 output: Output = None):
+    render.data(state(ctx).broker().describe_subscription(topic, subscription), fmt(ctx, output))
+
+
+@subscriptions.command("pending", help="Delivered, unacknowledged messages: consumer, idle time, "
+                       "redelivery count, next redelivery.")
+def sub_pending(ctx: typer.Context, topic: Topic,
+                subscription: Annotated[str, typer.Argument(help="Subscription name.")],
+                output: Output = None):
+    rows = state(ctx).broker().pending_messages(topic, subscription)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.table(["message", "consumer", "idle", "redeliveries", "next redelivery"],
+                     [[r["messageId"], r["consumerName"], f"{r['idleMs'] // 1000}s",
+                       r["redeliveryCount"], r["nextRedelivery"] or ""] for r in rows])
+    else:
+        render.data(rows, out)

@@ -10,7 +10,7 @@ from pulsarctl.cli import render
 from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
 from pulsarctl.errors import (
-    InvalidValue, NotSupportedYet, UsageError,
+    InvalidValue, UsageError,
 )
 
 SUB_TYPES = "Exclusive|Shared|Failover|Key_Shared"
@@ -73,9 +73,31 @@ def produce(
         hashing_scheme=hashing_scheme)
 
 
+def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub):
+    """The policy flags as the subscription stores them; flags left out stay None (kept)."""
+    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS, parse_backoff
+    from pulsarctl.units import parse_duration_ms
+
+    if max_redeliver_count is not None and max_redeliver_count < 1:
+        raise InvalidValue("--max-redeliver-count must be greater than 0")
+    if dead_letter_topic is not None:
+        from pulsarctl.names import parse_topic
+
+        dead_letter_topic = str(parse_topic(dead_letter_topic))
+    return {
+        "negativeAckRedeliveryDelayMs": max(parse_duration_ms(nack_delay, "--nack-delay"),
+                                            MIN_NACK_DELAY_MS) if nack_delay else None,
+        "negativeAckBackoff": parse_backoff(nack_backoff) if nack_backoff else None,
+        "maxRedeliverCount": max_redeliver_count,
+        "deadLetterTopic": dead_letter_topic,
+        "initialSubscriptionName": initial_sub,
+    }
+
+
 def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, consumer_name,
                     priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
-                    regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges):
+                    regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges,
+                    settings=None):
     from pulsarctl.cli.consume_run import run_consume
 
     out = fmt(ctx, output)
@@ -83,7 +105,8 @@ def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, co
     return run_consume(state(ctx), _topic_arg(topics, regex), subscription, sub_type, position,
                        mode, num, consumer_name, priority, idle_timeout, fail_if_empty,
                        hide_content, hex_, metadata, out, ack=ack, lease=lease,
-                       key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
+                       key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
+                       settings=settings)
 
 
 def _topic_arg(topics: list[str], regex: bool):
@@ -116,6 +139,17 @@ Regex = Annotated[bool, typer.Option("--regex", help="TOPIC is a regular express
                                      "topic names of one namespace; new matches are picked up.")]
 Topics = Annotated[List[str], typer.Argument(help="One or more topics (or one pattern with "
                                              "--regex).", show_default=False)]
+NackDelay = Annotated[Optional[str], typer.Option(
+    "--nack-delay", help="Redeliver a nacked message after this long (default 1m, minimum 100ms).")]
+NackBackoff = Annotated[Optional[str], typer.Option(
+    "--nack-backoff", help="MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.")]
+MaxRedeliver = Annotated[Optional[int], typer.Option(
+    "--max-redeliver-count", help="Deliver a message at most N+1 times, then dead-letter it.")]
+DeadLetterTopic = Annotated[Optional[str], typer.Option(
+    "--dead-letter-topic", help="Dead letter topic (default <topic>-<subscription>-DLQ).")]
+InitialSub = Annotated[Optional[str], typer.Option(
+    "--initial-subscription-name", help="Create this subscription on the dead letter topic "
+    "when it is created, so dead letters are retained.")]
 KeySharedPolicy = Annotated[Optional[str], typer.Option(
     "--key-shared-policy", help="auto-split|consistent-hashing|sticky (Key_Shared).")]
 StickyRanges = Annotated[Optional[str], typer.Option(
@@ -144,12 +178,19 @@ def consume(
     regex: Regex = False,
     key_shared_policy: KeySharedPolicy = None,
     sticky_ranges: StickyRanges = None,
+    nack_delay: NackDelay = None,
+    nack_backoff: NackBackoff = None,
+    max_redeliver_count: MaxRedeliver = None,
+    dead_letter_topic: DeadLetterTopic = None,
+    initial_subscription_name: InitialSub = None,
     output: Output = None,
 ):
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
                            hex_, metadata, output, regex, ack=True, lease=None,
-                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
+                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
+                           settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
+                                              dead_letter_topic, initial_subscription_name))
 
 
 @app.command(help="Receive messages without acking them: they stay pending for the consumer "
@@ -175,12 +216,19 @@ def receive(
     regex: Regex = False,
     key_shared_policy: KeySharedPolicy = None,
     sticky_ranges: StickyRanges = None,
+    nack_delay: NackDelay = None,
+    nack_backoff: NackBackoff = None,
+    max_redeliver_count: MaxRedeliver = None,
+    dead_letter_topic: DeadLetterTopic = None,
+    initial_subscription_name: InitialSub = None,
     output: Output = None,
 ):
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
                            hex_, metadata, output, regex, ack=False, lease=lease,
-                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges)
+                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
+                           settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
+                                              dead_letter_topic, initial_subscription_name))
 
 
 def _ids_from(args: list[str]) -> list:
@@ -248,11 +296,31 @@ def ack(
                      "cumulative": cum}, out)
 
 
-@app.command(help="Negatively acknowledge messages: redelivered after the nack delay.")
-def nack(ctx: typer.Context, topic: Topic, subscription: Sub,
-         ids: Annotated[Optional[List[str]], typer.Argument(show_default=False)] = None):
-    raise NotSupportedYet("nack is not supported yet (it comes with redelivery and dead letters)",
-                          hint="leave the message unacked; its lease end gives it back")
+@app.command(help="Negatively acknowledge messages: redelivered after the nack delay or "
+             "backoff, or moved to the dead letter topic past --max-redeliver-count.")
+def nack(
+    ctx: typer.Context, topic: Topic, subscription: Sub,
+    ids: Annotated[Optional[List[str]], typer.Argument(help="Message ids; - reads them from "
+                                                       "stdin.", show_default=False)] = None,
+    regex: Regex = False,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    targets = _ids_from(ids or [])
+    if not targets:
+        raise UsageError("no message ids to nack", hint="give ids as arguments or - for stdin")
+    st = state(ctx)
+    where = topic
+    if regex:
+        from pulsarctl.client.client import _Pattern
+
+        where = _Pattern(topic).matches(st.broker()) or [topic]
+    n = st.broker().nack(where, subscription, targets)
+    if out == render.TEXT:
+        render.err(f"nacked {n} message(s)" + (f" ({len(targets) - n} not held by a consumer)"
+                                               if len(targets) > n else ""))
+    else:
+        render.data({"nacked": n, "messageIds": [str(t) for t in targets]}, out)
 
 
 @app.command(help="Read messages with a non-durable reader; leaves nothing behind.")

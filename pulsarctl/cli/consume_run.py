@@ -33,7 +33,7 @@ def _position(position: str) -> str:
 
 def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer_name, priority,
                 idle_timeout, fail_if_empty, hide_content, hex_, metadata, out, *, ack: bool,
-                lease, key_shared_policy=None, sticky_ranges=None):
+                lease, key_shared_policy=None, sticky_ranges=None, settings=None):
     from pulsarctl.broker.subscriptions import normalize_type
     from pulsarctl.names import check_subscription
 
@@ -55,7 +55,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     client = st.client()
     consumer = client.subscribe(topic, subscription, sub_type, position, consumer_name,
                                 priority_level=priority, lease_ms=lease_ms,
-                                key_shared_policy=policy)
+                                key_shared_policy=policy, settings=settings)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
     guard = _PrintThenAck()

@@ -1,7 +1,8 @@
 """The public Python API, shaped like pulsar-client's `pulsar` package."""
 
 __all__ = ["Client", "Consumer", "ConsumerType", "InitialPosition", "Producer", "Reader",
-           "Message", "MessageId"]
+           "Message", "MessageId", "ConsumerDeadLetterPolicy", "PartitionsRoutingMode",
+           "HashingScheme"]
 
 
 def __getattr__(name):

@@ -33,6 +33,36 @@ class InitialPosition(enum.Enum):
     Earliest = "Earliest"
 
 
+class ConsumerDeadLetterPolicy:
+    """pulsar-client's dead letter policy: max_redeliver_count must be greater than 0."""
+
+    def __init__(self, max_redeliver_count: int, dead_letter_topic: str | None = None,
+                 initial_subscription_name: str | None = None):
+        from pulsarctl.errors import InvalidValue
+
+        if max_redeliver_count is None or int(max_redeliver_count) < 1:
+            raise InvalidValue("max_redeliver_count must be greater than 0")
+        self.max_redeliver_count = int(max_redeliver_count)
+        self.dead_letter_topic = dead_letter_topic
+        self.initial_subscription_name = initial_subscription_name
+
+
+def consumer_settings(nack_delay_ms=None, nack_backoff=None, dead_letter_policy=None) -> dict:
+    """The consumer's policy as the subscription stores it (Pulsar's configuration names)."""
+    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
+
+    out: dict = {}
+    if nack_delay_ms is not None:
+        out["negativeAckRedeliveryDelayMs"] = max(int(nack_delay_ms), MIN_NACK_DELAY_MS)
+    if nack_backoff is not None:
+        out["negativeAckBackoff"] = list(nack_backoff)
+    if dead_letter_policy is not None:
+        out["maxRedeliverCount"] = dead_letter_policy.max_redeliver_count
+        out["deadLetterTopic"] = dead_letter_policy.dead_letter_topic
+        out["initialSubscriptionName"] = dead_letter_policy.initial_subscription_name
+    return out
+
+
 def _next(q, fill, timeout_millis):
     """The next message of a receiver queue (q._queue, q._qi), refilled by fill(): waits with
     a growing sleep (2 ms to 100 ms, real time) up to timeout_millis, then Timeout."""
@@ -98,12 +128,19 @@ class Client:
                   initial_position=InitialPosition.Latest, consumer_name: str | None = None,
                   receiver_queue_size: int = 1000, priority_level: int = 0,
                   lease_ms: int | None = None, is_read_compacted: bool = False,
-                  key_shared_policy: dict | None = None, **_ignored) -> "Consumer":
+                  key_shared_policy: dict | None = None,
+                  negative_ack_redelivery_delay_ms: int | None = None,
+                  negative_ack_backoff=None, dead_letter_policy=None,
+                  settings: dict | None = None, **_ignored) -> "Consumer":
         """topic: a name, a list of names, or a compiled regular expression (re.compile) over
         full topic names of one namespace, as in pulsar-client."""
+        # settings: the subscription's stored policy by Pulsar's configuration names, as the
+        # command line passes it; the keyword arguments above fill it pulsar-client's way.
+        settings = {**(settings or {}), **consumer_settings(
+            negative_ack_redelivery_delay_ms, negative_ack_backoff, dead_letter_policy)}
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
-                     priority_level, lease_ms, key_shared_policy)
+                     priority_level, lease_ms, key_shared_policy, settings)
         self._open.append(c)
         return c
 
@@ -130,7 +167,7 @@ class Consumer:
     ACK_GROUP_S = 0.1
 
     def __init__(self, client, topic, subscription, sub_type, position, consumer_name,
-                 receiver_queue_size, priority, lease_ms, policy=None):
+                 receiver_queue_size, priority, lease_ms, policy=None, settings=None):
         self._client = client
         self._broker = client.broker
         self._subscription = subscription
@@ -147,7 +184,8 @@ class Consumer:
 
             pid, start = this_process()
         self._sub_args = dict(sub_type=sub_type, position=position, priority=priority, pid=pid,
-                              pid_start=start, lease_ms=lease_ms, policy=policy)
+                              pid_start=start, lease_ms=lease_ms, policy=policy,
+                              settings=settings)
         self._pattern = None
         if hasattr(topic, "pattern") and hasattr(topic, "fullmatch"):
             self._pattern = _Pattern(topic.pattern)
@@ -229,6 +267,13 @@ class Consumer:
                 len(acks) >= self.ACK_GROUP_MAX
                 or clocks.monotonic() - self._last_flush >= self.ACK_GROUP_S):
             self.flush_acks()
+
+    def negative_acknowledge(self, message) -> None:
+        """Redeliver after the nack delay (or backoff); past maxRedeliverCount, the message goes
+        to the dead letter topic instead."""
+        mid = message.message_id() if isinstance(message, Message) else message
+        self.flush_acks()
+        self._broker.nack(self._topics, self._subscription, [mid])
 
     def acknowledge_cumulative(self, message) -> None:
         mid = message.message_id() if isinstance(message, Message) else message

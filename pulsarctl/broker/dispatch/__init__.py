@@ -3,7 +3,7 @@ return them as Messages. One module per subscription type, as Pulsar's dispatche
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, subscriptions as subs
+from pulsarctl.broker import delayed, redelivery, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
 from pulsarctl.messages import MessageId, message_from_entry
 
@@ -39,11 +39,12 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     records = []
     nbytes = 0
     sub = c.name
+    count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
     # Shared and Key_Shared hold back messages whose delivery time is ahead.
     hold_until = delayed.cutoff(ctx) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     for start, stop, counts in _runs(chosen):
         for o, lid, eid, raw in ctx.ledgers.scan(txn, info, start, stop):
-            rc = counts.get(o, 0) if counts else 0
+            rc = count_of(o) if count_of else counts.get(o, 0) if counts else 0
             v = held.get(rc)
             if v is None:
                 v = held[rc] = encode([name, now, rc])

@@ -12,7 +12,7 @@ keys that other consumers still hold are acked (Pulsar 4.x's draining hashes, PI
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, subscriptions as subs
+from pulsarctl.broker import delayed, redelivery, subscriptions as subs
 from pulsarctl.broker.dispatch.selectors import make_selector
 from pulsarctl.broker.hashing import sticky_key
 from pulsarctl.errors import ConsumerBusy
@@ -116,8 +116,12 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     out: list = []
     nbytes = 0
 
+    count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
+
     def take(o, rec, rc, from_replay):
         nonlocal nbytes
+        if count_of:
+            rc = count_of(o)
         m = message_from_entry(rec, MessageId(*info.position(o), partition), topic_name, rc,
                                c.name, me)
         txn.put(pair(cid, o), codec.encode([me, now, rc]), db=pdb)

@@ -1,0 +1,62 @@
+"""Dead letter moves: publish a copy to the dead letter topic and acknowledge the original, in
+one transaction, so a crash can neither lose the message nor leave it in both places (Pulsar's
+client does the two as separate network calls).
+
+The copy keeps payload, key, ordering key, event time and properties, and gains REAL_TOPIC,
+ORIGIN_MESSAGE_ID (and its deprecated twin ORIGIN_MESSAGE_IDY_TIME) and REAL_SUBSCRIPTION, each
+only if absent (putIfAbsent: the first origin is kept through retries), as Java's ConsumerImpl."""
+from __future__ import annotations
+
+import secrets
+import string
+
+from store import codec
+from pulsarctl.broker import producers, subscriptions as subs, topics
+from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
+from pulsarctl.names import DLQ_SUFFIX, parse_topic
+
+REAL_TOPIC = "REAL_TOPIC"
+REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+ORIGIN_MESSAGE_ID_DEPRECATED = "ORIGIN_MESSAGE_IDY_TIME"  # sic: Pulsar's constant has the typo
+_ALNUM = string.ascii_letters + string.digits
+
+
+def dlq_topic(topic: str, subscription: str, policy: dict) -> str:
+    """--dead-letter-topic, else <topic>-<subscription>-DLQ; topic is the partition for a
+    partitioned topic, as ConsumerImpl's topic is."""
+    return policy.get("deadLetterTopic") or f"{topic}-{subscription}{DLQ_SUFFIX}"
+
+
+def producer_name(topic: str, subscription: str, consumer: str) -> str:
+    """Pulsar 4.x: <topic>-<subscription>-<consumerName>-<5 random alphanumerics>-DLQ."""
+    rand = "".join(secrets.choice(_ALNUM) for _ in range(5))
+    return f"{topic}-{subscription}-{consumer}-{rand}{DLQ_SUFFIX}"
+
+
+def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
+    """Publish the message at offset to the subscription's dead letter topic and ack it."""
+    policy = c.props.get("policy") or {}
+    origin = parse_topic(info.name)
+    pos = info.position(offset)
+    mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
+    m = message_from_entry(codec.decode(ctx.ledgers.read(ctx.txn, info, offset)), mid, info.name)
+    props = dict(m.properties_ or {})
+    props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
+    props.setdefault(ORIGIN_MESSAGE_ID, str(mid))
+    props.setdefault(ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
+    props.setdefault(REAL_SUBSCRIPTION, c.name)
+    target = parse_topic(dlq_topic(info.name, c.name, policy))
+    if topics.lookup(ctx, target) is None:
+        dlq_info = topics.ensure(ctx, target)
+        init = policy.get("initialSubscriptionName")
+        if init:
+            # PIP-124: the subscription exists before the first dead letter, so it is retained.
+            subs.create(ctx, dlq_info, init, "Earliest")
+    holder = consumer or "consumer"
+    _name, ids = producers.publish(
+        ctx, target,
+        [OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)],
+        producer_name(info.name, c.name, holder), target.partition_index)
+    subs.ack(ctx, info, c, [offset])
+    return ids[0]

@@ -1,0 +1,122 @@
+"""Negative acknowledgement: redelivery after the nack delay, or after
+MultiplierRedeliveryBackoff's delay for the message's redelivery count, then (past
+maxRedeliverCount) the dead letter topic.
+
+Pulsar's client keeps the nack timer in memory; here it is a durable timer (timers.py), so a
+nack from one shell command is redelivered however many processes come and go."""
+from __future__ import annotations
+
+import math
+
+from pulsarctl.broker import deadletter, redelivery, subscriptions as subs, timers
+from pulsarctl.errors import InvalidValue
+
+DEFAULT_NACK_DELAY_MS = 60_000
+MIN_NACK_DELAY_MS = 100          # NegativeAcksTracker.MIN_NACK_DELAY_MS
+NACK_PRECISION_BITS = 8          # negativeAckPrecisionBitCnt: deadlines in 256 ms buckets
+
+
+def backoff_next(min_ms: int, max_ms: int, multiplier: float, count: int) -> int:
+    """MultiplierRedeliveryBackoff.next(count)."""
+    if count <= 0 or min_ms <= 0:
+        return min_ms
+    max_pow = int(math.log(max_ms / min_ms) / math.log(multiplier)) + 1
+    if count > max_pow:
+        return max_ms
+    return min(int(min_ms * multiplier ** count), max_ms)
+
+
+def parse_backoff(text: str) -> list:
+    """MIN:MAX[:MULTIPLIER] with durations (100ms:1s:2); checked as the builder checks."""
+    from pulsarctl.units import parse_duration_ms
+
+    parts = str(text).split(":")
+    if len(parts) not in (2, 3):
+        raise InvalidValue(f"invalid backoff {text!r}", hint="write MIN:MAX[:MULTIPLIER], e.g. 1s:60s:2")
+    lo, hi = parse_duration_ms(parts[0], "backoff minimum"), parse_duration_ms(parts[1], "backoff maximum")
+    try:
+        mult = float(parts[2]) if len(parts) == 3 else 2.0
+    except ValueError:
+        raise InvalidValue(f"invalid backoff multiplier {parts[2]!r}", hint="e.g. 2") from None
+    if hi < lo:
+        raise InvalidValue(f"backoff maximum {parts[1]} is below the minimum {parts[0]}")
+    if not mult > 1:
+        raise InvalidValue(f"backoff multiplier must be greater than 1, not {parts[2]}")
+    return [lo, hi, mult]
+
+
+def delay_ms(policy: dict, count: int) -> int:
+    backoff = policy.get("negativeAckBackoff")
+    if backoff:
+        return backoff_next(backoff[0], backoff[1], backoff[2], count)
+    return max(policy.get("negativeAckRedeliveryDelayMs", DEFAULT_NACK_DELAY_MS), MIN_NACK_DELAY_MS)
+
+
+def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
+    """Schedule redelivery of the messages a consumer holds. Returns (nacked, holders).
+    A message nobody holds (never received, or already acked) is left alone: Pulsar never
+    redelivers or dead-letters a message that was not received."""
+    policy = c.props.get("policy") or {}
+    pending = dict(subs.pending_items(ctx, c.id))
+    done, holders = 0, set()
+    mask = ~((1 << NACK_PRECISION_BITS) - 1)
+    for o in offsets:
+        prec = pending.get(o)
+        if prec is None or ctx.cursors.is_acked(ctx.txn, c, o):
+            continue
+        rc = prec[2] if len(prec) > 2 else 0
+        due = (ctx.now + delay_ms(policy, rc)) & mask
+        timers.schedule(ctx, c, due, o, timers.NACK, prec[0])
+        holders.add(prec[0])
+        done += 1
+    return done, holders
+
+
+def fire(ctx, info, c) -> int:
+    """Fire the subscription's due timers: the broker's redeliverUnacknowledgedMessages(ids).
+    Returns how many messages were redelivered or dead-lettered."""
+    due = timers.take_due(ctx, c.id, ctx.now)
+    if not due:
+        return 0
+    pending = dict(subs.pending_items(ctx, c.id))
+    todo, holders = [], {}
+    for _due, o, value in due:
+        holder = value[3] if len(value) > 3 else None
+        prec = pending.get(o)
+        if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
+            continue
+        if prec is not None and holder is not None and prec[0] != holder:
+            continue  # it went back and another consumer holds it now: not ours to redeliver
+        todo.append(o)
+        holders[o] = holder
+    if todo:
+        redeliver(ctx, info, c, todo, holders)
+    return len(todo)
+
+
+def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> None:
+    """Count a redelivery for each message, or past the limit move it to the dead letter topic
+    (publish and ack in this transaction). Shared and Key_Shared redeliver just these messages;
+    Exclusive and Failover redeliver every unacked message, in order (a cursor rewind)."""
+    policy = c.props.get("policy") or {}
+    max_rc = policy.get("maxRedeliverCount")
+    typ = c.props.get("type", subs.EXCLUSIVE)
+    from store import codec, keys
+
+    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
+    again = []
+    for o in offsets:
+        rc = redelivery.get(ctx, c.id, o)
+        if max_rc and rc >= max_rc:
+            deadletter.move(ctx, info, c, o, (holders or {}).get(o))
+            continue
+        n = redelivery.increment(ctx, c.id, o)
+        again.append(o)
+        if typ not in subs.SINGLE_ACTIVE:
+            k = keys.pair(c.id, o)
+            ctx.txn.delete(k, db=pdb)
+            ctx.txn.put(k, codec.encode(n), db=rdb)
+    if again and typ in subs.SINGLE_ACTIVE:
+        subs.rewind(ctx, c)
+    ctx.cursors.save(ctx.txn, c)

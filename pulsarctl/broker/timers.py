@@ -1,0 +1,87 @@
+"""The durable schedule that everything due-at-a-time goes through (nack delays now; ack
+timeouts and retries later). A timer is a record (cursor id, due ms, offset) -> [kind,
+managed-ledger id, subscription]; it fires lazily when a command touches its subscription, or
+when the clock is advanced, or from the daemon — correctness never depends on who fires it."""
+from __future__ import annotations
+
+from store import codec, keys
+
+_triple, _untriple = keys.triple, keys.unpack_triple
+NACK = "nack"
+
+
+def schedule(ctx, c, due: int, offset: int, kind: str, consumer: str | None = None) -> None:
+    ctx.txn.put(_triple(c.id, max(0, due), offset),
+                codec.encode([kind, c.ml_id, c.name, consumer]), db=ctx.env.db["timers"])
+
+
+def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, int, list]]:
+    """Remove and return (due, offset, [kind, ml id, subscription, consumer]) of the timers of
+    cid due at or before now."""
+    cur = ctx.txn.cursor(db=ctx.env.db["timers"])
+    prefix = keys.u64(cid)
+    out = []
+    if not cur.set_range(prefix):
+        return out
+    while len(out) < limit:
+        k = cur.key()
+        if not k or not k.startswith(prefix):
+            break
+        _c, due, o = _untriple(k)
+        if due > now:
+            break
+        out.append((due, o, codec.decode(cur.value())))
+        if not cur.delete():
+            break
+    return out
+
+
+def pending(ctx, cid: int) -> dict[int, tuple[int, str]]:
+    """offset -> (due, kind) for every timer of cid."""
+    out = {}
+    cur = ctx.txn.cursor(db=ctx.env.db["timers"])
+    prefix = keys.u64(cid)
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            _c, due, o = _untriple(k)
+            out[o] = (due, codec.decode(v)[0])
+    return out
+
+
+def due_subscriptions(ctx, now: int) -> list[tuple[int, str]]:
+    """(managed-ledger id, subscription) of every subscription with a timer due by now."""
+    out = []
+    cur = ctx.txn.cursor(db=ctx.env.db["timers"])
+    if not cur.first():
+        return out
+    while True:
+        k = cur.key()
+        if not k:
+            break
+        cid, due, _o = _untriple(k)
+        if due <= now:
+            value = codec.decode(cur.value())
+            out.append((value[1], value[2]))
+        # Jump to the next cursor id: timers of one cursor are sorted by due time.
+        if not cur.set_range(keys.u64(cid + 1)):
+            break
+    return out
+
+
+def count(ctx, cid: int | None = None, due_by: int | None = None) -> int:
+    n = 0
+    cur = ctx.txn.cursor(db=ctx.env.db["timers"])
+    prefix = keys.u64(cid) if cid is not None else b""
+    if cur.set_range(prefix):
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix):
+                break
+            if due_by is None or _untriple(k)[1] <= due_by:
+                n += 1
+    return n
+
+
+def clear(ctx, cid: int) -> None:
+    ctx.env.delete_prefix(ctx.txn, "timers", keys.u64(cid))
