@@ -80,10 +80,17 @@ def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
     typ = c.props.get("type", subs.EXCLUSIVE)
     if remaining is None:
         remaining = len(records(ctx, c))
-    if typ in subs.SINGLE_ACTIVE or remaining == 0:
-        # Exclusive/Failover rewind; and when the last consumer of a Shared subscription
-        # leaves, Pulsar rewinds the cursor too.
+    if typ == subs.FAILOVER and remaining:
+        # Only a change of the active consumer rewinds (pickAndScheduleActiveConsumer): an
+        # inactive consumer leaving holds nothing and changes nothing.
+        live = sorted((r for r in records(ctx, c) if alive(ctx, r)),
+                      key=lambda r: (r.get("priority", 0), r["name"]))
+        note_active(ctx, info, c, live)
+    elif typ in subs.SINGLE_ACTIVE or remaining == 0:
+        # Exclusive rewinds; and when the last consumer of a Shared subscription leaves,
+        # Pulsar rewinds the cursor too.
         subs.rewind(ctx, c)
+        c.props.pop("active", None)
     else:
         pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
         for o, prec in list(subs.pending_items(ctx, c.id)):
