@@ -47,12 +47,11 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
     props.setdefault(ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
     props.setdefault(REAL_SUBSCRIPTION, c.name)
     target = parse_topic(dlq_topic(info.name, c.name, policy))
-    if topics.lookup(ctx, target) is None:
-        dlq_info = topics.ensure(ctx, target)
-        init = policy.get("initialSubscriptionName")
-        if init:
-            # PIP-124: the subscription exists before the first dead letter, so it is retained.
-            subs.create(ctx, dlq_info, init, "Earliest")
+    dlq_info = topics.ensure(ctx, target)
+    init = policy.get("initialSubscriptionName")
+    if init and subs.get(ctx, dlq_info, init) is None:
+        # PIP-124: the broker creates it whenever it is missing, before the dead letter lands.
+        subs.create(ctx, dlq_info, init, "Earliest")
     holder = consumer or "consumer"
     _name, ids = producers.publish(
         ctx, target,

@@ -78,6 +78,11 @@ def fire(ctx, info, c) -> int:
     due = timers.take_due(ctx, c.id, ctx.now)
     if not due:
         return 0
+    from pulsarctl.broker import consumers
+
+    # A nack timer dies with its consumer, as the client's does: the consumer's going away
+    # already gave the message back, uncounted.
+    live = {r["name"] for r in consumers.sweep(ctx, info, c)}
     pending = dict(subs.pending_items(ctx, c.id))
     todo, holders = [], {}
     for _due, o, value in due:
@@ -85,8 +90,8 @@ def fire(ctx, info, c) -> int:
         prec = pending.get(o)
         if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
             continue
-        if prec is not None and holder is not None and prec[0] != holder:
-            continue  # it went back and another consumer holds it now: not ours to redeliver
+        if holder not in live or prec is None or prec[0] != holder:
+            continue
         todo.append(o)
         holders[o] = holder
     if todo:

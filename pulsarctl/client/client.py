@@ -33,15 +33,17 @@ class InitialPosition(enum.Enum):
     Earliest = "Earliest"
 
 
+class InvalidPolicy(InvalidValue, ValueError):
+    """pulsar-client raises ValueError here; pulsarctl's exit code 2 comes with it."""
+
+
 class ConsumerDeadLetterPolicy:
     """pulsar-client's dead letter policy: max_redeliver_count must be greater than 0."""
 
     def __init__(self, max_redeliver_count: int, dead_letter_topic: str | None = None,
                  initial_subscription_name: str | None = None):
-        from pulsarctl.errors import InvalidValue
-
         if max_redeliver_count is None or int(max_redeliver_count) < 1:
-            raise InvalidValue("max_redeliver_count must be greater than 0")
+            raise InvalidPolicy("max_redeliver_count must be greater than 0")
         self.max_redeliver_count = int(max_redeliver_count)
         self.dead_letter_topic = dead_letter_topic
         self.initial_subscription_name = initial_subscription_name
