@@ -8,7 +8,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read version doctor completion topics tenants namespaces brokers clock subscriptions perf"
+            subs="produce consume receive ack nack read redeliver-unacked version doctor completion topics tenants namespaces brokers clock subscriptions perf"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
@@ -19,13 +19,13 @@ _pulsarctl_node() {
             ;;
         "consume")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --exec -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --exec -o --output"
             ;;
         "receive")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff -o --output"
             ;;
         "ack")
             subs=""
@@ -41,6 +41,11 @@ _pulsarctl_node() {
             subs=""
             opts="-m --start-message-id -i --start-message-id-inclusive -n --num-messages --until-end --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata -o --output -h --help"
             vopts="-m --start-message-id -n --num-messages --idle-timeout -o --output"
+            ;;
+        "redeliver-unacked")
+            subs=""
+            opts="-s --subscription --consumer-name -o --output -h --help"
+            vopts="-s --subscription --consumer-name -o --output"
             ;;
         "version")
             subs=""
@@ -339,6 +344,7 @@ _pulsarctl_values() {
         "ack|-o"|"ack|--output") values="text json ndjson" ;;
         "nack|-o"|"nack|--output") values="text json ndjson" ;;
         "read|-o"|"read|--output") values="text json ndjson" ;;
+        "redeliver-unacked|-o"|"redeliver-unacked|--output") values="text json ndjson" ;;
         "version|-o"|"version|--output") values="text json ndjson" ;;
         "doctor|-o"|"doctor|--output") values="text json ndjson" ;;
         "completion|#0") values="bash zsh fish" ;;

@@ -29,6 +29,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'receive' -d 'Receive m
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'ack' -d 'Acknowledge messages by id (individually, or --cumulative ID).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'nack' -d 'Negatively acknowledge messages: redelivered after the nack delay or backoff, or moved to the dead letter topic past --max-redeliver-count.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'read' -d 'Read messages with a non-durable reader; leaves nothing behind.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'redeliver-unacked' -d 'Redeliver a consumer\'s (or every consumer\'s) unacked messages now, counted as redeliveries.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the store and the installation.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
@@ -90,6 +91,10 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l dead-letter-topic -x -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec -x -d 'Run CMD per message (payload on stdin, metadata in PULSAR_* variables): exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
 
@@ -115,6 +120,9 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l nack-backoff -
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l dead-letter-topic -x -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s h -l help -d 'Show this message and exit.'
 
@@ -143,6 +151,12 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l hex -d 'Print pay
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -o mp -l print-metadata -d 'Print message metadata.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl redeliver-unacked
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s s -l subscription -x -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -l consumer-name -x -d 'Only this consumer\'s messages.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl version
 complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 
+from store import codec, keys
 from pulsarctl.broker import deadletter, redelivery, subscriptions as subs, timers
+from pulsarctl.broker.unacked import ACK_TIMEOUT
 from pulsarctl.errors import InvalidValue
 
 DEFAULT_NACK_DELAY_MS = 60_000
@@ -67,13 +69,17 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
         rc = prec[2] if len(prec) > 2 else 0
         due = (ctx.now + delay_ms(policy, rc)) & mask
         timers.schedule(ctx, c, due, o, timers.NACK, prec[0])
+        # Marked nacked: its ack timeout no longer applies (a nack cancels it, as in Pulsar).
+        ctx.txn.put(keys.pair(c.id, o), codec.encode([prec[0], prec[1], rc, 1]),
+                    db=ctx.env.db["pending"])
         holders.add(prec[0])
         done += 1
     return done, holders
 
 
 def fire(ctx, info, c) -> int:
-    """Fire the subscription's due timers: the broker's redeliverUnacknowledgedMessages(ids).
+    """Fire the subscription's due timers (nack delays and ack timeouts): the broker's
+    redeliverUnacknowledgedMessages(ids).
     Returns how many messages were redelivered or dead-lettered."""
     due = timers.take_due(ctx, c.id, ctx.now)
     if not due:
@@ -92,6 +98,8 @@ def fire(ctx, info, c) -> int:
             continue
         if holder not in live or prec is None or prec[0] != holder:
             continue
+        if value[0] == ACK_TIMEOUT and (prec[1] != value[4] or (len(prec) > 3 and prec[3])):
+            continue  # redelivered or nacked since this delivery: its ack timeout is void
         todo.append(o)
         holders[o] = holder
     if todo:
@@ -106,8 +114,6 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> 
     policy = c.props.get("policy") or {}
     max_rc = policy.get("maxRedeliverCount")
     typ = c.props.get("type", subs.EXCLUSIVE)
-    from store import codec, keys
-
     pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
     c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
     again = []

@@ -498,6 +498,32 @@ class Broker(CursorAdmin):
             return total
         return self.write(run)
 
+    def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:
+        """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
+        go back now, counted as redeliveries. Returns how many."""
+        def run(ctx):
+            n = 0
+            targets = self._targets(ctx, names)
+            found = False
+            for p in targets:
+                info = topics.lookup(ctx, p)
+                c = subs.get(ctx, info, subscription) if info is not None else None
+                if c is None:
+                    continue
+                found = True
+                live = {r["name"] for r in consumers.sweep(ctx, info, c)}
+                if consumer_name is not None and consumer_name not in live:
+                    continue
+                offsets = [o for o, r in subs.pending_items(ctx, c.id)
+                           if consumer_name is None or r[0] == consumer_name]
+                if offsets:
+                    nacks.redeliver(ctx, info, c, offsets)
+                    n += len(offsets)
+            if not found:
+                subs.require(ctx, topics.require(ctx, targets[0]), subscription)
+            return n
+        return self.write(run)
+
     def fire_due(self) -> int:
         """Fire every timer due by now, store-wide (clock advance, daemon run-once)."""
         def run(ctx):

@@ -10,9 +10,11 @@ _triple, _untriple = keys.triple, keys.unpack_triple
 NACK = "nack"
 
 
-def schedule(ctx, c, due: int, offset: int, kind: str, consumer: str | None = None) -> None:
+def schedule(ctx, c, due: int, offset: int, kind: str, consumer: str | None = None,
+             delivered_at: int | None = None) -> None:
     ctx.txn.put(_triple(c.id, max(0, due), offset),
-                codec.encode([kind, c.ml_id, c.name, consumer]), db=ctx.env.db["timers"])
+                codec.encode([kind, c.ml_id, c.name, consumer, delivered_at]),
+                db=ctx.env.db["timers"])
 
 
 def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, int, list]]:

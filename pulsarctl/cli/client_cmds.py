@@ -73,10 +73,16 @@ def produce(
         hashing_scheme=hashing_scheme)
 
 
-def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub):
+def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub,
+              ack_timeout=None, ack_timeout_tick=None, ack_timeout_backoff=None):
     """The policy flags as the subscription stores them; flags left out stay None (kept)."""
+    from pulsarctl.broker import unacked
     from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS, parse_backoff
     from pulsarctl.units import parse_duration_ms
+
+    timeout = parse_duration_ms(ack_timeout, "--ack-timeout") if ack_timeout else None
+    tick = parse_duration_ms(ack_timeout_tick, "--ack-timeout-tick") if ack_timeout_tick else None
+    unacked.check(timeout, tick)
 
     if max_redeliver_count is not None and max_redeliver_count < 1:
         raise InvalidValue("--max-redeliver-count must be greater than 0")
@@ -91,13 +97,16 @@ def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, 
         "maxRedeliverCount": max_redeliver_count,
         "deadLetterTopic": dead_letter_topic,
         "initialSubscriptionName": initial_sub,
+        "ackTimeoutMs": timeout,
+        "ackTimeoutTickMs": tick,
+        "ackTimeoutBackoff": parse_backoff(ack_timeout_backoff) if ack_timeout_backoff else None,
     }
 
 
 def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, consumer_name,
                     priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
                     regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges,
-                    settings=None):
+                    settings=None, exec_cmd=None):
     from pulsarctl.cli.consume_run import run_consume
 
     out = fmt(ctx, output)
@@ -106,7 +115,7 @@ def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, co
                        mode, num, consumer_name, priority, idle_timeout, fail_if_empty,
                        hide_content, hex_, metadata, out, ack=ack, lease=lease,
                        key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
-                       settings=settings)
+                       settings=settings, exec_cmd=exec_cmd)
 
 
 def _topic_arg(topics: list[str], regex: bool):
@@ -150,6 +159,12 @@ DeadLetterTopic = Annotated[Optional[str], typer.Option(
 InitialSub = Annotated[Optional[str], typer.Option(
     "--initial-subscription-name", help="Create this subscription on the dead letter topic "
     "when it is created, so dead letters are retained.")]
+AckTimeout = Annotated[Optional[str], typer.Option(
+    "--ack-timeout", help="Redeliver a message not acked this long after delivery (0: off).")]
+AckTimeoutTick = Annotated[Optional[str], typer.Option(
+    "--ack-timeout-tick", help="Ack timeout precision (default 1s, minimum 100ms).")]
+AckTimeoutBackoff = Annotated[Optional[str], typer.Option(
+    "--ack-timeout-backoff", help="MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.")]
 KeySharedPolicy = Annotated[Optional[str], typer.Option(
     "--key-shared-policy", help="auto-split|consistent-hashing|sticky (Key_Shared).")]
 StickyRanges = Annotated[Optional[str], typer.Option(
@@ -183,14 +198,21 @@ def consume(
     max_redeliver_count: MaxRedeliver = None,
     dead_letter_topic: DeadLetterTopic = None,
     initial_subscription_name: InitialSub = None,
+    ack_timeout: AckTimeout = None,
+    ack_timeout_tick: AckTimeoutTick = None,
+    ack_timeout_backoff: AckTimeoutBackoff = None,
+    exec_cmd: Annotated[Optional[str], typer.Option(
+        "--exec", help="Run CMD per message (payload on stdin, metadata in PULSAR_* variables): "
+        "exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.")] = None,
     output: Output = None,
 ):
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
-                           hex_, metadata, output, regex, ack=True, lease=None,
+                           hex_, metadata, output, regex, ack=True, lease=None, exec_cmd=exec_cmd,
                            key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
                            settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
-                                              dead_letter_topic, initial_subscription_name))
+                                              dead_letter_topic, initial_subscription_name,
+                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff))
 
 
 @app.command(help="Receive messages without acking them: they stay pending for the consumer "
@@ -221,6 +243,9 @@ def receive(
     max_redeliver_count: MaxRedeliver = None,
     dead_letter_topic: DeadLetterTopic = None,
     initial_subscription_name: InitialSub = None,
+    ack_timeout: AckTimeout = None,
+    ack_timeout_tick: AckTimeoutTick = None,
+    ack_timeout_backoff: AckTimeoutBackoff = None,
     output: Output = None,
 ):
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
@@ -228,7 +253,8 @@ def receive(
                            hex_, metadata, output, regex, ack=False, lease=lease,
                            key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
                            settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
-                                              dead_letter_topic, initial_subscription_name))
+                                              dead_letter_topic, initial_subscription_name,
+                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff))
 
 
 def _ids_from(args: list[str]) -> list:
@@ -348,3 +374,19 @@ def read(
     positive(num_messages, "-n/--num-messages")
     return run_read(state(ctx), topic, start, inclusive, num_messages, until_end, idle_timeout,
                     fail_if_empty, hide_content, hex_, metadata, out)
+
+
+@app.command("redeliver-unacked", help="Redeliver a consumer's (or every consumer's) unacked "
+             "messages now, counted as redeliveries.")
+def redeliver_unacked(
+    ctx: typer.Context, topic: Topic, subscription: Sub,
+    consumer_name: Annotated[Optional[str], typer.Option("--consumer-name", help="Only this "
+                                                         "consumer's messages.")] = None,
+    output: Output = None,
+):
+    n = state(ctx).broker().redeliver_unacked(topic, subscription, consumer_name)
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(f"redelivering {n} message(s)")
+    else:
+        render.data({"redelivered": n}, out)

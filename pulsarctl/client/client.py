@@ -133,6 +133,7 @@ class Client:
                   key_shared_policy: dict | None = None,
                   negative_ack_redelivery_delay_ms: int | None = None,
                   negative_ack_backoff=None, dead_letter_policy=None,
+                  unacked_messages_timeout_ms: int | None = None,
                   settings: dict | None = None, **_ignored) -> "Consumer":
         """topic: a name, a list of names, or a compiled regular expression (re.compile) over
         full topic names of one namespace, as in pulsar-client."""
@@ -140,6 +141,11 @@ class Client:
         # command line passes it; the keyword arguments above fill it pulsar-client's way.
         settings = {**(settings or {}), **consumer_settings(
             negative_ack_redelivery_delay_ms, negative_ack_backoff, dead_letter_policy)}
+        if unacked_messages_timeout_ms is not None:
+            from pulsarctl.broker.unacked import check
+
+            check(unacked_messages_timeout_ms, None)
+            settings["ackTimeoutMs"] = int(unacked_messages_timeout_ms)
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
                      priority_level, lease_ms, key_shared_policy, settings)
@@ -276,6 +282,12 @@ class Consumer:
         mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
         self._broker.nack(self._topics, self._subscription, [mid])
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Everything this consumer holds comes back now (the local queue is dropped)."""
+        self.flush_acks()
+        self._queue, self._qi = [], 0
+        self._broker.redeliver_unacked(self._topics, self._subscription, self._name)
 
     def acknowledge_cumulative(self, message) -> None:
         mid = message.message_id() if isinstance(message, Message) else message

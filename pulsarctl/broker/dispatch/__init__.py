@@ -37,6 +37,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     held = {0: encode([name, now, 0])}  # the pending record, shared by every rc-0 message
     out = []
     records = []
+    delivered = []
     nbytes = 0
     sub = c.name
     count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
@@ -55,9 +56,14 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
                 records.pop()
                 delayed.defer(ctx, cid, m.deliver_at, o)
                 continue
+            delivered.append((o, rc))
             nbytes += len(m.payload)
             out.append(m)
     txn.cursor(db=pdb).putmulti(records)
+    if (c.props.get("policy") or {}).get("ackTimeoutMs"):
+        from pulsarctl.broker import unacked
+
+        unacked.track(ctx, c, name, delivered)
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now

@@ -114,6 +114,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     hold_until = delayed.cutoff(ctx)
     waiting: set = set()      # slots with an older message still waiting: keep key order
     out: list = []
+    taken: list = []
     nbytes = 0
 
     count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
@@ -129,6 +130,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
             txn.delete(pair(cid, o), db=rdb)
         nbytes += len(m.payload)
         out.append(m)
+        taken.append(o)
 
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
@@ -175,6 +177,10 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
                 replay_size += 1
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
+    if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
+        from pulsarctl.broker import unacked
+
+        unacked.track(ctx, c, me, [(o, m.redelivery_count_) for o, m in zip(taken, out)])
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now

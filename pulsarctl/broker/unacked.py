@@ -1,0 +1,48 @@
+"""Ack timeout (Pulsar's UnAckedMessageTracker): a message delivered and not acked within
+ackTimeout (plus the ack-timeout backoff for its redelivery count) is redelivered, between
+timeout and timeout + tick after delivery. Ack and nack cancel it. Disabled by default.
+
+Pulsar's tracker is a ring of in-memory buckets in the client; here each delivery schedules a
+durable timer rounded up to the tick, so the window is the same and survives processes."""
+from __future__ import annotations
+
+from pulsarctl.broker import timers
+from pulsarctl.errors import InvalidValue
+
+ACK_TIMEOUT = "ackTimeout"
+MIN_ACK_TIMEOUT_MS = 1000        # Java: "Ack timeout should be greater than 1000 ms"
+DEFAULT_TICK_MS = 1000
+MIN_TICK_MS = 100
+
+
+def check(timeout_ms: int | None, tick_ms: int | None) -> None:
+    if timeout_ms is not None and 0 < timeout_ms < MIN_ACK_TIMEOUT_MS:
+        raise InvalidValue("Ack timeout should be greater than 1000 ms",
+                           hint="give --ack-timeout 1s or more (0 turns it off)")
+    if tick_ms is not None and tick_ms < MIN_TICK_MS:
+        raise InvalidValue("Ack timeout tick should be at least 100 ms")
+
+
+def due(policy: dict, delivered_at: int, count: int) -> int | None:
+    timeout = policy.get("ackTimeoutMs") or 0
+    if timeout <= 0:
+        return None
+    from pulsarctl.broker.nacks import backoff_next
+
+    tick = min(policy.get("ackTimeoutTickMs") or DEFAULT_TICK_MS, timeout)
+    extra = 0
+    backoff = policy.get("ackTimeoutBackoff")
+    if backoff:
+        extra = backoff_next(backoff[0], backoff[1], backoff[2], count)
+    at = delivered_at + timeout + extra
+    return -(-at // tick) * tick  # the next tick at or after: within [timeout, timeout + tick]
+
+
+def track(ctx, c, consumer: str, delivered: list[tuple[int, int]]) -> None:
+    """Schedule the ack timeout of messages just delivered: (offset, redelivery count)."""
+    policy = c.props.get("policy") or {}
+    if not policy.get("ackTimeoutMs"):
+        return
+    for o, rc in delivered:
+        at = due(policy, ctx.now, rc)
+        timers.schedule(ctx, c, at, o, ACK_TIMEOUT, consumer, ctx.now)
