@@ -182,6 +182,19 @@ class Broker(CursorAdmin):
             return [(names[0], topics.require(ctx, names[0]))]
         return [(p, topics.require(ctx, p)) for p in names]
 
+    def _subscribed(self, ctx, t: TopicName, subscription: str):
+        """(partition, ledger info, cursor) for every partition of t (or t) that has the
+        subscription; SubscriptionNotFound (exit 3) when none has it."""
+        parts = self._each(ctx, t)
+        out = []
+        for p, info in parts:
+            c = subs.get(ctx, info, subscription)
+            if c is not None:
+                out.append((p, info, c))
+        if not out:
+            subs.require(ctx, parts[0][1], subscription)
+        return out
+
     def topic_stats(self, name):
         t = _topic(name)
 
@@ -268,13 +281,7 @@ class Broker(CursorAdmin):
 
         def run(ctx):
             out = []
-            parts = self._each(ctx, t)
-            found = False
-            for p, info in parts:
-                c = subs.get(ctx, info, subscription)
-                if c is None:
-                    continue
-                found = True
+            for p, info, c in self._subscribed(ctx, t, subscription):
                 replay = dict(subs.replay_items(ctx, c.id))
                 pending = {o: r[2] for o, r in subs.pending_items(ctx, c.id)}
                 for o in self.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset):
@@ -285,8 +292,6 @@ class Broker(CursorAdmin):
                     out.append(message_from_entry(
                         codec.decode(self.ledgers.read(ctx.txn, info, o)),
                         MessageId(pos.ledger_id, pos.entry_id, p.partition_index), str(p), rc))
-            if not found:
-                subs.require(ctx, parts[0][1], subscription)
             return out
         return self.read(run)
 
@@ -359,14 +364,8 @@ class Broker(CursorAdmin):
         t = _topic(name)
 
         def run(ctx):
-            parts = self._each(ctx, t)
-            done = False
-            for _p, info in parts:
-                if subs.get(ctx, info, subscription) is not None:
-                    subs.unsubscribe(ctx, info, subscription, force)
-                    done = True
-            if not done:
-                subs.require(ctx, parts[0][1], subscription)
+            for _p, info, _c in self._subscribed(ctx, t, subscription):
+                subs.unsubscribe(ctx, info, subscription, force)
         self.write(run)
 
     def subscribe(self, names, subscription, consumer_name, sub_type="Exclusive",
@@ -573,11 +572,8 @@ class Broker(CursorAdmin):
 
         def run(ctx):
             found, returned = False, 0
-            parts = self._each(ctx, t)
-            for _p, info in parts:
-                c = subs.get(ctx, info, subscription)
-                if c is None:
-                    continue
+            subscribed = self._subscribed(ctx, t, subscription)
+            for _p, info, c in subscribed:
                 rec = ctx.get("consumer", c.id, consumer_name)
                 if rec is None:
                     continue
@@ -585,8 +581,7 @@ class Broker(CursorAdmin):
                 returned += sum(1 for _o, r in subs.pending_items(ctx, c.id) if r[0] == consumer_name)
                 consumers.remove(ctx, info, c, rec)
             if not found:
-                c = subs.require(ctx, parts[0][1], subscription)
-                consumers.require(ctx, c, consumer_name)
+                consumers.require(ctx, subscribed[0][2], consumer_name)
             return returned
         return self.write(run)
 
@@ -628,10 +623,7 @@ class Broker(CursorAdmin):
             from pulsarctl.messages import iso_ms
 
             out = []
-            for p, info in self._each(ctx, t):
-                c = subs.get(ctx, info, subscription)
-                if c is None:
-                    continue
+            for p, info, c in self._subscribed(ctx, t, subscription):
                 due = timers.pending(ctx, c.id)
                 for o, rec in subs.pending_items(ctx, c.id):
                     pos = info.position(o)
@@ -643,8 +635,6 @@ class Broker(CursorAdmin):
                         "redeliveryCount": rec[2] if len(rec) > 2 else 0,
                         "nextRedelivery": iso_ms(nxt[0]) if nxt else None,
                     })
-            if not out:
-                subs.require(ctx, topics.require(ctx, self._each(ctx, t)[0][0]), subscription)
             return out
         return self.read(run)
 
@@ -653,19 +643,12 @@ class Broker(CursorAdmin):
 
         def run(ctx):
             out = []
-            parts = self._each(ctx, t)
-            found = False
-            for p, info in parts:
-                c = subs.get(ctx, info, subscription)
-                if c is None:
-                    continue
-                found = True
+            subscribed = self._subscribed(ctx, t, subscription)
+            for p, info, c in subscribed:
                 for r in stats.subscription_stats(ctx, info, c)["consumers"]:
-                    if len(parts) > 1:
+                    if p.is_partition:
                         r["topic"] = str(p)
                     out.append(r)
-            if not found:
-                subs.require(ctx, parts[0][1], subscription)
             return out
         return self.read(run)
 

@@ -42,3 +42,13 @@ def positive(value: int, what: str, allow_zero: bool = True) -> int:
         raise InvalidValue(f"{what} must be {'zero or more' if allow_zero else 'positive'}, "
                            f"not {value}")
     return value
+
+
+def done(ctx: typer.Context, output: str | None, doc: dict, line: str) -> None:
+    """What a changing command reports: one line on stderr for people, the document for
+    json/ndjson on stdout."""
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(render.safe(line))
+    else:
+        render.data(doc, out)

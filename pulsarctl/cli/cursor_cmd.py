@@ -7,17 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
+from pulsarctl.cli.common import done, Output, Sub, Topic, fmt, positive, state
 from pulsarctl.cli.topics_cmd import topics
 
 
-def _changed(ctx, output, doc: dict, line: str) -> None:
-    """People get one line on stderr saying what changed; json/ndjson get the document."""
-    out = fmt(ctx, output)
-    if out == render.TEXT:
-        render.err(render.safe(line))
-    else:
-        render.data(doc, out)
 
 
 def _messages(n: int) -> str:
@@ -34,7 +27,7 @@ def skip(
 ):
     positive(count, "-n/--count", allow_zero=False)
     d = state(ctx).broker().skip(topic, subscription, count)
-    _changed(ctx, output, d, f"skipped {_messages(d['skipped'])} on {subscription}; "
+    done(ctx, output, d, f"skipped {_messages(d['skipped'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
 
@@ -42,7 +35,7 @@ def skip(
                                       "(mark-delete to the last message).")
 def clear_backlog(ctx: typer.Context, topic: Topic, subscription: Sub, output: Output = None):
     d = state(ctx).broker().clear_backlog(topic, subscription)
-    _changed(ctx, output, d, f"cleared {_messages(d['cleared'])} on {subscription}; "
+    done(ctx, output, d, f"cleared {_messages(d['cleared'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
 
@@ -71,7 +64,7 @@ def reset_cursor(
     nxt = d.get("nextMessageId")
     where = (f"to {nxt}" if nxt else "past the last message" if "partitions" not in d
              else f"on {len(d['partitions'])} partition(s)")
-    _changed(ctx, output, d, f"reset {subscription} {where}; backlog now {d['msgBacklog']}")
+    done(ctx, output, d, f"reset {subscription} {where}; backlog now {d['msgBacklog']}")
 
 
 @topics.command("expire-messages", help="Acknowledge the messages of a subscription published "
@@ -88,7 +81,7 @@ def expire_messages(
 
     ttl = parse_duration_ms(expire_time, "expiry time")
     d = state(ctx).broker().expire_messages(topic, subscription, ttl)
-    _changed(ctx, output, d, f"expired {_messages(d['expired'])} on {subscription}; "
+    done(ctx, output, d, f"expired {_messages(d['expired'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
 

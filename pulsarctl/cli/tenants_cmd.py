@@ -7,7 +7,7 @@ import typer
 
 from pulsarctl.cli import render
 from pulsarctl.cli.app import app
-from pulsarctl.cli.common import Force, Output, fmt, state
+from pulsarctl.cli.common import done, Force, Output, fmt, state
 
 tenants = typer.Typer(help="Manage tenants (pulsar-admin tenants).", no_args_is_help=True)
 namespaces = typer.Typer(help="Manage namespaces (pulsar-admin namespaces).", no_args_is_help=True)
@@ -18,12 +18,6 @@ Tenant = Annotated[str, typer.Argument(help="Tenant name.", show_default=False)]
 Namespace = Annotated[str, typer.Argument(help="tenant/namespace", show_default=False)]
 
 
-def _done(ctx, output, doc, line):
-    out = fmt(ctx, output)
-    if out == render.TEXT:
-        render.err(render.safe(line))
-    else:
-        render.data(doc, out)
 
 
 @tenants.command("list", help="List tenants.")
@@ -46,13 +40,13 @@ def tenants_create(
     output: Output = None,
 ):
     info = state(ctx).broker().create_tenant(tenant, admin_roles or (), allowed_clusters or ())
-    _done(ctx, output, {"tenant": tenant, **info}, f"created tenant {tenant}")
+    done(ctx, output, {"tenant": tenant, **info}, f"created tenant {tenant}")
 
 
 @tenants.command("delete", help="Delete a tenant (refused while it has namespaces, unless --force).")
 def tenants_delete(ctx: typer.Context, tenant: Tenant, force: Force = False, output: Output = None):
     state(ctx).broker().delete_tenant(tenant, force)
-    _done(ctx, output, {"tenant": tenant, "deleted": True}, f"deleted tenant {tenant}")
+    done(ctx, output, {"tenant": tenant, "deleted": True}, f"deleted tenant {tenant}")
 
 
 @namespaces.command("list", help="List the namespaces of a tenant.")
@@ -63,14 +57,14 @@ def namespaces_list(ctx: typer.Context, tenant: Tenant, output: Output = None):
 @namespaces.command("create", help="Create a namespace.")
 def namespaces_create(ctx: typer.Context, namespace: Namespace, output: Output = None):
     state(ctx).broker().create_namespace(namespace)
-    _done(ctx, output, {"namespace": namespace, "created": True}, f"created namespace {namespace}")
+    done(ctx, output, {"namespace": namespace, "created": True}, f"created namespace {namespace}")
 
 
 @namespaces.command("delete", help="Delete a namespace (refused while it has topics, unless --force).")
 def namespaces_delete(ctx: typer.Context, namespace: Namespace, force: Force = False,
                       output: Output = None):
     state(ctx).broker().delete_namespace(namespace, force)
-    _done(ctx, output, {"namespace": namespace, "deleted": True}, f"deleted namespace {namespace}")
+    done(ctx, output, {"namespace": namespace, "deleted": True}, f"deleted namespace {namespace}")
 
 
 @namespaces.command("policies", help="Show a namespace's policies.")

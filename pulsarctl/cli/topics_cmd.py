@@ -7,7 +7,7 @@ import typer
 
 from pulsarctl.cli import render
 from pulsarctl.cli.app import app
-from pulsarctl.cli.common import Force, Output, Sub, Topic, fmt, positive, state
+from pulsarctl.cli.common import done, Force, Output, Sub, Topic, fmt, positive, state
 
 topics = typer.Typer(help="Manage topics (pulsar-admin topics).", no_args_is_help=True)
 app.add_typer(topics, name="topics")
@@ -23,21 +23,15 @@ def list_(ctx: typer.Context,
 @topics.command(help="Create a non-partitioned topic.")
 def create(ctx: typer.Context, topic: Topic, output: Output = None):
     name = state(ctx).broker().create_topic(topic)
-    _done(ctx, output, {"topic": name, "created": True}, f"created {name}")
+    done(ctx, output, {"topic": name, "created": True}, f"created {name}")
 
 
 @topics.command(help="Delete a topic (refused while it has subscriptions, unless --force).")
 def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Output = None):
     name = state(ctx).broker().delete_topic(topic, force)
-    _done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
+    done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
-def _done(ctx, output, doc: dict, line: str) -> None:
-    out = fmt(ctx, output)
-    if out == render.TEXT:
-        render.err(render.safe(line))
-    else:
-        render.data(doc, out)
 
 
 def _stats_text(s: dict) -> None:
@@ -88,7 +82,7 @@ def create_subscription(
     check_subscription(subscription)
     pos = parse_message_id(message_id)
     state(ctx).broker().create_subscription(topic, subscription, pos)
-    _done(ctx, output, {"topic": topic, "subscription": subscription, "created": True},
+    done(ctx, output, {"topic": topic, "subscription": subscription, "created": True},
           f"created subscription {subscription} on {topic}")
 
 
@@ -96,7 +90,7 @@ def create_subscription(
 def unsubscribe(ctx: typer.Context, topic: Topic, subscription: Sub, force: Force = False,
                 output: Output = None):
     state(ctx).broker().unsubscribe(topic, subscription, force)
-    _done(ctx, output, {"topic": topic, "subscription": subscription, "deleted": True},
+    done(ctx, output, {"topic": topic, "subscription": subscription, "deleted": True},
           f"deleted subscription {subscription} on {topic}")
 
 
@@ -152,7 +146,7 @@ Partitions = Annotated[int, typer.Option("-p", "--partitions", help="Number of p
 def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
     name = state(ctx).broker().create_partitioned_topic(topic, partitions)
-    _done(ctx, output, {"topic": name, "partitions": partitions},
+    done(ctx, output, {"topic": name, "partitions": partitions},
           f"created {name} with {partitions} partitions")
 
 
@@ -160,7 +154,7 @@ def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Parti
 def update_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
     n = state(ctx).broker().update_partitioned_topic(topic, partitions)
-    _done(ctx, output, {"topic": topic, "partitions": n}, f"{topic} now has {n} partitions")
+    done(ctx, output, {"topic": topic, "partitions": n}, f"{topic} now has {n} partitions")
 
 
 @topics.command("get-partitioned-topic-metadata",
@@ -173,7 +167,7 @@ def get_partitioned_topic_metadata(ctx: typer.Context, topic: Topic, output: Out
 def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = False,
                              output: Output = None):
     name = state(ctx).broker().delete_topic(topic, force)
-    _done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
+    done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
 @topics.command("list-partitioned-topics", help="List the partitioned topics of a namespace.")
