@@ -8,7 +8,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked version doctor completion topics tenants namespaces brokers clock subscriptions perf"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
@@ -19,13 +19,13 @@ _pulsarctl_node() {
             ;;
         "consume")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --exec -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --exec -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --exec-retry-delay --exec -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec -o --output"
             ;;
         "receive")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic -o --output"
             ;;
         "ack")
             subs=""
@@ -46,6 +46,11 @@ _pulsarctl_node() {
             subs=""
             opts="-s --subscription --consumer-name -o --output -h --help"
             vopts="-s --subscription --consumer-name -o --output"
+            ;;
+        "reconsume-later")
+            subs=""
+            opts="-s --subscription --delay -p --properties -o --output -h --help"
+            vopts="-s --subscription --delay -p --properties -o --output"
             ;;
         "version")
             subs=""
@@ -345,6 +350,7 @@ _pulsarctl_values() {
         "nack|-o"|"nack|--output") values="text json ndjson" ;;
         "read|-o"|"read|--output") values="text json ndjson" ;;
         "redeliver-unacked|-o"|"redeliver-unacked|--output") values="text json ndjson" ;;
+        "reconsume-later|-o"|"reconsume-later|--output") values="text json ndjson" ;;
         "version|-o"|"version|--output") values="text json ndjson" ;;
         "doctor|-o"|"doctor|--output") values="text json ndjson" ;;
         "completion|#0") values="bash zsh fish" ;;

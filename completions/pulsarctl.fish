@@ -30,6 +30,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'ack' -d 'Acknowledge m
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'nack' -d 'Negatively acknowledge messages: redelivered after the nack delay or backoff, or moved to the dead letter topic past --max-redeliver-count.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'read' -d 'Read messages with a non-durable reader; leaves nothing behind.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'redeliver-unacked' -d 'Redeliver a consumer\'s (or every consumer\'s) unacked messages now, counted as redeliveries.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'Move messages to the retry letter topic, delivered again after --delay (past the limit: to the dead letter topic); needs --enable-retry.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the store and the installation.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
@@ -94,6 +95,9 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l enable-retry -d 'Also consume the retry letter topic; reconsume-later moves messages there.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l retry-letter-topic -x -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec-retry-delay -x -d 'With --exec and --enable-retry: how long an exit 75 waits (default the nack delay).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec -x -d 'Run CMD per message (payload on stdin, metadata in PULSAR_* variables): exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
@@ -123,6 +127,8 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l initial-subscr
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l enable-retry -d 'Also consume the retry letter topic; reconsume-later moves messages there.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l retry-letter-topic -x -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s h -l help -d 'Show this message and exit.'
 
@@ -157,6 +163,13 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s s -l
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -l consumer-name -x -d 'Only this consumer\'s messages.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl reconsume-later
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s s -l subscription -x -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay -x -d 'Deliver again after this long.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s p -l properties -x -d 'Property key=value to add (repeatable).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl version
 complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'

@@ -378,6 +378,15 @@ class Broker(CursorAdmin):
 
         def run(ctx):
             targets = self._targets(ctx, names)
+            nonlocal settings
+            if settings and settings.get("enableRetry"):
+                from pulsarctl.broker import retry
+
+                first = str(_topic(names if isinstance(names, (str, TopicName)) else names[0]))
+                settings = retry.settings_for(first, subscription, settings)
+                rt = _topic(settings["retryLetterTopic"])
+                if rt not in targets:
+                    targets.append(rt)
             for p in targets:
                 info = topics.ensure(ctx, p)
                 c = subs.create(ctx, info, subscription, position, sub_type)
@@ -495,6 +504,32 @@ class Broker(CursorAdmin):
                 consumers.renew(ctx, c, holders)
                 total += n
             return total
+        return self.write(run)
+
+    def reconsume_later(self, names, subscription, ids, delay_ms: int, properties=None) -> dict:
+        """Move messages to the retry letter topic (or the DLQ past the limit) and ack them, in
+        one transaction. Ids may be on the topics or on their retry topic."""
+        ids = list(ids)
+
+        def run(ctx):
+            from pulsarctl.broker import retry
+
+            targets = self._targets(ctx, names)
+            for p in list(targets):
+                info = topics.lookup(ctx, p)
+                c = subs.get(ctx, info, subscription) if info is not None else None
+                rt = ((c.props.get("policy") or {}).get("retryLetterTopic") if c else None)
+                if rt and _topic(rt) not in targets:
+                    targets.append(_topic(rt))
+            out = {"retry": 0, "dlq": 0}
+            for owner, mids in self._by_owner(ctx, targets, ids).items():
+                info = topics.require(ctx, owner)
+                c = subs.require(ctx, info, subscription)
+                for o in subs.offsets_of(ctx, info, mids):
+                    if self.cursors.is_acked(ctx.txn, c, o):
+                        continue
+                    out[retry.reconsume_later(ctx, info, c, o, delay_ms, properties)] += 1
+            return out
         return self.write(run)
 
     def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:

@@ -74,7 +74,8 @@ def produce(
 
 
 def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub,
-              ack_timeout=None, ack_timeout_tick=None, ack_timeout_backoff=None):
+              ack_timeout=None, ack_timeout_tick=None, ack_timeout_backoff=None,
+              enable_retry=False, retry_letter_topic=None):
     """The policy flags as the subscription stores them; flags left out stay None (kept)."""
     from pulsarctl.broker import unacked
     from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS, parse_backoff
@@ -86,9 +87,9 @@ def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, 
 
     if max_redeliver_count is not None and max_redeliver_count < 1:
         raise InvalidValue("--max-redeliver-count must be greater than 0")
-    if dead_letter_topic is not None:
-        from pulsarctl.names import parse_topic
+    from pulsarctl.names import parse_topic
 
+    if dead_letter_topic is not None:
         dead_letter_topic = str(parse_topic(dead_letter_topic))
     return {
         "negativeAckRedeliveryDelayMs": max(parse_duration_ms(nack_delay, "--nack-delay"),
@@ -100,13 +101,15 @@ def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, 
         "ackTimeoutMs": timeout,
         "ackTimeoutTickMs": tick,
         "ackTimeoutBackoff": parse_backoff(ack_timeout_backoff) if ack_timeout_backoff else None,
+        "enableRetry": True if enable_retry or retry_letter_topic else None,
+        "retryLetterTopic": str(parse_topic(retry_letter_topic)) if retry_letter_topic else None,
     }
 
 
 def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, consumer_name,
                     priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
                     regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges,
-                    settings=None, exec_cmd=None):
+                    settings=None, exec_cmd=None, exec_retry_delay=None):
     from pulsarctl.cli.consume_run import run_consume
 
     out = fmt(ctx, output)
@@ -115,7 +118,7 @@ def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, co
                        mode, num, consumer_name, priority, idle_timeout, fail_if_empty,
                        hide_content, hex_, metadata, out, ack=ack, lease=lease,
                        key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
-                       settings=settings, exec_cmd=exec_cmd)
+                       settings=settings, exec_cmd=exec_cmd, exec_retry_delay=exec_retry_delay)
 
 
 def _topic_arg(topics: list[str], regex: bool):
@@ -159,6 +162,11 @@ DeadLetterTopic = Annotated[Optional[str], typer.Option(
 InitialSub = Annotated[Optional[str], typer.Option(
     "--initial-subscription-name", help="Create this subscription on the dead letter topic "
     "when it is created, so dead letters are retained.")]
+EnableRetry = Annotated[bool, typer.Option(
+    "--enable-retry", help="Also consume the retry letter topic; reconsume-later moves messages "
+    "there.")]
+RetryTopic = Annotated[Optional[str], typer.Option(
+    "--retry-letter-topic", help="Retry letter topic (default <topic>-<subscription>-RETRY).")]
 AckTimeout = Annotated[Optional[str], typer.Option(
     "--ack-timeout", help="Redeliver a message not acked this long after delivery (0: off).")]
 AckTimeoutTick = Annotated[Optional[str], typer.Option(
@@ -201,6 +209,11 @@ def consume(
     ack_timeout: AckTimeout = None,
     ack_timeout_tick: AckTimeoutTick = None,
     ack_timeout_backoff: AckTimeoutBackoff = None,
+    enable_retry: EnableRetry = False,
+    retry_letter_topic: RetryTopic = None,
+    exec_retry_delay: Annotated[Optional[str], typer.Option(
+        "--exec-retry-delay", help="With --exec and --enable-retry: how long an exit 75 waits "
+        "(default the nack delay).")] = None,
     exec_cmd: Annotated[Optional[str], typer.Option(
         "--exec", help="Run CMD per message (payload on stdin, metadata in PULSAR_* variables): "
         "exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.")] = None,
@@ -209,10 +222,12 @@ def consume(
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
                            hex_, metadata, output, regex, ack=True, lease=None, exec_cmd=exec_cmd,
+                           exec_retry_delay=exec_retry_delay,
                            key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
                            settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
                                               dead_letter_topic, initial_subscription_name,
-                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff))
+                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff,
+                                              enable_retry, retry_letter_topic))
 
 
 @app.command(help="Receive messages without acking them: they stay pending for the consumer "
@@ -246,6 +261,8 @@ def receive(
     ack_timeout: AckTimeout = None,
     ack_timeout_tick: AckTimeoutTick = None,
     ack_timeout_backoff: AckTimeoutBackoff = None,
+    enable_retry: EnableRetry = False,
+    retry_letter_topic: RetryTopic = None,
     output: Output = None,
 ):
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
@@ -254,7 +271,8 @@ def receive(
                            key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
                            settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
                                               dead_letter_topic, initial_subscription_name,
-                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff))
+                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff,
+                                              enable_retry, retry_letter_topic))
 
 
 def _ids_from(args: list[str]) -> list:
@@ -390,3 +408,30 @@ def redeliver_unacked(
         render.err(f"redelivering {n} message(s)")
     else:
         render.data({"redelivered": n}, out)
+
+
+@app.command("reconsume-later", help="Move messages to the retry letter topic, delivered again "
+             "after --delay (past the limit: to the dead letter topic); needs --enable-retry.")
+def reconsume_later(
+    ctx: typer.Context, topic: Topic, subscription: Sub,
+    ids: Annotated[Optional[List[str]], typer.Argument(help="Message ids; - reads them from "
+                                                       "stdin.", show_default=False)] = None,
+    delay: Annotated[str, typer.Option("--delay", help="Deliver again after this long.")] = "0s",
+    properties: Annotated[Optional[List[str]], typer.Option(
+        "-p", "--properties", help="Property key=value to add (repeatable).")] = None,
+    output: Output = None,
+):
+    from pulsarctl.units import parse_duration_ms, parse_property
+
+    out = fmt(ctx, output)
+    targets = _ids_from(ids or [])
+    if not targets:
+        raise UsageError("no message ids to reconsume", hint="give ids as arguments or - for stdin")
+    delay_ms = parse_duration_ms(delay, "--delay")
+    props = dict(parse_property(p) for p in properties or [])
+    res = state(ctx).broker().reconsume_later(topic, subscription, targets, delay_ms, props)
+    if out == render.TEXT:
+        render.err(f"{res['retry']} message(s) to the retry topic, {res['dlq']} to the dead "
+                   f"letter topic")
+    else:
+        render.data(res, out)

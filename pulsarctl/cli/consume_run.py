@@ -34,7 +34,7 @@ def _position(position: str) -> str:
 def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer_name, priority,
                 idle_timeout, fail_if_empty, hide_content, hex_, metadata, out, *, ack: bool,
                 lease, key_shared_policy=None, sticky_ranges=None, settings=None,
-                exec_cmd=None):
+                exec_cmd=None, exec_retry_delay=None):
     from pulsarctl.broker.subscriptions import normalize_type
     from pulsarctl.names import check_subscription
 
@@ -61,6 +61,13 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
     guard = _PrintThenAck()
     results = {True: 0, False: 0}
+    retry = bool(settings and settings.get("enableRetry"))
+    retry_delay = None
+    if exec_cmd is not None and retry:
+        from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
+
+        retry_delay = (parse_duration_ms(exec_retry_delay, "--exec-retry-delay") if exec_retry_delay
+                       else (settings.get("negativeAckRedeliveryDelayMs") or DEFAULT_NACK_DELAY_MS))
     try:
         while num == 0 or count < num:
             want = min(consumer.receiver_queue_size, num - count) if num else None
@@ -72,9 +79,10 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
                 outcome = run_exec(exec_cmd, m)
                 if outcome == 0:
                     consumer.acknowledge(m)
+                elif outcome == EX_TEMPFAIL and retry:
+                    consumer.reconsume_later(m, retry_delay)
                 else:
-                    # 75 (EX_TEMPFAIL) asks to reconsume later; without a retry topic that is
-                    # a nack, as is any other failure.
+                    # Without a retry topic, 75 (EX_TEMPFAIL) is a nack, as is any failure.
                     consumer.negative_acknowledge(m)
                 results[outcome == 0] += 1
                 count += 1
@@ -95,6 +103,9 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
             render.err(f"handled {count} message(s): {results[True]} acked, "
                        f"{results[False]} nacked")
     return _finish(count, fail_if_empty)
+
+
+EX_TEMPFAIL = 75
 
 
 def exec_env(m) -> dict:

@@ -134,6 +134,7 @@ class Client:
                   negative_ack_redelivery_delay_ms: int | None = None,
                   negative_ack_backoff=None, dead_letter_policy=None,
                   unacked_messages_timeout_ms: int | None = None,
+                  enable_retry: bool = False, retry_letter_topic: str | None = None,
                   settings: dict | None = None, **_ignored) -> "Consumer":
         """topic: a name, a list of names, or a compiled regular expression (re.compile) over
         full topic names of one namespace, as in pulsar-client."""
@@ -141,6 +142,10 @@ class Client:
         # command line passes it; the keyword arguments above fill it pulsar-client's way.
         settings = {**(settings or {}), **consumer_settings(
             negative_ack_redelivery_delay_ms, negative_ack_backoff, dead_letter_policy)}
+        if enable_retry or retry_letter_topic:
+            settings["enableRetry"] = True
+            if retry_letter_topic:
+                settings["retryLetterTopic"] = retry_letter_topic
         if unacked_messages_timeout_ms is not None:
             from pulsarctl.broker.unacked import check
 
@@ -282,6 +287,13 @@ class Consumer:
         mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
         self._broker.nack(self._topics, self._subscription, [mid])
+
+    def reconsume_later(self, message, delay_ms: int = 0, properties: dict | None = None) -> None:
+        """Java's reconsumeLater: to the retry letter topic (needs retry enabled)."""
+        mid = message.message_id() if isinstance(message, Message) else message
+        self.flush_acks()
+        self._broker.reconsume_later(self._topics, self._subscription, [mid], int(delay_ms),
+                                     {str(k): str(v) for k, v in (properties or {}).items()})
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Everything this consumer holds comes back now (the local queue is dropped)."""

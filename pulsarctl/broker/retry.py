@@ -1,0 +1,69 @@
+"""Retry letter topics: reconsumeLater (Java's ConsumerImpl.doReconsumeLater).
+
+With retry enabled a consumer also consumes <topic>-<subscription>-RETRY under the same
+subscription. reconsume-later writes a new message there — properties copied, REAL_TOPIC and
+ORIGIN_MESSAGE_ID kept from the first origin (putIfAbsent), custom properties added,
+RECONSUMETIMES counting up, DELAY_TIME in ms, delivered after the delay — and acks the original,
+in one transaction. Past maxRedeliverCount (16 when retry is enabled without a policy) the
+message goes to the dead letter topic instead."""
+from __future__ import annotations
+
+from store import codec
+from pulsarctl.broker import deadletter, producers, subscriptions as subs, topics
+from pulsarctl.errors import Conflict
+from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
+from pulsarctl.names import parse_topic
+
+RECONSUMETIMES = "RECONSUMETIMES"
+DELAY_TIME = "DELAY_TIME"
+MAX_RECONSUMETIMES = 16
+
+
+def settings_for(topic: str, subscription: str, settings: dict) -> dict:
+    """Retry enabled: the RETRY and DLQ names derived from the first topic as given (so all
+    partitions share them, as ConsumerBuilderImpl does) and the default limit of 16."""
+    out = dict(settings)
+    out["enableRetry"] = True
+    out["retryLetterTopic"] = out.get("retryLetterTopic") or f"{topic}-{subscription}-RETRY"
+    out["deadLetterTopic"] = out.get("deadLetterTopic") or f"{topic}-{subscription}-DLQ"
+    if not out.get("maxRedeliverCount"):
+        out["maxRedeliverCount"] = MAX_RECONSUMETIMES
+    return out
+
+
+def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | None) -> str:
+    """Move one message to the retry topic (or past the limit to the DLQ). Returns where it
+    went."""
+    policy = c.props.get("policy") or {}
+    if not policy.get("enableRetry"):
+        raise Conflict(f"retry is not enabled on subscription '{c.name}' (reconsumeLater method "
+                       f"not support!)", hint="consume with --enable-retry first")
+    origin = parse_topic(info.name)
+    pos = info.position(offset)
+    mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
+    m = message_from_entry(codec.decode(ctx.ledgers.read(ctx.txn, info, offset)), mid, info.name)
+    props = dict(m.properties_ or {})
+    props.setdefault(deadletter.REAL_TOPIC, str(origin.partitioned_topic_name))
+    props.setdefault(deadletter.ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
+    props.setdefault(deadletter.ORIGIN_MESSAGE_ID, str(mid))
+    props.update(custom or {})
+    try:
+        times = int(props.get(RECONSUMETIMES, "0")) + 1
+    except ValueError:
+        times = 1
+    props[RECONSUMETIMES] = str(times)
+    props[DELAY_TIME] = str(max(delay_ms, 0))
+    max_rc = policy.get("maxRedeliverCount") or MAX_RECONSUMETIMES
+    if times > max_rc and policy.get("deadLetterTopic"):
+        target, deliver_at, where = parse_topic(policy["deadLetterTopic"]), 0, "dlq"
+        props.setdefault(deadletter.REAL_SUBSCRIPTION, c.name)
+    else:
+        target = parse_topic(policy["retryLetterTopic"])
+        deliver_at = ctx.now + delay_ms if delay_ms > 0 else 0
+        where = "retry"
+    topics.ensure(ctx, target)
+    producers.publish(ctx, target, [OutgoingMessage(m.payload, props, m.key, m.ordering_key_,
+                                                    m.event_time, deliver_at)],
+                      f"{info.name}-{c.name}-retry", target.partition_index)
+    subs.ack(ctx, info, c, [offset])
+    return where
