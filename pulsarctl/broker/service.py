@@ -379,11 +379,16 @@ class Broker(CursorAdmin):
         def run(ctx):
             targets = self._targets(ctx, names)
             nonlocal settings
-            if settings and settings.get("enableRetry"):
+            # Flags left out keep the stored values: retry stays on, with its names and limit.
+            info0 = topics.lookup(ctx, targets[0])
+            c0 = subs.get(ctx, info0, subscription) if info0 is not None else None
+            stored = (c0.props.get("policy") or {}) if c0 is not None else {}
+            given = {k: v for k, v in (settings or {}).items() if v is not None}
+            if given.get("enableRetry") or stored.get("enableRetry"):
                 from pulsarctl.broker import retry
 
                 first = str(_topic(names if isinstance(names, (str, TopicName)) else names[0]))
-                settings = retry.settings_for(first, subscription, settings)
+                settings = retry.settings_for(first, subscription, {**stored, **given})
                 rt = _topic(settings["retryLetterTopic"])
                 if rt not in targets:
                     targets.append(rt)
@@ -619,6 +624,19 @@ class Broker(CursorAdmin):
                 consumers.require(ctx, subscribed[0][2], consumer_name)
             return returned
         return self.write(run)
+
+    def subscription_policy(self, name, subscription) -> dict:
+        """The policy stored with a subscription ({} when it does not exist)."""
+        t = _topic(name)
+
+        def run(ctx):
+            for p in partitions.expand(ctx, t):
+                info = topics.lookup(ctx, p)
+                c = subs.get(ctx, info, subscription) if info is not None else None
+                if c is not None:
+                    return dict(c.props.get("policy") or {})
+            return {}
+        return self.read(run)
 
     def describe_subscription(self, name, subscription) -> dict:
         """Type, the effective policy, the derived dead letter and retry topic names, and the

@@ -61,13 +61,15 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
     guard = _PrintThenAck()
     results = {True: 0, False: 0}
-    retry = bool(settings and settings.get("enableRetry"))
-    retry_delay = None
-    if exec_cmd is not None and retry:
+    retry, retry_delay = False, None
+    if exec_cmd is not None:
         from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
 
+        # The stored policy decides, so retry enabled by an earlier command counts too.
+        policy = st.broker().subscription_policy(consumer.topics()[0], subscription)
+        retry = bool(policy.get("enableRetry"))
         retry_delay = (parse_duration_ms(exec_retry_delay, "--exec-retry-delay") if exec_retry_delay
-                       else (settings.get("negativeAckRedeliveryDelayMs") or DEFAULT_NACK_DELAY_MS))
+                       else (policy.get("negativeAckRedeliveryDelayMs") or DEFAULT_NACK_DELAY_MS))
     try:
         while num == 0 or count < num:
             want = min(consumer.receiver_queue_size, num - count) if num else None
