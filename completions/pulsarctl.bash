@@ -8,7 +8,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf daemon"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
@@ -317,6 +317,36 @@ _pulsarctl_node() {
             opts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output -h --help"
             vopts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output"
             ;;
+        "daemon")
+            subs="run start stop status run-once"
+            opts="-h --help"
+            vopts=""
+            ;;
+        "daemon run")
+            subs=""
+            opts="--standby --tick -h --help"
+            vopts="--tick"
+            ;;
+        "daemon start")
+            subs=""
+            opts="--standby --tick -o --output -h --help"
+            vopts="--tick -o --output"
+            ;;
+        "daemon stop")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "daemon status")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "daemon run-once")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
         *)
             subs="" opts="" vopts=""
             ;;
@@ -399,6 +429,10 @@ _pulsarctl_values() {
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;
+        "daemon start|-o"|"daemon start|--output") values="text json ndjson" ;;
+        "daemon stop|-o"|"daemon stop|--output") values="text json ndjson" ;;
+        "daemon status|-o"|"daemon status|--output") values="text json ndjson" ;;
+        "daemon run-once|-o"|"daemon run-once|--output") values="text json ndjson" ;;
     esac
 }
 

@@ -41,6 +41,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'brokers' -d 'Store-wid
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'clock' -d 'The store\'s clock: real, or simulated for tests and lessons.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'subscriptions' -d 'Look inside subscriptions.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'perf' -d 'Benchmarks in the spirit of pulsar-perf.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'daemon' -d 'The timer daemon: one active per store, elected by a file lock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l store -r -F -d 'Store directory (default: $PULSARCTL_STORE, the config file, then ~/.local/share/pulsarctl/store).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l traceback -d 'Show a traceback on errors (for bug reports).'
@@ -455,3 +456,34 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s q -l receiver-queue-size -x -d 'Prefetch.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run' -d 'Run the daemon in the foreground (exit 5 if one already runs).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'start' -d 'Start the daemon in the background; prints its pid once it holds the lock (or, with --standby, once it waits for it).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'stop' -d 'Stop the running daemon; returns when it has exited.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'status' -d 'Is a daemon running (exit 3 if not)? pid, last tick, timers due.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run-once' -d 'Fire everything due, then exit (for cron); works whether or not a daemon runs.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon run
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from run' -l standby -d 'Wait for the lock and take over when the active daemon stops.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from run' -l tick -x -d 'Seconds between ticks.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from run' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon start
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from start' -l standby -d 'Wait for the lock and take over when the active daemon stops.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from start' -l tick -x -d 'Seconds between ticks.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from start' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from start' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon stop
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from stop' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from stop' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon status
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from status' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from status' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl daemon run-once
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from run-once' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and __fish_seen_subcommand_from run-once' -s h -l help -d 'Show this message and exit.'

@@ -68,7 +68,7 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
             continue
         rc = prec[2] if len(prec) > 2 else 0
         due = (ctx.now + delay_ms(policy, rc)) & mask
-        timers.schedule(ctx, c, due, o, timers.NACK, prec[0])
+        timers.schedule(ctx, c, due, o, timers.NACK, prec[0], prec[1])
         # Marked nacked: its ack timeout no longer applies (a nack cancels it, as in Pulsar).
         ctx.txn.put(keys.pair(c.id, o), codec.encode([prec[0], prec[1], rc, 1]),
                     db=ctx.env.db["pending"])
@@ -98,13 +98,24 @@ def fire(ctx, info, c) -> int:
             continue
         if holder not in live or prec is None or prec[0] != holder:
             continue
-        if value[0] == ACK_TIMEOUT and (prec[1] != value[4] or (len(prec) > 3 and prec[3])):
-            continue  # redelivered or nacked since this delivery: its ack timeout is void
+        if not applies(value, prec):
+            continue  # redelivered (or, for an ack timeout, nacked) since: the timer is void
         todo.append(o)
         holders[o] = holder
     if todo:
         redeliver(ctx, info, c, todo, holders)
     return len(todo)
+
+
+def applies(value: list, prec: list | None) -> bool:
+    """Whether a timer still speaks for the delivery that is pending: same consumer, same
+    delivery; an ack timeout also ends with a nack (the nack's own timer takes over)."""
+    if prec is None or prec[0] != (value[3] if len(value) > 3 else None):
+        return False
+    delivered_at = value[4] if len(value) > 4 else None
+    if delivered_at is not None and prec[1] != delivered_at:
+        return False
+    return not (value[0] == ACK_TIMEOUT and len(prec) > 3 and prec[3])
 
 
 def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> None:

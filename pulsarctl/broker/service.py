@@ -578,6 +578,23 @@ class Broker(CursorAdmin):
             return n
         return self.write(run)
 
+    def sweep_consumers(self) -> int:
+        """Disconnect every consumer whose process is gone or whose lease ended, store-wide
+        (the daemon's tick). Returns how many were disconnected."""
+        def run(ctx):
+            n = 0
+            for _name, ml_id in list(self.ledgers.names(ctx.txn)):
+                info = self.ledgers.info(ctx.txn, ml_id)
+                for c in self.cursors.list(ctx.txn, ml_id):
+                    before = len(consumers.records(ctx, c))
+                    if before:
+                        n += before - len(consumers.sweep(ctx, info, c))
+            return n
+        return self.write(run)
+
+    def timers_due(self) -> int:
+        return self.read(lambda ctx: timers.count(ctx, due_by=ctx.now))
+
     def _by_owner(self, ctx, targets, ids) -> dict:
         """ids grouped by the topic (partition) they belong to, which must be one of targets."""
         allowed = {str(p): p for p in targets}
@@ -680,7 +697,9 @@ class Broker(CursorAdmin):
                 due = timers.pending(ctx, c.id)
                 for o, rec in subs.pending_items(ctx, c.id):
                     pos = info.position(o)
-                    nxt = due.get(o)
+                    # The first timer that still applies to this delivery (a nack voids the
+                    # ack timeout; a redelivery voids both).
+                    nxt = next((d for d in due.get(o, ()) if nacks.applies(d[1], rec)), None)
                     out.append({
                         "messageId": str(MessageId(pos.ledger_id, pos.entry_id, p.partition_index)),
                         "topic": str(p), "consumerName": rec[0],

@@ -38,9 +38,9 @@ def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, i
     return out
 
 
-def pending(ctx, cid: int) -> dict[int, tuple[int, str]]:
-    """offset -> (due, kind) for every timer of cid."""
-    out = {}
+def pending(ctx, cid: int) -> dict[int, list[tuple[int, list]]]:
+    """offset -> [(due, value)] for every timer of cid, earliest first."""
+    out: dict = {}
     cur = ctx.txn.cursor(db=ctx.env.db["timers"])
     prefix = keys.u64(cid)
     if cur.set_range(prefix):
@@ -48,7 +48,7 @@ def pending(ctx, cid: int) -> dict[int, tuple[int, str]]:
             if not k.startswith(prefix):
                 break
             _c, due, o = _untriple(k)
-            out[o] = (due, codec.decode(v)[0])
+            out.setdefault(o, []).append((due, codec.decode(v)))
     return out
 
 

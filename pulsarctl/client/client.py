@@ -211,6 +211,10 @@ class Consumer:
         self._rr = 0
         if topics:
             self._attach(topics)
+            # The ack timeout starts when the application receives a message, not when it is
+            # prefetched: with one set, take messages one at a time.
+            if self._broker.subscription_policy(self._topics[0], subscription).get("ackTimeoutMs"):
+                self.receiver_queue_size = 1
         self._type = sub_type
         self._closed = False
 

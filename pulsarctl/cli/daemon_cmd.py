@@ -1,0 +1,131 @@
+"""pulsarctl daemon run|start|stop|status|run-once."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+
+from pulsarctl import clock as clocks
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Output, fmt, state
+
+daemon = typer.Typer(help="The timer daemon: one active per store, elected by a file lock.",
+                     no_args_is_help=True)
+app.add_typer(daemon, name="daemon")
+
+Standby = Annotated[bool, typer.Option("--standby", help="Wait for the lock and take over when "
+                                       "the active daemon stops.")]
+Tick = Annotated[float, typer.Option("--tick", help="Seconds between ticks.")]
+
+
+def _store(ctx) -> str:
+    return state(ctx).broker().path
+
+
+@daemon.command("run", help="Run the daemon in the foreground (exit 5 if one already runs).")
+def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
+    from pulsarctl.daemon import Daemon
+    from pulsarctl.errors import InvalidValue
+
+    if not 0.01 <= tick <= 3600:
+        raise InvalidValue("--tick must be between 0.01 and 3600 seconds")
+    st = state(ctx)
+    return Daemon(st.broker(), _store(ctx), tick).run(standby)
+
+
+@daemon.command("start", help="Start the daemon in the background; prints its pid once it holds "
+                "the lock (or, with --standby, once it waits for it).")
+def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output: Output = None):
+    from pulsarctl.daemon import paths, read_state, try_lock
+    from pulsarctl.errors import LockBusy, PulsarctlError
+
+    store = _store(ctx)
+    if not standby:
+        fd = try_lock(store)
+        if fd is None:
+            raise LockBusy(f"a daemon already runs for the store at {store} "
+                           f"(pid {read_state(store).get('pid')})",
+                           hint="use --standby to start one that takes over when it stops")
+        os.close(fd)
+    args = [sys.executable, "-m", "pulsarctl", "--store", store, "daemon", "run", "--tick", str(tick)]
+    if standby:
+        args.append("--standby")
+    with open(paths(store)["log"], "a") as logf:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                start_new_session=True)
+    deadline = clocks.monotonic() + 10
+    while clocks.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise PulsarctlError(f"the daemon exited at once (code {proc.returncode})",
+                                 hint=f"see {paths(store)['log']}")
+        if standby or read_state(store).get("pid") == proc.pid:
+            break
+        clocks.sleep(0.02)
+    else:
+        raise PulsarctlError("the daemon did not take the lock within 10 s",
+                             hint=f"see {paths(store)['log']}")
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.outln(str(proc.pid))
+    else:
+        render.data({"pid": proc.pid, "standby": standby}, out)
+
+
+@daemon.command("stop", help="Stop the running daemon; returns when it has exited.")
+def stop(ctx: typer.Context, output: Output = None):
+    import signal
+
+    from pulsarctl.daemon import status, try_lock
+    from pulsarctl.errors import PulsarctlError
+
+    store = _store(ctx)
+    st = status(store)
+    pid = st.get("pid")
+    if pid:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = clocks.monotonic() + 15
+    while clocks.monotonic() < deadline:
+        fd = try_lock(store)
+        if fd is not None:
+            os.close(fd)
+            break
+        clocks.sleep(0.05)
+    else:
+        raise PulsarctlError(f"the daemon (pid {pid}) did not stop within 15 s",
+                             hint=f"kill it with `kill {pid}`")
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(f"stopped daemon {pid}")
+    else:
+        render.data({"stopped": True, "pid": pid}, out)
+
+
+@daemon.command("status", help="Is a daemon running (exit 3 if not)? pid, last tick, timers due.")
+def status_cmd(ctx: typer.Context, output: Output = None):
+    from pulsarctl.daemon import status
+
+    st = status(_store(ctx))
+    render.data(st, fmt(ctx, output),
+                lambda d: render.outln(f"running pid {d['pid']}, last tick {d['lastTick']}, "
+                                       f"{d['timersDue']} timer(s) due"))
+
+
+@daemon.command("run-once", help="Fire everything due, then exit (for cron); works whether or "
+                "not a daemon runs.")
+def run_once(ctx: typer.Context, output: Output = None):
+    b = state(ctx).broker()
+    fired = b.fire_due()
+    swept = b.sweep_consumers()
+    doc = {"fired": fired, "disconnected": swept, "timersDue": b.timers_due()}
+    out = fmt(ctx, output)
+    if out == render.TEXT:
+        render.err(f"fired {fired} timer(s), disconnected {swept} consumer(s)")
+    else:
+        render.data(doc, out)
