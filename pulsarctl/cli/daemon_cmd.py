@@ -51,12 +51,15 @@ def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output
                            f"(pid {read_state(store).get('pid')})",
                            hint="use --standby to start one that takes over when it stops")
         os.close(fd)
-    args = [sys.executable, "-m", "pulsarctl", "--store", store, "daemon", "run", "--tick", str(tick)]
+    # -P: the working directory must not shadow our packages (a directory named store would);
+    # and a daemon keeps no directory busy.
+    args = [sys.executable, "-P", "-m", "pulsarctl", "--store", store, "daemon", "run",
+            "--tick", str(tick)]
     if standby:
         args.append("--standby")
     with open(paths(store)["log"], "a") as logf:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
-                                start_new_session=True)
+                                start_new_session=True, cwd="/")
     deadline = clocks.monotonic() + 10
     while clocks.monotonic() < deadline:
         if proc.poll() is not None:
