@@ -49,8 +49,8 @@ _pulsarctl_node() {
             ;;
         "reconsume-later")
             subs=""
-            opts="-s --subscription --delay -p --properties -o --output -h --help"
-            vopts="-s --subscription --delay -p --properties -o --output"
+            opts="-s --subscription --delay --delay-level --delay-level-increment -p --properties -o --output -h --help"
+            vopts="-s --subscription --delay --delay-level -p --properties -o --output"
             ;;
         "version")
             subs=""

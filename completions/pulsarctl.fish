@@ -167,7 +167,9 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s h -l
 
 # pulsarctl reconsume-later
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s s -l subscription -x -d 'Subscription name.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay -x -d 'Deliver again after this long.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay -x -d 'Deliver again after this long (default 0).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay-level -x -d 'Wait TDMQ delay level N (1-based) of the store\'s messageDelayLevel list (default 1s 5s 10s 30s 1m ... 2h).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay-level-increment -d 'Each retry waits one level longer (level = RECONSUMETIMES).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s p -l properties -x -d 'Property key=value to add (repeatable).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s h -l help -d 'Show this message and exit.'

@@ -64,6 +64,8 @@ BROKER_DEFAULTS: dict[str, object] = {
     "defaultNumPartitions": 1,
     "receiverQueueSize": 1000,
     "dispatcherMaxRoundRobinBatchSize": 20,
+    # TDMQ's MESSAGE_DELAYLEVEL: reconsume-later --delay-level N waits level N (1-based).
+    "messageDelayLevel": "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
 }
 
 
@@ -86,4 +88,14 @@ def coerce_setting(name: str, value: str):
                                "receiverQueueSize", "dispatcherMaxRoundRobinBatchSize") and n < 1):
             raise InvalidValue(f"{name} must be positive, not {value!r}")
         return n
+    if name == "messageDelayLevel":
+        from pulsarctl.units import parse_duration_ms
+
+        levels = str(value).split()
+        if not levels:
+            raise InvalidValue("messageDelayLevel needs at least one duration",
+                               hint='e.g. "1s 5s 10s 30s 1m"')
+        for level in levels:
+            parse_duration_ms(level, "delay level")
+        return " ".join(levels)
     return value

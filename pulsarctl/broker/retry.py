@@ -31,9 +31,22 @@ def settings_for(topic: str, subscription: str, settings: dict) -> dict:
     return out
 
 
-def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | None) -> str:
+def level_delay_ms(ctx, level: int) -> int:
+    """TDMQ's delay levels: level N (1-based) of messageDelayLevel; past the last, the last."""
+    from pulsarctl.errors import InvalidValue
+    from pulsarctl.units import parse_duration_ms
+
+    levels = ctx.setting("messageDelayLevel").split()
+    if level < 1:
+        raise InvalidValue(f"delay level {level} is out of range",
+                           hint=f"levels run from 1 to {len(levels)}: {' '.join(levels)}")
+    return parse_duration_ms(levels[min(level, len(levels)) - 1], "delay level")
+
+
+def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | None,
+                    level: int | None = None, increment: bool = False) -> str:
     """Move one message to the retry topic (or past the limit to the DLQ). Returns where it
-    went."""
+    went. level picks a TDMQ delay level; increment waits one level longer per retry."""
     policy = c.props.get("policy") or {}
     if not policy.get("enableRetry"):
         raise Conflict(f"retry is not enabled on subscription '{c.name}' (reconsumeLater method "
@@ -52,6 +65,10 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
     except ValueError:
         times = 1
     props[RECONSUMETIMES] = str(times)
+    if increment:
+        delay_ms = level_delay_ms(ctx, times)
+    elif level is not None:
+        delay_ms = level_delay_ms(ctx, level)
     props[DELAY_TIME] = str(max(delay_ms, 0))
     max_rc = policy.get("maxRedeliverCount") or MAX_RECONSUMETIMES
     if times > max_rc and policy.get("deadLetterTopic"):

@@ -511,7 +511,8 @@ class Broker(CursorAdmin):
             return total
         return self.write(run)
 
-    def reconsume_later(self, names, subscription, ids, delay_ms: int, properties=None) -> dict:
+    def reconsume_later(self, names, subscription, ids, delay_ms: int, properties=None,
+                        level: int | None = None, increment: bool = False) -> dict:
         """Move messages to the retry letter topic (or the DLQ past the limit) and ack them, in
         one transaction. Ids may be on the topics or on their retry topic."""
         ids = list(ids)
@@ -533,7 +534,8 @@ class Broker(CursorAdmin):
                 for o in subs.offsets_of(ctx, info, mids):
                     if self.cursors.is_acked(ctx.txn, c, o):
                         continue
-                    out[retry.reconsume_later(ctx, info, c, o, delay_ms, properties)] += 1
+                    out[retry.reconsume_later(ctx, info, c, o, delay_ms, properties, level,
+                                              increment)] += 1
             return out
         return self.write(run)
 

@@ -416,7 +416,14 @@ def reconsume_later(
     ctx: typer.Context, topic: Topic, subscription: Sub,
     ids: Annotated[Optional[List[str]], typer.Argument(help="Message ids; - reads them from "
                                                        "stdin.", show_default=False)] = None,
-    delay: Annotated[str, typer.Option("--delay", help="Deliver again after this long.")] = "0s",
+    delay: Annotated[Optional[str], typer.Option("--delay", help="Deliver again after this "
+                                                 "long (default 0).")] = None,
+    delay_level: Annotated[Optional[int], typer.Option(
+        "--delay-level", help="Wait TDMQ delay level N (1-based) of the store's messageDelayLevel "
+        "list (default 1s 5s 10s 30s 1m ... 2h).")] = None,
+    level_increment: Annotated[bool, typer.Option(
+        "--delay-level-increment", help="Each retry waits one level longer (level = "
+        "RECONSUMETIMES).")] = False,
     properties: Annotated[Optional[List[str]], typer.Option(
         "-p", "--properties", help="Property key=value to add (repeatable).")] = None,
     output: Output = None,
@@ -427,9 +434,12 @@ def reconsume_later(
     targets = _ids_from(ids or [])
     if not targets:
         raise UsageError("no message ids to reconsume", hint="give ids as arguments or - for stdin")
-    delay_ms = parse_duration_ms(delay, "--delay")
+    if sum(x is not None and x is not False for x in (delay, delay_level, level_increment or None)) > 1:
+        raise UsageError("give one of --delay, --delay-level and --delay-level-increment")
+    delay_ms = parse_duration_ms(delay, "--delay") if delay else 0
     props = dict(parse_property(p) for p in properties or [])
-    res = state(ctx).broker().reconsume_later(topic, subscription, targets, delay_ms, props)
+    res = state(ctx).broker().reconsume_later(topic, subscription, targets, delay_ms, props,
+                                              delay_level, level_increment)
     if out == render.TEXT:
         render.err(f"{res['retry']} message(s) to the retry topic, {res['dlq']} to the dead "
                    f"letter topic")

@@ -292,12 +292,15 @@ class Consumer:
         self.flush_acks()
         self._broker.nack(self._topics, self._subscription, [mid])
 
-    def reconsume_later(self, message, delay_ms: int = 0, properties: dict | None = None) -> None:
-        """Java's reconsumeLater: to the retry letter topic (needs retry enabled)."""
+    def reconsume_later(self, message, delay_ms: int = 0, properties: dict | None = None,
+                        delay_level: int | None = None, level_increment: bool = False) -> None:
+        """Java's reconsumeLater: to the retry letter topic (needs retry enabled); TDMQ's delay
+        levels with delay_level or level_increment."""
         mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
         self._broker.reconsume_later(self._topics, self._subscription, [mid], int(delay_ms),
-                                     {str(k): str(v) for k, v in (properties or {}).items()})
+                                     {str(k): str(v) for k, v in (properties or {}).items()},
+                                     delay_level, level_increment)
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Everything this consumer holds comes back now (the local queue is dropped)."""
