@@ -39,7 +39,8 @@ def test_fixed_level_and_levels_past_the_end(broker, clock):
     m = c2.receive(timeout_millis=2000)
     c2.reconsume_later(m, delay_level=99)   # past the last level: the last one (2h)
     clock.advance(3 * 3_600_000)
-    assert c2.receive(timeout_millis=2000).properties()["DELAY_TIME"] == str(2 * 3_600_000)
+    got = [c2.receive(timeout_millis=2000).properties() for _ in range(2)]
+    assert [p.get("DELAY_TIME") for p in got if "DELAY_TIME" in p] == [str(2 * 3_600_000)]
 
 
 def test_configured_level_list(broker, clock):
