@@ -19,6 +19,7 @@ from pulsarctl.errors import InvalidValue, Timeout
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms
 
 from conftest import START_MS
+from cli_helpers import ok, assert_error, rows, pjson
 
 FULL = "persistent://public/default/"
 LEASE = 600_000
@@ -67,26 +68,12 @@ def topic_messages(broker, topic):
     return msgs
 
 
-def ok(r):
-    assert r.exit_code == 0, f"exit {r.exit_code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    assert "Traceback" not in r.stderr
-    return r
 
 
-def assert_error(r, code):
-    assert r.exit_code == code, f"exit {r.exit_code} != {code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
-    return lines[0]
 
 
-def rows(text):
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def pjson(r):
-    return json.loads(ok(r).stdout)
 
 
 def assert_quiet(broker, topic, s, consumer):

@@ -1,0 +1,24 @@
+"""Assertions shared by the CLI tests: success, and the one-line error contract."""
+import json
+
+
+def ok(r):
+    assert r.exit_code == 0, f"exit {r.exit_code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    assert "Traceback" not in r.stderr
+    return r
+
+
+def assert_error(r, code):
+    assert r.exit_code == code, f"exit {r.exit_code} != {code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
+    return lines[0]
+
+
+def rows(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def pjson(r):
+    return json.loads(ok(r).stdout)
