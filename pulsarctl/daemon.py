@@ -64,15 +64,50 @@ def log(store: str, line: str) -> None:
         f.write(f"{clocks.wall_ms()} {line}\n")
 
 
+def _standby_marker(store: str, pid: int) -> str:
+    return os.path.join(store, f"daemon.standby.{pid}")
+
+
+def standbys(store: str) -> list[int]:
+    """Pids of the standby daemons waiting for the lock (markers of dead ones are dropped)."""
+    out = []
+    for name in os.listdir(store):
+        if not name.startswith("daemon.standby."):
+            continue
+        try:
+            pid = int(name.rsplit(".", 1)[1])
+            os.kill(pid, 0)
+            out.append(pid)
+        except (ValueError, ProcessLookupError):
+            try:
+                os.remove(os.path.join(store, name))
+            except OSError:
+                pass
+        except PermissionError:
+            out.append(pid)
+    return sorted(out)
+
+
 def status(store: str) -> dict:
-    """running, pid, standby, lastTick, timersDue; DaemonNotRunning (exit 3) when none runs."""
+    """running, pid, standby (a standby daemon is waiting), lastTick, timersDue;
+    DaemonNotRunning (exit 3) when none runs."""
     fd = try_lock(store)
     if fd is not None:
         os.close(fd)  # we got it: nobody holds it
         raise DaemonNotRunning(f"no daemon runs for the store at {store}")
     st = read_state(store)
-    return {"running": True, "pid": st.get("pid"), "standby": False,
-            "lastTick": st.get("lastTick"), "timersDue": st.get("timersDue", 0)}
+    waiting = standbys(store)
+    return {"running": True, "pid": st.get("pid"), "standby": bool(waiting),
+            "standbyPids": waiting, "lastTick": st.get("lastTick"),
+            "timersDue": st.get("timersDue", 0)}
+
+
+def check_tick(tick_s: float) -> float:
+    if not 0.01 <= tick_s <= 3600:
+        from pulsarctl.errors import InvalidValue
+
+        raise InvalidValue(f"--tick must be between 0.01 and 3600 seconds, not {tick_s}")
+    return tick_s
 
 
 class Daemon:
@@ -97,11 +132,19 @@ class Daemon:
                            hint="use --standby to wait and take over when it stops")
         if fd is None:
             log(self.store, f"standby pid {os.getpid()}")
+            marker = _standby_marker(self.store, os.getpid())
+            open(marker, "w").close()
             if ready:
                 ready(True)
-            while fd is None and not self.stopping:
-                clocks.sleep(self.tick_s)
-                fd = try_lock(self.store)
+            try:
+                while fd is None and not self.stopping:
+                    self._sleep()
+                    fd = try_lock(self.store)
+            finally:
+                try:
+                    os.remove(marker)
+                except FileNotFoundError:
+                    pass
             if fd is None:
                 return 0
         elif ready:
@@ -110,7 +153,7 @@ class Daemon:
         try:
             while not self.stopping:
                 self.tick()
-                clocks.sleep(self.tick_s)
+                self._sleep()
         finally:
             try:
                 os.remove(paths(self.store)["state"])
@@ -119,6 +162,15 @@ class Daemon:
             log(self.store, f"stopped pid {os.getpid()}")
             os.close(fd)
         return 0
+
+    def _sleep(self) -> None:
+        """One tick, in slices, so SIGTERM stops the daemon promptly whatever the tick."""
+        end = clocks.monotonic() + self.tick_s
+        while not self.stopping:
+            left = end - clocks.monotonic()
+            if left <= 0:
+                return
+            clocks.sleep(min(left, 0.05))
 
     def tick(self) -> int:
         try:

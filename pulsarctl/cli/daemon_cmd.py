@@ -28,11 +28,9 @@ def _store(ctx) -> str:
 
 @daemon.command("run", help="Run the daemon in the foreground (exit 5 if one already runs).")
 def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
-    from pulsarctl.daemon import Daemon
-    from pulsarctl.errors import InvalidValue
+    from pulsarctl.daemon import Daemon, check_tick
 
-    if not 0.01 <= tick <= 3600:
-        raise InvalidValue("--tick must be between 0.01 and 3600 seconds")
+    check_tick(tick)
     st = state(ctx)
     return Daemon(st.broker(), _store(ctx), tick).run(standby)
 
@@ -40,9 +38,10 @@ def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
 @daemon.command("start", help="Start the daemon in the background; prints its pid once it holds "
                 "the lock (or, with --standby, once it waits for it).")
 def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output: Output = None):
-    from pulsarctl.daemon import paths, read_state, try_lock
+    from pulsarctl.daemon import check_tick, paths, read_state, standbys, try_lock
     from pulsarctl.errors import LockBusy, PulsarctlError
 
+    check_tick(tick)
     store = _store(ctx)
     if not standby:
         fd = try_lock(store)
@@ -65,8 +64,10 @@ def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output
         if proc.poll() is not None:
             raise PulsarctlError(f"the daemon exited at once (code {proc.returncode})",
                                  hint=f"see {paths(store)['log']}")
-        if standby or read_state(store).get("pid") == proc.pid:
+        if (proc.pid in standbys(store)) if standby else read_state(store).get("pid") == proc.pid:
             break
+        if standby and read_state(store).get("pid") == proc.pid:
+            break  # nobody held the lock: the standby became the active daemon
         clocks.sleep(0.02)
     else:
         raise PulsarctlError("the daemon did not take the lock within 10 s",
