@@ -98,15 +98,46 @@ def daemons(store_path):
         time.sleep(0.02)
 
 
-def _wait_for(pred, what: str, timeout: float = 10.0, interval: float = 0.05):
+def _wait_for(pred, what: str, timeout: float = 10.0, interval: float = 0.05, diag=None):
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() >= deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+            pytest.fail(f"timed out after {timeout}s waiting for {what}"
+                        + (f"; {diag()}" if diag else ""))
         time.sleep(interval)
+
+
+def _daemon_diag(run_proc, store: str, p: subprocess.Popen | None = None):
+    """What a failed wait for a daemon saw: status, the daemon's exit code and stderr, its log."""
+    def diag() -> str:
+        rc, st, r = _status(run_proc)
+        out = [f"status exit {rc}: {st or r.stderr.strip()}"]
+        if p is not None:
+            out.append(f"daemon pid {p.pid} exit {p.poll()}")
+            if p.poll() is not None:
+                out.append(f"stderr {p.stderr.read().strip()!r}")
+        log = Path(store, "daemon.log")
+        out.append(f"log {log.read_text()[-600:] if log.exists() else None!r}")
+        return "; ".join(out)
+    return diag
+
+
+def _wait_ticked(store: str, p: subprocess.Popen, timeout: float = 15.0) -> dict:
+    """Wait until the foreground daemon p has ticked, by reading daemon.json: unlike `daemon
+    status`, that never touches the election lock, so it cannot race with the daemon's start
+    (see test_status_probes_never_make_a_starting_daemon_fail)."""
+    from pulsarctl.daemon import read_state
+
+    def ticked():
+        if p.poll() is not None:
+            pytest.fail(f"the daemon exited with {p.returncode}: {p.stderr.read().strip()!r}")
+        st = read_state(store)
+        return st if st.get("pid") == p.pid and st.get("lastTick") else None
+
+    return _wait_for(ticked, f"daemon {p.pid} to tick", timeout=timeout, interval=0.02)
 
 
 def _one_error_line(stderr: str) -> str:
@@ -229,7 +260,8 @@ def test_start_busy_standby_takeover_and_stop(run_proc, daemons, store_path):
         rc, st, _ = _status(run_proc)
         return st if rc == 0 and st["pid"] == standby else None
 
-    st = _wait_for(taken_over, "the standby to take over", timeout=tick + 8, interval=0.02)
+    st = _wait_for(taken_over, "the standby to take over", timeout=tick + 8, interval=0.02,
+                   diag=_daemon_diag(run_proc, store_path))
     took_over = time.monotonic() - killed_at
     print(f"\nstandby took over {took_over:.2f}s after kill -9 (tick {tick}s, seen via status)")
     assert took_over <= tick + 2.0, f"take-over took {took_over:.2f}s with a {tick}s tick"
@@ -276,22 +308,10 @@ def test_sigterm_stops_a_foreground_daemon_and_removes_its_state(run_proc, spawn
     p = spawn("daemon", "run", "--tick", "0.1")
     state = Path(store_path, "daemon.json")
 
-    seen = []
-
-    def running():
-        rc, st, r = _status(run_proc)
-        seen.append((round(time.monotonic(), 2), rc, st, r.stderr.strip()[:100], p.poll()))
-        return rc == 0 and st["pid"] == p.pid and st["lastTick"] is not None
-
-    try:
-        _wait_for(running, "the foreground daemon to run", timeout=15)
-    except BaseException:
-        print("DEBUG", p.pid, seen[:3], seen[-2:], p.poll())
-        if p.poll() is not None:
-            print("DEBUG stderr", p.stderr.read())
-        raise
-
-    _wait_for(running, "the foreground daemon to run", timeout=15)
+    _wait_ticked(store_path, p)
+    rc, st, r = _status(run_proc)
+    assert rc == 0, r.stderr
+    assert st["running"] is True and st["pid"] == p.pid and st["lastTick"] is not None
     assert state.exists()
     p.send_signal(signal.SIGTERM)
     try:
@@ -308,8 +328,7 @@ def test_sigterm_is_prompt_even_with_a_long_tick(run_proc, spawn, store_path):
     """`daemon stop` waits 15 s for the daemon; a daemon that sleeps out its whole tick after
     SIGTERM makes stop fail for any tick over 15 s."""
     p = spawn("daemon", "run", "--tick", "30")
-    _wait_for(lambda: _status(run_proc)[0] == 0 and Path(store_path, "daemon.json").exists(),
-              "the daemon to run", timeout=15)
+    _wait_ticked(store_path, p)
     time.sleep(0.2)  # well inside its 30 s sleep
     p.send_signal(signal.SIGTERM)
     t0 = time.monotonic()
@@ -321,6 +340,64 @@ def test_sigterm_is_prompt_even_with_a_long_tick(run_proc, spawn, store_path):
     assert rc == 0
     assert time.monotonic() - t0 < 3
     assert not Path(store_path, "daemon.json").exists()
+
+
+def test_status_probes_never_make_a_starting_daemon_fail(spawn, run_proc, daemons, store_path):
+    """`daemon status` is a read-only probe: however often it runs (a monitoring loop, a
+    health check), a daemon starting meanwhile must not exit 5 "a daemon already runs" when
+    none does. The probe here is the function behind `daemon status`, called in tight loops
+    from threads of this process (as many concurrent `daemon status` commands would)."""
+    import threading
+
+    from pulsarctl.daemon import status as probe
+    from pulsarctl.errors import NotFound
+
+    _ok(run_proc("produce", TOPIC, "-m", "x"))  # the store exists before the probes start
+    stop = threading.Event()
+    probes = [0]
+
+    def hammer():
+        while not stop.is_set():
+            try:
+                probe(store_path)
+            except NotFound:
+                pass
+            probes[0] += 1
+
+    threads = [threading.Thread(target=hammer, daemon=True) for _ in range(4)]
+    for th in threads:
+        th.start()
+    failures = []
+    try:
+        for i in range(4):
+            p = spawn("daemon", "run", "--tick", "0.1")
+
+            def up_or_out():
+                from pulsarctl.daemon import read_state
+                return p.poll() is not None or read_state(store_path).get("pid") == p.pid
+
+            _wait_for(up_or_out, "the daemon to start or exit", timeout=15, interval=0.02)
+            if p.poll() is not None:
+                failures.append(f"daemon run #{i} exited {p.returncode}: "
+                                f"{p.stderr.read().strip()}")
+                continue
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=5) == 0
+        for i in range(2):
+            r = run_proc("daemon", "start", "--tick", "0.1", timeout=30)
+            if r.returncode != 0:
+                failures.append(f"daemon start #{i} exited {r.returncode}: {r.stderr.strip()}")
+                continue
+            daemons.append(int(r.stdout))
+            r = run_proc("daemon", "stop", timeout=30)
+            assert r.returncode == 0, r.stderr
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(10)
+    assert probes[0] > 100
+    assert not failures, (f"{len(failures)} of 6 daemon starts failed while `daemon status` "
+                          f"probes ran ({probes[0]} probes): " + " | ".join(failures))
 
 
 # == 2. the daemon fires timers by itself; run-once ===============================================
@@ -413,17 +490,15 @@ def test_run_once_fires_what_is_due(run_proc):
         sorted((i, 1) for i in ids)
 
 
-def test_run_once_works_while_a_daemon_runs(run_proc, spawn):
+def test_run_once_works_while_a_daemon_runs(run_proc, spawn, store_path):
     (mid,) = _produce(run_proc, "x")
     _ok(run_proc("clock", "simulate", "--at", SIM_START))
     # A daemon with a long tick: after its first tick it sleeps, so only run-once can fire.
     p = spawn("daemon", "run", "--tick", "30")
 
-    def ticked():
-        rc, st, _ = _status(run_proc)
-        return rc == 0 and st["pid"] == p.pid and st["lastTick"] is not None
-
-    _wait_for(ticked, "the daemon's first tick", timeout=15)
+    _wait_ticked(store_path, p)
+    rc, st, _ = _status(run_proc)
+    assert rc == 0 and st["pid"] == p.pid
     _ok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
                  "--nack-delay", "1m", "-n", "1", "--idle-timeout", "5s"))
     _ok(run_proc("nack", TOPIC, "-s", "S", mid))
@@ -433,7 +508,8 @@ def test_run_once_works_while_a_daemon_runs(run_proc, spawn):
     assert p.poll() is None, "run-once disturbed the running daemon"
     rc, st, _ = _status(run_proc)
     assert rc == 0 and st["pid"] == p.pid
-    p.kill()  # (SIGTERM would wait out the 30 s tick; see test_sigterm_is_prompt_...)
+    p.send_signal(signal.SIGTERM)  # prompt, even in the middle of a 30 s tick
+    assert p.wait(timeout=5) == 0
 
 
 # == 3. lease ends ================================================================================
@@ -616,12 +692,19 @@ def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, 
         _check_invariant(store, ids, "fresh copy")
         started = time.monotonic()
         iterations = 0
-        while iterations < 40 and time.monotonic() - started < 14:
+        first_after = None
+        while iterations < 40 and time.monotonic() - started < 12:
             iterations += 1
             args = FIRE_COMMANDS[iterations % len(FIRE_COMMANDS)]
             p = child(store, args)
             _read_ready(p, 20)
-            time.sleep(rng.uniform(0, window))
+            # The first kills spread over the whole run; then they close in on the commit: just
+            # before the earliest kill that found the moves committed is inside the transaction.
+            if iterations <= 10 or first_after is None:
+                delay = rng.uniform(0, window)
+            else:
+                delay = rng.uniform(max(0.0, first_after - 0.08), first_after + 0.01)
+            time.sleep(delay)
             finished = p.poll() is not None
             p.kill()
             try:
@@ -636,11 +719,15 @@ def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, 
                 outcomes["finished"] += 1
             else:
                 outcomes["before" if moved == 0 else "after" if moved == n else "partial"] += 1
+                if moved == n and (first_after is None or delay < first_after):
+                    first_after = delay
             if moved == n:
                 store = fresh_copy()  # all moved: start over from the snapshot
                 _check_invariant(store, ids, "fresh copy")
         print(f"\nkill -9 outcomes over {iterations} iterations (window {window * 1000:.0f} ms, "
-              f"seed {seed}): {outcomes}")
+              f"earliest kill after the commit "
+              f"{'-' if first_after is None else round(first_after * 1000)} ms, seed {seed}): "
+              f"{outcomes}")
         assert iterations >= 20, f"only {iterations} iterations in the time budget"
     finally:
         for p in children:
