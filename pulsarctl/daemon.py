@@ -30,6 +30,17 @@ def paths(store: str) -> dict:
     return {k: os.path.join(store, v) for k, v in (("lock", LOCK), ("state", STATE), ("log", LOG))}
 
 
+def acquire(store: str, patience_s: float = 0.5):
+    """try_lock, retried for a moment: `daemon status` and `stop` probe the lock by taking it
+    briefly, and a daemon starting in that instant must not take the probe for a daemon."""
+    end = clocks.monotonic() + patience_s
+    while True:
+        fd = try_lock(store)
+        if fd is not None or clocks.monotonic() >= end:
+            return fd
+        clocks.sleep(0.02)
+
+
 def try_lock(store: str):
     """The lock's file descriptor if we now hold it, else None."""
     fd = os.open(paths(store)["lock"], os.O_RDWR | os.O_CREAT, 0o600)
@@ -125,7 +136,7 @@ class Daemon:
         LockBusy (exit 5); with it, wait for the lock and take over within one tick."""
         signal.signal(signal.SIGTERM, self._on_term)
         signal.signal(signal.SIGINT, self._on_term)
-        fd = try_lock(self.store)
+        fd = try_lock(self.store) if standby else acquire(self.store)
         if fd is None and not standby:
             raise LockBusy(f"a daemon already runs for the store at {self.store} "
                            f"(pid {read_state(self.store).get('pid')})",

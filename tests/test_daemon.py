@@ -535,7 +535,8 @@ def _check_disconnected(run_proc, ids):
                      "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
     got = _records(r.stdout)
     # Back without a redelivery count increment, as when a Pulsar consumer disconnects.
-    assert sorted((m["messageId"], m["redeliveryCount"]) for m in got) == sorted((i, 0) for i in ids)
+    assert sorted((m["messageId"], m["redeliveryCount"]) for m in got) == \
+        sorted((i, 0) for i in ids)
 
 
 def test_run_once_disconnects_a_consumer_whose_lease_ended(run_proc):
@@ -616,7 +617,8 @@ def _check_invariant(store: str, ids: list[str], when: str) -> int:
     both = unacked & set(origins)
     assert not both, f"{when}: {len(both)} message(s) both unacked and in the DLQ, e.g. {min(both)}"
     lost = set(ids) - unacked - set(origins)
-    assert not lost, f"{when}: {len(lost)} message(s) neither unacked nor in the DLQ, e.g. {min(lost)}"
+    assert not lost, \
+        f"{when}: {len(lost)} message(s) neither unacked nor in the DLQ, e.g. {min(lost)}"
     assert set(origins) <= set(ids)
     assert len(unacked) + dlq_in == len(ids), (when, len(unacked), dlq_in)
     return dlq_in

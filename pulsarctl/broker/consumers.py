@@ -124,8 +124,11 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
             f"(consumer '{holder['name']}', {how})",
             hint="use another subscription, a Shared subscription (-t Shared), or wait")
     if not others and current != sub_type:
-        if current in subs.SINGLE_ACTIVE and sub_type not in subs.SINGLE_ACTIVE:
-            subs.rewind(ctx, c)
+        # A new type starts from the first unacked message: the old dispatcher's pending and
+        # replay state means nothing to the new one (Shared's replay set is invisible to an
+        # Exclusive cursor, and the other way round).
+        subs.rewind(ctx, c)
+        c.props.pop("active", None)
         c.props["type"] = sub_type
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.

@@ -38,13 +38,13 @@ def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
 @daemon.command("start", help="Start the daemon in the background; prints its pid once it holds "
                 "the lock (or, with --standby, once it waits for it).")
 def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output: Output = None):
-    from pulsarctl.daemon import check_tick, paths, read_state, standbys, try_lock
+    from pulsarctl.daemon import acquire, check_tick, paths, read_state, standbys
     from pulsarctl.errors import LockBusy, PulsarctlError
 
     check_tick(tick)
     store = _store(ctx)
     if not standby:
-        fd = try_lock(store)
+        fd = acquire(store)
         if fd is None:
             raise LockBusy(f"a daemon already runs for the store at {store} "
                            f"(pid {read_state(store).get('pid')})",
