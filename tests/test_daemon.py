@@ -21,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from procs import reap
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="process liveness is read from /proc")
@@ -70,16 +71,7 @@ def spawn(env):
         return p
 
     yield start
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
-        for f in (p.stdout, p.stderr):
-            if f is not None:
-                f.close()
+    reap(started)
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from pulsarctl.broker.hashing import sticky_key_hash
+from procs import reap, communicate_all
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="process liveness is read from /proc")
@@ -117,40 +117,9 @@ def spawn(store_path):
         return p
 
     yield start
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover
-            pass
-        for f in (p.stdout, p.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
+    reap(started)
 
 
-def communicate_all(procs, timeout=60):
-    """communicate() with several processes at once, so none blocks on a full pipe."""
-    results: list = [None] * len(procs)
-
-    def one(i):
-        try:
-            results[i] = procs[i].communicate(timeout=timeout)
-        except BaseException as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(procs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout + 5)
-    for i, r in enumerate(results):
-        if r is None or isinstance(r, BaseException):
-            raise AssertionError(f"process {procs[i].args[3:]} did not finish: {r!r}")
-    return results
 
 
 def wait_for(predicate, what: str, timeout: float = 15.0, interval: float = 0.05):

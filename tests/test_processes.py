@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import communicate_all
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="process liveness is read from /proc")
@@ -59,27 +60,6 @@ def spawn(env):
                     pass
 
 
-def _communicate_all(procs, inputs=None, timeout=60):
-    """communicate() with several processes at once (each in a thread), so that no process
-    blocks on a full pipe while we wait for another. Returns [(stdout, stderr), ...]."""
-    inputs = inputs or [None] * len(procs)
-    results: list = [None] * len(procs)
-
-    def one(i):
-        try:
-            results[i] = procs[i].communicate(inputs[i], timeout=timeout)
-        except BaseException as exc:  # reported below
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(procs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout + 5)
-    for i, r in enumerate(results):
-        if r is None or isinstance(r, BaseException):
-            raise AssertionError(f"process {procs[i].args[3:]} did not finish: {r!r}")
-    return results
 
 
 class LineReader(threading.Thread):
@@ -194,7 +174,7 @@ def test_two_processes_share_a_shared_subscription(run_proc, spawn):
         return len(sub["consumers"]) == 2
 
     _wait_for(both_attached, "both consumers to attach")
-    (out_a, err_a), (out_b, err_b) = _communicate_all([a, b])
+    (out_a, err_a), (out_b, err_b) = communicate_all([a, b])
     assert a.returncode == 0, err_a
     assert b.returncode == 0, err_b
     ra, rb = _records(out_a), _records(out_b)
@@ -316,7 +296,7 @@ def _kill9_scenario(run_proc, spawn, *, reap_before_next: bool):
 
     second = spawn("consume", "t", "-s", "k", "-t", "Shared", "-n", "0", "--idle-timeout", "2s",
                    "-o", "ndjson")
-    (out2, err2), = _communicate_all([second])
+    (out2, err2), = communicate_all([second])
     assert second.returncode == 0, err2
 
     # Only now read what the killed consumer managed to print (it stays in the pipe).
@@ -432,7 +412,7 @@ def test_two_producers_write_concurrently(run_proc, spawn):
     n = 5000
     inputs = ["".join(f"{w}-{i}\n" for i in range(n)) for w in ("a", "b")]
     procs = [spawn("produce", "t", "--stdin", stdin=subprocess.PIPE) for _ in inputs]
-    results = _communicate_all(procs, inputs)
+    results = communicate_all(procs, inputs)
     ids = []
     for p, (out, err) in zip(procs, results):
         assert p.returncode == 0, err
