@@ -94,13 +94,22 @@ def stop(ctx: typer.Context, output: Output = None):
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+    from pulsarctl.broker.consumers import process_start_time
+
+    def exited() -> bool:
+        # The daemon lets go of the lock a moment before its process ends: wait for both, so a
+        # script running `stop` then `start` or removing the store never races the old daemon.
+        fd = try_lock(store)
+        if fd is None:
+            return False
+        os.close(fd)
+        return not pid or process_start_time(pid) is None
+
     deadline = clocks.monotonic() + 15
     while clocks.monotonic() < deadline:
-        fd = try_lock(store)
-        if fd is not None:
-            os.close(fd)
+        if exited():
             break
-        clocks.sleep(0.05)
+        clocks.sleep(0.02)
     else:
         raise PulsarctlError(f"the daemon (pid {pid}) did not stop within 15 s",
                              hint=f"kill it with `kill {pid}`")
