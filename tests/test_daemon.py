@@ -687,7 +687,7 @@ def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, 
         started = time.monotonic()
         iterations = 0
         first_after = None
-        while iterations < 40 and time.monotonic() - started < 12:
+        while iterations < 100 and time.monotonic() - started < 150:
             iterations += 1
             args = FIRE_COMMANDS[iterations % len(FIRE_COMMANDS)]
             p = child(store, args)
@@ -722,7 +722,7 @@ def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, 
               f"earliest kill after the commit "
               f"{'-' if first_after is None else round(first_after * 1000)} ms, seed {seed}): "
               f"{outcomes}")
-        assert iterations >= 20, f"only {iterations} iterations in the time budget"
+        assert iterations == 100, f"only {iterations} iterations in the time budget"
     finally:
         for p in children:
             if p.poll() is None:
