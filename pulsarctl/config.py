@@ -59,6 +59,12 @@ BROKER_DEFAULTS: dict[str, object] = {
     "acknowledgmentAtBatchIndexLevelEnabled": False,
     "delayedDeliveryTickTimeMillis": 1000,
     "brokerDeduplicationEnabled": False,
+    "delayedDeliveryEnabled": True,
+    "ttlDurationDefaultInSeconds": 0,
+    "defaultRetentionTimeInMinutes": 0,
+    "defaultRetentionSizeInMB": 0,
+    "maxUnackedMessagesPerConsumer": 50_000,
+    "maxUnackedMessagesPerSubscription": 200_000,
     "allowAutoTopicCreation": True,
     "allowAutoSubscriptionCreation": True,
     "defaultNumPartitions": 1,
@@ -84,7 +90,7 @@ def coerce_setting(name: str, value: str):
             n = int(str(value).strip())
         except ValueError:
             raise InvalidValue(f"{name} takes a whole number, not {value!r}") from None
-        if n < 0 or (name in ("maxMessageSize", "managedLedgerMaxEntriesPerLedger",
+        if (n < 0 and not (name.startswith("defaultRetention") and n == -1)) or (name in ("maxMessageSize", "managedLedgerMaxEntriesPerLedger",
                                "receiverQueueSize", "dispatcherMaxRoundRobinBatchSize") and n < 1):
             raise InvalidValue(f"{name} must be positive, not {value!r}")
         return n

@@ -187,14 +187,17 @@ class Daemon:
         try:
             fired = self.broker.fire_due()
             swept = self.broker.sweep_consumers()
+            pol = self.broker.enforce_policies()
             due = self.broker.timers_due()
         except PulsarctlError as exc:
             log(self.store, f"tick failed: {exc.line()}")
-            fired, swept, due = 0, 0, 0
+            fired, swept, due, pol = 0, 0, 0, {}
         from pulsarctl.messages import iso_ms
 
         write_state(self.store, {"pid": os.getpid(), "lastTick": iso_ms(clocks.wall_ms()),
                                  "timersDue": due})
-        if fired or swept:
-            log(self.store, f"fired {fired} timer(s), disconnected {swept} consumer(s)")
+        if fired or swept or any(pol.values()):
+            log(self.store, f"fired {fired} timer(s), disconnected {swept} consumer(s), "
+                f"expired {pol.get('expired', 0)}, trimmed {pol.get('trimmedLedgers', 0)} "
+                "ledger(s)")
         return fired

@@ -461,7 +461,8 @@ def test_run_once_fires_what_is_due(run_proc):
     assert [m["messageId"] for m in _records(r.stdout)] == ids
     _ok(run_proc("nack", TOPIC, "-s", "S", *ids))
 
-    assert _run_once(run_proc) == {"fired": 0, "disconnected": 0, "timersDue": 0}
+    assert _run_once(run_proc) == {"fired": 0, "disconnected": 0, "timersDue": 0,
+                                    "expired": 0, "trimmedLedgers": 0}
     _ok(run_proc("clock", "advance", "30s"))  # not due yet
     assert _run_once(run_proc)["fired"] == 0
     assert len(_pending(run_proc)) == 2
@@ -470,7 +471,8 @@ def test_run_once_fires_what_is_due(run_proc):
     # daemon tick): only run-once fires.
     _ok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
     assert len(_pending(run_proc)) == 2
-    assert _run_once(run_proc) == {"fired": 2, "disconnected": 0, "timersDue": 0}
+    assert _run_once(run_proc) == {"fired": 2, "disconnected": 0, "timersDue": 0,
+                                    "expired": 0, "trimmedLedgers": 0}
     assert _pending(run_proc) == []
     s = _sub_stats(run_proc)
     assert s["replayCount"] == 2 and s["unackedMessages"] == 0 and s["msgBacklog"] == 2

@@ -6,7 +6,7 @@ from pulsarctl.config import BROKER_DEFAULTS
 
 
 class Ctx:
-    __slots__ = ("broker", "txn", "now", "env", "ledgers", "cursors", "_settings", "write")
+    __slots__ = ("broker", "txn", "now", "env", "ledgers", "cursors", "_settings", "write", "policy_cache")
 
     def __init__(self, broker, txn, now: int, write: bool):
         self.broker = broker
@@ -17,6 +17,7 @@ class Ctx:
         self.cursors = broker.cursors
         self._settings = None
         self.write = write
+        self.policy_cache = {}  # (topic, field) -> value, for this transaction
 
     # -- the small tables: tuple keys in the "tables" database --------------------------------
     def get(self, *key):

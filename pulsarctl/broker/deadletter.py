@@ -56,6 +56,6 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
     _name, ids = producers.publish(
         ctx, target,
         [OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)],
-        producer_name(info.name, c.name, holder), target.partition_index)
+        producer_name(info.name, c.name, holder), target.partition_index, internal=True)
     subs.ack(ctx, info, c, [offset])
     return ids[0]

@@ -12,10 +12,19 @@ from store import keys
 _triple, _untriple = keys.triple, keys.unpack_triple
 
 
-def cutoff(ctx) -> int:
+NEVER_HELD = 1 << 62
+
+
+def cutoff(ctx, topic: str) -> int:
     """Messages due before now + tick go out now (isDelayedDeliveryDeliverAtTimeStrict=false),
-    so a message may arrive up to one tick early, as in Pulsar."""
-    return ctx.now + ctx.setting("delayedDeliveryTickTimeMillis")
+    so a message may arrive up to one tick early, as in Pulsar. With delayed delivery switched
+    off by a namespace or topic policy, everything is due: held messages go out at once."""
+    from pulsarctl.broker import policies
+
+    p = policies.effective(ctx, topic, policies.DELAYED)
+    if not p.get("active", True):
+        return NEVER_HELD
+    return ctx.now + p.get("tickTime", ctx.setting("delayedDeliveryTickTimeMillis"))
 
 
 def defer(ctx, cid: int, deliver_at: int, offset: int) -> None:

@@ -77,6 +77,7 @@ def delete(ctx, topic: TopicName, force: bool) -> None:
         if topics.lookup(ctx, p) is not None:
             topics.delete_topic(ctx, p, force)
     ctx.delete("partitioned", str(topic))
+    ctx.delete("topicpol", str(topic))
 
 
 def list_partitioned(ctx, namespace: str) -> list[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import topics
-from pulsarctl.errors import MessageTooLarge, TopicTerminated
+from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
 from pulsarctl.names import TopicName
 
@@ -26,29 +26,69 @@ def new_producer_name(ctx) -> str:
 
 
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
-            partition: int = -1) -> tuple[str, list[MessageId]]:
-    """Append messages in this transaction. Returns (producer name, message ids)."""
+            partition: int = -1, internal: bool = False) -> tuple[str, list[MessageId]]:
+    """Append messages in this transaction. Returns (producer name, message ids); with
+    deduplication on, a message whose sequence id this producer already stored is left out
+    and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
+    move, which backlog quotas do not stop (the move would be stuck with the message)."""
     check_sizes(ctx, messages)
     info = topics.ensure(ctx, topic)
     if topics.meta(ctx, topic).get("terminated"):
         raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
                               hint="produce to another topic")
+    now = ctx.now
+    if not internal:
+        _check_delays(ctx, info, messages, now)
+        from pulsarctl.broker import backlog_quota
+
+        backlog_quota.check(ctx, info)
     if producer_name is None:
         producer_name = new_producer_name(ctx)
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = -1 if last is None else last
-    now = ctx.now
+    dedup = _dedup(ctx, info)
     entries = []
+    dups = []
     add = entries.append
-    for m in messages:
+    for i, m in enumerate(messages):
         s = m.sequence_id
         if s is None:
             s = seq = seq + 1
         elif s > seq:
             seq = s
+        elif dedup:
+            dups.append(i)
+            continue
         add(_encode(build_entry(now, producer_name, s, m)))
     ctx.put(seq, "producer", info.ml_id, producer_name)
     ids = []
-    for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
-        ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
+    if entries:
+        for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
+            ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
+    for i in dups:
+        ids.insert(i, DUPLICATE)
     return producer_name, ids
+
+
+DUPLICATE = MessageId(-1, -1, -1)
+
+
+def _dedup(ctx, info) -> bool:
+    from pulsarctl.broker import policies
+
+    return bool(policies.effective(ctx, info.name, policies.DEDUP))
+
+
+def _check_delays(ctx, info, messages, now: int) -> None:
+    if not any(m.deliver_at for m in messages):
+        return
+    from pulsarctl.broker import policies
+
+    longest = policies.effective(ctx, info.name, policies.DELAYED).get("maxDeliveryDelayInMillis")
+    if not longest:
+        return
+    for m in messages:
+        if m.deliver_at and m.deliver_at - now > longest:
+            raise InvalidValue(f"a delivery delay of {m.deliver_at - now} ms exceeds the maximum "
+                               f"of {longest} ms set for {info.name}",
+                               hint="deliver sooner, or change `set-delayed-delivery --maxDelay`")

@@ -81,6 +81,6 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
     topics.ensure(ctx, target)
     producers.publish(ctx, target, [OutgoingMessage(m.payload, props, m.key, m.ordering_key_,
                                                     m.event_time, deliver_at)],
-                      f"{info.name}-{c.name}-retry", target.partition_index)
+                      f"{info.name}-{c.name}-retry", target.partition_index, internal=True)
     subs.ack(ctx, info, c, [offset])
     return where

@@ -8,7 +8,7 @@ import importlib
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
 from store import codec
 from pulsarctl import clock as clocks
-from pulsarctl.broker import partitions, producers, tenants, topics
+from pulsarctl.broker import partitions, policies, producers, tenants, topics
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
@@ -35,6 +35,7 @@ stats = _Lazy("pulsarctl.broker.stats")
 subs = _Lazy("pulsarctl.broker.subscriptions")
 nacks = _Lazy("pulsarctl.broker.nacks")
 timers = _Lazy("pulsarctl.broker.timers")
+expiry = _Lazy("pulsarctl.broker.expiry")
 
 
 def _topic(name) -> TopicName:
@@ -130,7 +131,36 @@ class Broker(CursorAdmin):
         return self.write(tenants.delete_namespace, name, force)
 
     def namespace_policies(self, name):
-        return self.read(lambda ctx: tenants.get_namespace(ctx, name).get("policies", {}))
+        """Every policy field, null where the namespace does not set it (the broker default
+        applies), as pulsar-admin namespaces policies shows Pulsar's Policies object."""
+        def run(ctx):
+            own = policies.ns_policies(ctx, name)
+            return {**{f: None for f in policies.NAMES.values()}, **own}
+        return self.read(run)
+
+    # -- namespace and topic policies -----------------------------------------------------------
+    def set_policy(self, scope, target, field, value):
+        if scope == "namespace":
+            return self.write(policies.set_ns, target, field, value)
+        return self.write(policies.set_topic, _topic(target), field, value)
+
+    def get_policy(self, scope, target, field, applied=False):
+        if scope == "namespace":
+            return self.read(policies.get_ns, target, field)
+        return self.read(policies.get_topic, _topic(target), field, applied)
+
+    def topic_policies(self, topic):
+        """The value of every policy in force on the topic."""
+        def run(ctx):
+            t = _topic(topic)
+            policies.get_topic(ctx, t, policies.TTL)  # the topic must exist
+            return policies.applied(ctx, t)
+        return self.read(run)
+
+    def remove_policy(self, scope, target, field, part=None):
+        if scope == "namespace":
+            return self.write(policies.remove_ns, target, field, part)
+        return self.write(policies.remove_topic, _topic(target), field, part)
 
     # -- topics ----------------------------------------------------------------------------
     def list_topics(self, namespace):
@@ -423,6 +453,7 @@ class Broker(CursorAdmin):
             if rec is None:
                 continue
             nacks.fire(ctx, info, c)
+            expiry.apply(ctx, info, [c])
             out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
                                       p.partition_index))
         return out
@@ -578,6 +609,19 @@ class Broker(CursorAdmin):
                 if c is not None:
                     n += nacks.fire(ctx, info, c)
             return n
+        return self.write(run)
+
+    def enforce_policies(self) -> dict:
+        """Message TTL and retention on every topic, store-wide (the daemon's tick)."""
+        from pulsarctl.broker import expiry, retention
+
+        def run(ctx):
+            expired = trimmed = 0
+            for _name, ml_id in list(self.ledgers.names(ctx.txn)):
+                info = self.ledgers.info(ctx.txn, ml_id)
+                expired += expiry.apply(ctx, info)
+                trimmed += retention.trim(ctx, info)
+            return {"expired": expired, "trimmedLedgers": trimmed}
         return self.write(run)
 
     def sweep_consumers(self) -> int:
@@ -795,8 +839,9 @@ class Broker(CursorAdmin):
             self.env.put(ctx.txn, "meta", b"clock", state)
             return state["at"]
         at = self.write(run)
-        # As a daemon tick would: what became due fires now.
+        # As a daemon tick would: what became due fires now, TTL and retention apply.
         self.fire_due()
+        self.enforce_policies()
         return at
 
     def clock_real(self):

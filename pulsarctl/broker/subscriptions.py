@@ -57,10 +57,15 @@ def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
         if not exist_ok:
             raise AlreadyExists(f"subscription '{name}' already exists on {info.name}")
         return c
+    from pulsarctl.broker import policies
+
     md = initial_mark_delete(ctx, info, position)
     c = ctx.cursors.create(ctx.txn, info.ml_id, name, md)
+    # A namespace or topic dead-letter policy is where a new subscription's policy starts;
+    # its consumers' flags override it.
+    dlp = policies.effective(ctx, info.name, policies.DEAD_LETTER)
     c.props = {"type": sub_type, "created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
-               "lastConsumed": 0, "policy": {}}
+               "lastConsumed": 0, "policy": dict(dlp) if dlp else {}}
     ctx.cursors.save(ctx.txn, c)
     return c
 
@@ -113,6 +118,19 @@ def _items(ctx, dbname: str, cid: int):
 def pending_items(ctx, cid: int):
     """(offset, [consumer name, delivered at, redelivery count]) in offset order."""
     return _items(ctx, "pending", cid)
+
+
+def pending_count(ctx, cid: int) -> int:
+    """How many messages are pending on the subscription (keys only: nothing decoded)."""
+    cur = ctx.env.cursor(ctx.txn, "pending")
+    prefix = keys.u64(cid)
+    n = 0
+    if cur.set_range(prefix):
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix):
+                break
+            n += 1
+    return n
 
 
 def replay_items(ctx, cid: int):
@@ -186,14 +204,16 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
 
 
 def maybe_trim(ctx, info, c) -> None:
-    """Delete ledgers every cursor has passed, once this cursor passes a ledger boundary."""
+    """Delete the ledgers every cursor has passed and retention does not keep, once this
+    cursor passes a ledger boundary."""
     if len(info.ledgers) < 2:
         return
     first = info.ledgers[0]
     if c.mark_delete < first[1] + first[2] - 1:
         return
-    low = min(x.mark_delete for x in ctx.cursors.list(ctx.txn, info.ml_id))
-    ctx.ledgers.trim(ctx.txn, info, low + 1)
+    from pulsarctl.broker import retention
+
+    retention.trim(ctx, info)
 
 
 def drop(ctx, info, c) -> None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pulsarctl.errors import AlreadyExists, NamespaceNotFound, NotEmpty, TenantNotFound
-from pulsarctl.names import DEFAULT_NAMESPACE, PUBLIC_TENANT, check_tenant, parse_namespace
+from pulsarctl.names import DEFAULT_NAMESPACE, PUBLIC_TENANT, check_tenant, parse_namespace  # noqa: F401
 
 DEFAULT_TENANT_INFO = {"adminRoles": [], "allowedClusters": ["standalone"]}
 
@@ -59,6 +59,10 @@ def get_namespace(ctx, name: str) -> dict:
             raise TenantNotFound(f"tenant '{tenant}' does not exist")
         raise NamespaceNotFound(f"namespace '{name}' does not exist")
     return rec
+
+
+def put_namespace(ctx, name: str, rec: dict) -> None:
+    ctx.put(rec, "ns", *parse_namespace(name))
 
 
 def create_namespace(ctx, name: str) -> None:

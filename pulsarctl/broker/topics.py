@@ -70,6 +70,7 @@ def delete_topic(ctx, name, force: bool = False) -> None:
     for k, _ in list(ctx.scan("producer", info.ml_id)):
         ctx.delete(*k)
     ctx.delete("topicmeta", str(topic))
+    ctx.delete("topicpol", str(topic))  # policies.py's record: a new topic starts without
     ctx.ledgers.delete(ctx.txn, info)
 
 

@@ -136,9 +136,12 @@ def run_once(ctx: typer.Context, output: Output = None):
     b = state(ctx).broker()
     fired = b.fire_due()
     swept = b.sweep_consumers()
-    doc = {"fired": fired, "disconnected": swept, "timersDue": b.timers_due()}
+    pol = b.enforce_policies()
+    doc = {"fired": fired, "disconnected": swept, "timersDue": b.timers_due(), **pol}
     out = fmt(ctx, output)
     if out == render.TEXT:
-        render.err(f"fired {fired} timer(s), disconnected {swept} consumer(s)")
+        render.err(f"fired {fired} timer(s), disconnected {swept} consumer(s), expired "
+                   f"{pol['expired']} message(s) by TTL, trimmed {pol['trimmedLedgers']} "
+                   "ledger(s)")
     else:
         render.data(doc, out)

@@ -32,8 +32,11 @@ def _paced(msgs, rate: float):
 def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, ndjson, out):
     collected = [] if out == render.JSON else None
     seq = sequence_id
+    dups = 0
 
     def emit(ids):
+        nonlocal dups
+        dups += sum(1 for i in ids if i.ledger_id < 0)
         if collected is not None:
             collected.extend(ids)
         else:
@@ -66,6 +69,9 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
                 emit(producer.send_many(group))
     if collected is not None:
         render.message_ids(collected, out, producer.topic(), producer.producer_name())
+    if dups:
+        render.err(f"{dups} message(s) not stored: their sequence ids were already stored by "
+                   f"producer {producer.producer_name()} (deduplication is on)")
     return 0
 
 

@@ -102,6 +102,8 @@ def data(obj, fmt: str, text=None) -> None:
     elif isinstance(obj, list):
         for x in obj:
             outln(safe(str(x)))
+    elif obj is None or isinstance(obj, bool):
+        outln({None: "null", True: "true", False: "false"}[obj])  # as pulsar-admin prints them
     else:
         outln(safe(str(obj)))
 

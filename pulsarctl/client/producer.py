@@ -15,7 +15,7 @@ class Producer:
 
     def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
                  message_routing_mode: str = "RoundRobinPartition",
-                 hashing_scheme: str = "JavaStringHash"):
+                 hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000):
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -24,6 +24,7 @@ class Producer:
         self._buffer: list[OutgoingMessage] = []
         self._callbacks: list = []
         self.batch_size = batch_size
+        self.send_timeout_ms = send_timeout_ms
         self.last_ids: list[MessageId] = []
 
     def topic(self) -> str:
@@ -85,10 +86,27 @@ class Producer:
         return self._router.choose
 
     def _publish(self, msgs) -> list[MessageId]:
-        name, ids = self._broker.publish(self._topic, msgs, self._name, self._route)
+        name, ids = self._held(msgs)
         self._name = name
         self.last_ids = ids
         return ids
+
+    def _held(self, msgs):
+        """Publish; while a producer_request_hold backlog quota holds the producer, try again
+        until the send timeout, then fail as Pulsar's ProducerBlockedQuotaExceededError."""
+        from pulsarctl.broker.backlog_quota import BacklogQuotaHold
+
+        deadline = None
+        while True:
+            try:
+                return self._broker.publish(self._topic, msgs, self._name, self._route)
+            except BacklogQuotaHold:
+                now = clocks.monotonic()
+                if deadline is None:
+                    deadline = now + self.send_timeout_ms / 1000
+                if now >= deadline:
+                    raise
+                clocks.sleep(min(0.1, deadline - now))
 
     def flush(self) -> list[MessageId]:
         if not self._buffer:

@@ -21,6 +21,11 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     if max_n <= 0:
         return []
     typ = c.props.get("type", subs.EXCLUSIVE)
+    if typ in (subs.SHARED, subs.KEY_SHARED):
+        max_n = unacked_allowance(ctx, info, c, consumer["name"], max_n)
+        if max_n <= 0:
+            ctx.cursors.save(ctx.txn, c)
+            return []
     if typ == subs.KEY_SHARED:
         from pulsarctl.broker.dispatch import key_shared
 
@@ -42,7 +47,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     sub = c.name
     count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
     # Shared and Key_Shared hold back messages whose delivery time is ahead.
-    hold_until = delayed.cutoff(ctx) if typ in (subs.SHARED, subs.KEY_SHARED) else None
+    hold_until = delayed.cutoff(ctx, info.name) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     for start, stop, counts in _runs(chosen):
         for o, lid, eid, raw in ctx.ledgers.scan(txn, info, start, stop):
             rc = count_of(o) if count_of else counts.get(o, 0) if counts else 0
@@ -69,6 +74,48 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     c.props["lastConsumed"] = now
     ctx.cursors.save(txn, c)
     return out
+
+
+def unacked_allowance(ctx, info, c, name: str, max_n: int) -> int:
+    """How many more messages the consumer may get under maxUnackedMessagesPerConsumer and
+    maxUnackedMessagesPerSubscription (Shared and Key_Shared only, as in Pulsar). Like Pulsar,
+    a consumer or subscription that reaches its limit is blocked until its unacked messages
+    drop to half of it; the blocks are kept in the cursor's properties."""
+    from pulsarctl.broker import policies
+
+    per_c = policies.effective(ctx, info.name, policies.MAX_UNACKED_CONSUMER) or 0
+    per_s = policies.effective(ctx, info.name, policies.MAX_UNACKED_SUBSCRIPTION) or 0
+    props = c.props
+    if not per_c and not per_s:
+        props.pop("blocked", None)
+        props.pop("blockedSub", None)
+        return max_n
+    total = subs.pending_count(ctx, c.id)
+    if per_s:
+        if props.get("blockedSub") and total <= per_s // 2:
+            props.pop("blockedSub")
+        if props.get("blockedSub") or total >= per_s:
+            props["blockedSub"] = True
+            return 0
+        max_n = min(max_n, per_s - total)
+    if per_c:
+        blocked = props.get("blocked") or []
+        if name not in blocked and total + max_n <= per_c:
+            return max_n  # even all of the subscription's pending can't reach the limit
+        mine = sum(1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
+        if name in blocked and mine <= per_c // 2:
+            blocked.remove(name)
+        if name in blocked or mine >= per_c:
+            if name not in blocked:
+                blocked.append(name)
+            props["blocked"] = blocked
+            return 0
+        if blocked:
+            props["blocked"] = blocked
+        else:
+            props.pop("blocked", None)
+        max_n = min(max_n, per_c - mine)
+    return max_n
 
 
 def _runs(chosen):

@@ -111,7 +111,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     txn, now = ctx.txn, ctx.now
     pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
     pair, cid = keys.pair, c.id
-    hold_until = delayed.cutoff(ctx)
+    hold_until = delayed.cutoff(ctx, info.name)
     waiting: set = set()      # slots with an older message still waiting: keep key order
     out: list = []
     taken: list = []

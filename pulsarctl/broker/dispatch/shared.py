@@ -13,7 +13,7 @@ def select(ctx, info, c, consumer, live, max_n):
         # concurrent consumers interleave (Pulsar's round robin over permits).
         batch = ctx.setting("dispatcherMaxRoundRobinBatchSize")
         max_n = min(max_n, max(batch, max_n // len(live)))
-    out = [(o, 0) for o in delayed.take_due(ctx, c, max_n, delayed.cutoff(ctx))]
+    out = [(o, 0) for o in delayed.take_due(ctx, c, max_n, delayed.cutoff(ctx, info.name))]
     txn, rdb = ctx.txn, ctx.env.db["replay"]
     for o, rc in list(subs.replay_items(ctx, c.id)):
         if len(out) >= max_n:

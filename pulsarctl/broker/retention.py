@@ -1,0 +1,43 @@
+"""Retention (Pulsar's managed-ledger trimming under a RetentionPolicies): a ledger every
+subscription has acknowledged is deleted, oldest first, once it is older than the retention
+time or the topic is over the retention size (either limit; -1 means no limit, and -1/-1 keeps
+everything); the default 0/0 deletes it at once. As in Pulsar, only whole closed ledgers go, so
+the ledger taking appends stays. LMDB reuses the freed pages for new entries.
+
+A topic without any subscription keeps its messages: nothing has acknowledged them, and we do not
+drop unread messages (Pulsar would, after retention)."""
+from __future__ import annotations
+
+from pulsarctl.broker import policies
+
+_MB = 1024 * 1024
+
+
+def trim(ctx, info) -> int:
+    """Delete the ledgers retention no longer covers. Returns how many."""
+    if len(info.ledgers) < 2:
+        return 0
+    cursors = ctx.cursors.list(ctx.txn, info.ml_id)
+    if not cursors:
+        return 0
+    low = min(c.mark_delete for c in cursors)
+    pol = policies.effective(ctx, info.name, policies.RETENTION)
+    minutes, mb = pol["retentionTimeInMinutes"], pol["retentionSizeInMB"]
+    if minutes < 0 and mb < 0:
+        return 0
+    size, cut = info.total_size, None
+    rows = info.ledgers
+    for i in range(len(rows) - 1):
+        _lid, first, n, ledger_size, _created = rows[i]
+        if first + n - 1 > low:
+            break  # not acknowledged by every subscription yet
+        closed_at = rows[i + 1][4]
+        expired = minutes >= 0 and ctx.now - closed_at > minutes * 60_000
+        over = mb >= 0 and size > mb * _MB
+        if not (expired or over):
+            break
+        size -= ledger_size
+        cut = first + n
+    if cut is None:
+        return 0
+    return len(ctx.ledgers.trim(ctx.txn, info, cut))
