@@ -38,6 +38,20 @@ timers = _Lazy("pulsarctl.broker.timers")
 expiry = _Lazy("pulsarctl.broker.expiry")
 
 
+def _wakes(method):
+    """After the transaction commits, wake consumers waiting on this store (unless nothing
+    happened: a count of 0)."""
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        if result != 0 or isinstance(result, bool):
+            from pulsarctl import wake
+
+            wake.notify(self.path)
+        return result
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
 def _topic(name) -> TopicName:
     return name if isinstance(name, TopicName) else parse_topic(name)
 
@@ -333,6 +347,7 @@ class Broker(CursorAdmin):
         t = _topic(name)
         return self.read(partitions.get, t)
 
+    @_wakes
     def publish(self, name, messages, producer_name=None, route=None):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
@@ -512,6 +527,7 @@ class Broker(CursorAdmin):
             total += newly
         return total
 
+    @_wakes
     def ack(self, names, subscription, ids, cumulative=False):
         """Acknowledge message ids. Any id that names no message: nothing is acked (exit 3)."""
         ids = list(ids)
@@ -524,6 +540,7 @@ class Broker(CursorAdmin):
             return self._ack(ctx, targets, subscription, ids, cumulative)
         return self.write(run)
 
+    @_wakes
     def nack(self, names, subscription, ids) -> int:
         """Negatively acknowledge message ids: each is redelivered after the nack delay (or
         backoff), or dead-lettered past maxRedeliverCount. Returns how many were nacked."""
@@ -542,6 +559,7 @@ class Broker(CursorAdmin):
             return total
         return self.write(run)
 
+    @_wakes
     def reconsume_later(self, names, subscription, ids, delay_ms: int, properties=None,
                         level: int | None = None, increment: bool = False) -> dict:
         """Move messages to the retry letter topic (or the DLQ past the limit) and ack them, in
@@ -570,6 +588,7 @@ class Broker(CursorAdmin):
             return out
         return self.write(run)
 
+    @_wakes
     def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:
         """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
         go back now, counted as redeliveries. Returns how many."""
@@ -596,6 +615,7 @@ class Broker(CursorAdmin):
             return n
         return self.write(run)
 
+    @_wakes
     def fire_due(self) -> int:
         """Fire every timer due by now, store-wide (clock advance, daemon run-once)."""
         def run(ctx):
@@ -624,6 +644,7 @@ class Broker(CursorAdmin):
             return {"expired": expired, "trimmedLedgers": trimmed}
         return self.write(run)
 
+    @_wakes
     def sweep_consumers(self) -> int:
         """Disconnect every consumer whose process is gone or whose lease ended, store-wide
         (the daemon's tick). Returns how many were disconnected."""
@@ -654,6 +675,7 @@ class Broker(CursorAdmin):
             groups.setdefault(allowed[owner], []).append(mid)
         return groups
 
+    @_wakes
     def close_consumer(self, names, subscription, consumer_name, acks=()):
         def run(ctx):
             targets = self._targets(ctx, names)
@@ -668,6 +690,7 @@ class Broker(CursorAdmin):
                     consumers.detach(ctx, info, c, consumer_name)
         self.write(run)
 
+    @_wakes
     def disconnect_consumer(self, name, subscription, consumer_name) -> int:
         """subscriptions close-consumer: like the consumer's connection dropping. Returns how
         many pending messages it gave back; ConsumerNotFound if it is not connected."""
@@ -826,6 +849,7 @@ class Broker(CursorAdmin):
             return at
         return self.write(run)
 
+    @_wakes
     def clock_advance(self, ms: int):
         if ms < 0:
             raise InvalidValue("the clock cannot go back", hint="give a positive duration")

@@ -74,6 +74,7 @@ def _next(q, fill, timeout_millis):
         return m
     deadline = None if timeout_millis is None else clocks.monotonic() + timeout_millis / 1000
     wait = _WAIT_MIN
+    waiter = None
     while True:
         if fill():
             q._qi = 1
@@ -81,8 +82,14 @@ def _next(q, fill, timeout_millis):
         now = clocks.monotonic()
         if deadline is not None and now >= deadline:
             raise Timeout("no message arrived within the timeout")
-        clocks.sleep(wait if deadline is None else max(0, min(wait, deadline - now)))
-        wait = min(wait * 2, _WAIT_MAX)
+        if waiter is None:
+            from pulsarctl.wake import Waiter
+
+            waiter = Waiter(q._broker.path)
+        if waiter.sleep(wait if deadline is None else max(0, min(wait, deadline - now))):
+            wait = _WAIT_MIN  # woken: something changed, poll again at once
+        else:
+            wait = min(wait * 2, _WAIT_MAX)
 
 
 class PartitionsRoutingMode(enum.Enum):
