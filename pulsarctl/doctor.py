@@ -38,6 +38,8 @@ def checks(store_arg: str | None) -> list[dict]:
             b = Broker(path, readonly=not os.access(path, os.W_OK), create=False)
             st = b.env.stat()
             add("store format", True, f"ok, map {st['mapSize']} bytes, {st['readers']} readers")
+            add("store size", True, f"{st['usedBytes']} bytes in use, file {st['fileBytes']} "
+                "bytes (freed pages are reused)")
             b.close()
         except Exception as exc:
             add("store format", False, str(exc))

@@ -205,9 +205,24 @@ class Env:
         return self._env.info()["map_size"]
 
     def stat(self) -> dict:
+        """Map and file size, and usedBytes: the pages the databases hold now. The file never
+        shrinks; pages freed by deletes (trimmed ledgers) are reused by later writes, so
+        usedBytes is what the data costs."""
         info = self._env.info()
-        return {"mapSize": info["map_size"], "lastPage": info["last_pgno"],
-                "pageSize": self._env.stat()["psize"], "readers": info["num_readers"]}
+        main = self._env.stat()
+        psize = main["psize"]
+        pages = main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"]
+        with self._env.begin() as txn:
+            for db in self.db.values():
+                st = txn.stat(db)
+                pages += st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]
+        try:
+            file_bytes = os.path.getsize(os.path.join(self.path, "data.mdb"))
+        except OSError:
+            file_bytes = 0
+        return {"mapSize": info["map_size"], "lastPage": info["last_pgno"], "pageSize": psize,
+                "readers": info["num_readers"], "usedBytes": pages * psize,
+                "fileBytes": file_bytes}
 
     def close(self) -> None:
         if self._closed:
