@@ -31,8 +31,9 @@ def paths(store: str) -> dict:
 
 
 def acquire(store: str, patience_s: float = 0.5):
-    """try_lock, retried for a moment: `daemon status` and `stop` probe the lock by taking it
-    briefly, and a daemon starting in that instant must not take the probe for a daemon."""
+    """try_lock, retried for a moment: where /proc/locks is missing, `daemon status` and `stop`
+    probe the lock by taking it briefly, and a daemon starting then must not take the probe for
+    a daemon."""
     end = clocks.monotonic() + patience_s
     while True:
         fd = try_lock(store)
@@ -52,6 +53,33 @@ def try_lock(store: str):
         if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
             return None
         raise
+
+
+def lock_holder(store: str) -> int | None:
+    """The pid holding the daemon lock, or None: read from /proc/locks, so asking never takes
+    the lock (a daemon starting at that instant is not turned away). Where /proc/locks cannot
+    be read, fall back to trying the lock (0 stands for a holder of unknown pid)."""
+    path = paths(store)["lock"]
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as f:
+            table = f.read()
+    except OSError:
+        fd = try_lock(store)
+        if fd is None:
+            return 0
+        os.close(fd)
+        return None
+    for line in table.splitlines():
+        parts = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5678 0 EOF"; "->" marks a waiter, not a holder
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want and parts[4].isdigit():
+            return int(parts[4])
+    return None
 
 
 def read_state(store: str) -> dict:
@@ -102,13 +130,13 @@ def standbys(store: str) -> list[int]:
 def status(store: str) -> dict:
     """running, pid, standby (a standby daemon is waiting), lastTick, timersDue;
     DaemonNotRunning (exit 3) when none runs."""
-    fd = try_lock(store)
-    if fd is not None:
-        os.close(fd)  # we got it: nobody holds it
+    holder = lock_holder(store)
+    if holder is None:
         raise DaemonNotRunning(f"no daemon runs for the store at {store}")
     st = read_state(store)
     waiting = standbys(store)
-    return {"running": True, "pid": st.get("pid"), "standby": bool(waiting),
+    return {"running": True, "pid": st.get("pid") or holder or None, "lockHolder": holder or None,
+            "standby": bool(waiting),
             "standbyPids": waiting, "lastTick": st.get("lastTick"),
             "timersDue": st.get("timersDue", 0)}
 

@@ -759,3 +759,25 @@ def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, 
     assert len(origins) == n and sorted(origins) == sorted(ids)
     payloads = sorted(m["payload"] for m in _records(r.stdout))
     assert payloads == [f"m-{i:04d}" for i in range(n)]
+
+
+def test_status_names_the_lock_holder_without_taking_the_lock(run_proc, store_path):
+    import fcntl
+
+    from pulsarctl import daemon as d
+
+    _ok(run_proc("produce", TOPIC, "-m", "x"))  # the store exists
+    rc, _st, r = _status(run_proc)
+    assert rc == 3 and r.stdout == ""
+    fd = os.open(os.path.join(store_path, d.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert d.lock_holder(store_path) == os.getpid()
+        rc, st, r = _status(run_proc)
+        assert rc == 0, r.stderr
+        assert st["running"] is True and st["lockHolder"] == os.getpid()
+        # A probe that took the lock would fail here: we hold it throughout.
+    finally:
+        os.close(fd)
+    assert d.lock_holder(store_path) is None
+    assert _status(run_proc)[0] == 3

@@ -83,7 +83,7 @@ def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output
 def stop(ctx: typer.Context, output: Output = None):
     import signal
 
-    from pulsarctl.daemon import status, try_lock
+    from pulsarctl.daemon import lock_holder, status
     from pulsarctl.errors import PulsarctlError
 
     store = _store(ctx)
@@ -99,10 +99,8 @@ def stop(ctx: typer.Context, output: Output = None):
     def exited() -> bool:
         # The daemon lets go of the lock a moment before its process ends: wait for both, so a
         # script running `stop` then `start` or removing the store never races the old daemon.
-        fd = try_lock(store)
-        if fd is None:
+        if lock_holder(store) is not None:
             return False
-        os.close(fd)
         return not pid or process_start_time(pid) is None
 
     deadline = clocks.monotonic() + 15
