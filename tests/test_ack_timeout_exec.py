@@ -768,3 +768,24 @@ def test_exec_summary_with_real_process_nacks(run_proc, recorder):
     assert p.stdout == ""
     st = json.loads(run_proc("topics", "stats", "t", "-o", "json").stdout)
     assert st["subscriptions"]["s"]["msgBacklog"] == 2
+
+
+@pytest.mark.parametrize("typ", ["Shared", "Exclusive"])
+def test_one_shot_exec_runs_from_cron_count_their_nacks_and_reach_the_dlq(cli, recorder, typ):
+    """Each run nacks and exits long before the 1 m nack delay. Pulsar would give the message
+    back uncounted every time (its nack timer dies with the client) and it would never reach
+    the DLQ; `consume --exec` settles its nacks when it closes."""
+    ok(cli("produce", "t", "-m", "poison"))
+    run = ["consume", "t", "-s", "s", "-t", typ, "-p", "Earliest", "-n", "1",
+           "--max-redeliver-count", "2", "--nack-delay", "1m", "--idle-timeout", "1s",
+           "--exec", recorder(1)]
+    for _ in range(3):  # delivered N+1 = 3 times: counts 0, 1, 2
+        ok(cli(*run))
+    assert [c["env"]["PULSAR_REDELIVERY_COUNT"] for c in recorder.calls()] == ["0", "1", "2"]
+    st = pjson(cli("topics", "stats", "t", "-o", "json"))
+    assert st["subscriptions"]["s"]["msgBacklog"] == 0
+    dlq = rows(ok(cli("read", "t-s-DLQ", "-m", "earliest", "-n", "0", "--until-end", "-o",
+                      "ndjson")).stdout)
+    assert [m["payload"] for m in dlq] == ["poison"]
+    r = cli(*run, "--fail-if-empty")
+    assert r.exit_code == 6 and len(recorder.calls()) == 3

@@ -87,7 +87,7 @@ def fire(ctx, info, c) -> int:
     from pulsarctl.broker import consumers
 
     # A nack timer dies with its consumer, as the client's does: the consumer's going away
-    # already gave the message back, uncounted.
+    # already gave the message back, uncounted (unless it settled its nacks, see settle).
     live = {r["name"] for r in consumers.sweep(ctx, info, c)}
     pending = dict(subs.pending_items(ctx, c.id))
     todo, holders = [], {}
@@ -105,6 +105,21 @@ def fire(ctx, info, c) -> int:
     if todo:
         redeliver(ctx, info, c, todo, holders)
     return len(todo)
+
+
+def settle(ctx, info, c, name: str) -> int:
+    """Count now the nacks of a consumer that closes before their delay ran out (or dead-letter
+    past the limit); the messages come back at once. Pulsar's nack timer dies with its client
+    and the message comes back uncounted (as a lease ending or a crash does here too), so a
+    one-shot `consume --exec` run from cron, which nacks and exits, would see the same message
+    forever and never reach the dead letter topic: `consume --exec` settles its nacks when it
+    closes."""
+    nacked = [o for o, prec in subs.pending_items(ctx, c.id)
+              if prec[0] == name and len(prec) > 3 and prec[3]
+              and info.contains(o) and not ctx.cursors.is_acked(ctx.txn, c, o)]
+    if nacked:
+        redeliver(ctx, info, c, nacked, {o: name for o in nacked})
+    return len(nacked)
 
 
 def applies(value: list, prec: list | None) -> bool:

@@ -676,7 +676,9 @@ class Broker(CursorAdmin):
         return groups
 
     @_wakes
-    def close_consumer(self, names, subscription, consumer_name, acks=()):
+    def close_consumer(self, names, subscription, consumer_name, acks=(), settle_nacks=False):
+        """Apply the last acks and disconnect; with settle_nacks, the consumer's nacks whose
+        delay has not run out count now (nacks.settle)."""
         def run(ctx):
             targets = self._targets(ctx, names)
             if acks:
@@ -687,6 +689,8 @@ class Broker(CursorAdmin):
                     continue
                 c = subs.get(ctx, info, subscription)
                 if c is not None:
+                    if settle_nacks:
+                        nacks.settle(ctx, info, c, consumer_name)
                     consumers.detach(ctx, info, c, consumer_name)
         self.write(run)
 

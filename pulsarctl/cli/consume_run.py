@@ -98,7 +98,8 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     finally:
         guard.restore()
         if ack:
-            consumer.close()
+            # A one-shot --exec (cron) must not leave its nacks uncounted: see nacks.settle.
+            consumer.close(settle_nacks=exec_cmd is not None)
         else:
             consumer.detach()
         if exec_cmd is not None:

@@ -333,14 +333,16 @@ class Consumer:
             self._broker.unsubscribe(t, self._subscription)
         self._closed = True
 
-    def close(self) -> None:
-        """Flush acks and disconnect: messages still in the receiver queue go back."""
+    def close(self, settle_nacks: bool = False) -> None:
+        """Flush acks and disconnect: messages still in the receiver queue go back. With
+        settle_nacks (not in pulsar-client), nacks whose delay has not run out count now."""
         if self._closed:
             return
         self._closed = True
         acks, self._acks = self._acks, []
         if self._topics:
-            self._broker.close_consumer(self._topics, self._subscription, self._name, acks)
+            self._broker.close_consumer(self._topics, self._subscription, self._name, acks,
+                                        settle_nacks)
 
     def detach(self) -> None:
         """Leave a leased consumer connected (its messages stay pending until the lease ends):
