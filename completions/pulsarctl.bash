@@ -8,7 +8,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf daemon"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf daemon dlq"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
@@ -68,7 +68,7 @@ _pulsarctl_node() {
             vopts=""
             ;;
         "topics")
-            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats skip clear-backlog reset-cursor expire-messages terminate examine-message"
+            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats skip clear-backlog reset-cursor expire-messages terminate examine-message get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
             opts="-h --help"
             vopts=""
             ;;
@@ -187,6 +187,131 @@ _pulsarctl_node() {
             opts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output -h --help"
             vopts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output"
             ;;
+        "topics get-message-ttl")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-message-ttl")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-retention")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-retention")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-deduplication")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-deduplication")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-backlog-quotas")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-delayed-delivery")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-delayed-delivery")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-dead-letter-policy")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-dead-letter-policy")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics get-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-o --output -ap --applied -h --help"
+            vopts="-o --output"
+            ;;
+        "topics remove-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics set-message-ttl")
+            subs=""
+            opts="-t --ttl -o --output -h --help"
+            vopts="-t --ttl -o --output"
+            ;;
+        "topics set-retention")
+            subs=""
+            opts="-t --time -s --size -o --output -h --help"
+            vopts="-t --time -s --size -o --output"
+            ;;
+        "topics set-deduplication")
+            subs=""
+            opts="-e --enable -d --disable -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics set-backlog-quota")
+            subs=""
+            opts="-p --policy -l --limit -lt --limitTime -t --type -o --output -h --help"
+            vopts="-p --policy -l --limit -lt --limitTime -t --type -o --output"
+            ;;
+        "topics remove-backlog-quota")
+            subs=""
+            opts="-t --type -o --output -h --help"
+            vopts="-t --type -o --output"
+            ;;
+        "topics set-delayed-delivery")
+            subs=""
+            opts="-e --enable -d --disable -t --time -md --maxDelay -o --output -h --help"
+            vopts="-t --time -md --maxDelay -o --output"
+            ;;
+        "topics set-dead-letter-policy")
+            subs=""
+            opts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
+            vopts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            ;;
+        "topics set-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-m --max -o --output -h --help"
+            vopts="-m --max -o --output"
+            ;;
+        "topics set-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-m --max -o --output -h --help"
+            vopts="-m --max -o --output"
+            ;;
+        "topics policies")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
         "tenants")
             subs="list get create delete"
             opts="-h --help"
@@ -213,7 +338,7 @@ _pulsarctl_node() {
             vopts="-o --output"
             ;;
         "namespaces")
-            subs="list create delete policies"
+            subs="list create delete policies get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription"
             opts="-h --help"
             vopts=""
             ;;
@@ -236,6 +361,126 @@ _pulsarctl_node() {
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            ;;
+        "namespaces get-message-ttl")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-message-ttl")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-retention")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-retention")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-deduplication")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-deduplication")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-backlog-quotas")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-delayed-delivery")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-delayed-delivery")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-dead-letter-policy")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-dead-letter-policy")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces get-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces remove-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces set-message-ttl")
+            subs=""
+            opts="-ttl --messageTTL -o --output -h --help"
+            vopts="-ttl --messageTTL -o --output"
+            ;;
+        "namespaces set-retention")
+            subs=""
+            opts="-t --time -s --size -o --output -h --help"
+            vopts="-t --time -s --size -o --output"
+            ;;
+        "namespaces set-deduplication")
+            subs=""
+            opts="-e --enable -d --disable -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "namespaces set-backlog-quota")
+            subs=""
+            opts="-p --policy -l --limit -lt --limitTime -t --type -o --output -h --help"
+            vopts="-p --policy -l --limit -lt --limitTime -t --type -o --output"
+            ;;
+        "namespaces remove-backlog-quota")
+            subs=""
+            opts="-t --type -o --output -h --help"
+            vopts="-t --type -o --output"
+            ;;
+        "namespaces set-delayed-delivery")
+            subs=""
+            opts="-e --enable -d --disable -t --time -md --maxDelay -o --output -h --help"
+            vopts="-t --time -md --maxDelay -o --output"
+            ;;
+        "namespaces set-dead-letter-policy")
+            subs=""
+            opts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
+            vopts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            ;;
+        "namespaces set-max-unacked-messages-per-consumer")
+            subs=""
+            opts="-m --max -o --output -h --help"
+            vopts="-m --max -o --output"
+            ;;
+        "namespaces set-max-unacked-messages-per-subscription")
+            subs=""
+            opts="-m --max -o --output -h --help"
+            vopts="-m --max -o --output"
             ;;
         "brokers")
             subs="get-all-dynamic-config update-dynamic-config"
@@ -347,6 +592,41 @@ _pulsarctl_node() {
             opts="-o --output -h --help"
             vopts="-o --output"
             ;;
+        "dlq")
+            subs="list stats peek drain replay purge"
+            opts="-h --help"
+            vopts=""
+            ;;
+        "dlq list")
+            subs=""
+            opts="--fail-if-empty -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "dlq stats")
+            subs=""
+            opts="--by-property --fail-if-empty -o --output -h --help"
+            vopts="--by-property -o --output"
+            ;;
+        "dlq peek")
+            subs=""
+            opts="-n --num-messages --filter --fail-if-empty -o --output -h --help"
+            vopts="-n --num-messages --filter -o --output"
+            ;;
+        "dlq drain")
+            subs=""
+            opts="--out --exec --max --filter --rate --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
+            vopts="--out --exec --max --filter --rate --batch -o --output"
+            ;;
+        "dlq replay")
+            subs=""
+            opts="--to-origin --to --subscription --filter --ids --max --max-replays --rate --dry-run --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
+            vopts="--to --subscription --filter --ids --max --max-replays --rate --batch -o --output"
+            ;;
+        "dlq purge")
+            subs=""
+            opts="--older-than --filter --max --rate --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
+            vopts="--older-than --filter --max --rate --batch -o --output"
+            ;;
         *)
             subs="" opts="" vopts=""
             ;;
@@ -408,6 +688,31 @@ _pulsarctl_values() {
         "topics terminate|-o"|"topics terminate|--output") values="text json ndjson" ;;
         "topics examine-message|-i"|"topics examine-message|--initialPosition"|"topics examine-message|--initial-position") values="latest earliest" ;;
         "topics examine-message|-o"|"topics examine-message|--output") values="text json ndjson" ;;
+        "topics get-message-ttl|-o"|"topics get-message-ttl|--output") values="text json ndjson" ;;
+        "topics remove-message-ttl|-o"|"topics remove-message-ttl|--output") values="text json ndjson" ;;
+        "topics get-retention|-o"|"topics get-retention|--output") values="text json ndjson" ;;
+        "topics remove-retention|-o"|"topics remove-retention|--output") values="text json ndjson" ;;
+        "topics get-deduplication|-o"|"topics get-deduplication|--output") values="text json ndjson" ;;
+        "topics remove-deduplication|-o"|"topics remove-deduplication|--output") values="text json ndjson" ;;
+        "topics get-backlog-quotas|-o"|"topics get-backlog-quotas|--output") values="text json ndjson" ;;
+        "topics get-delayed-delivery|-o"|"topics get-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics remove-delayed-delivery|-o"|"topics remove-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics get-dead-letter-policy|-o"|"topics get-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics remove-dead-letter-policy|-o"|"topics remove-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics get-max-unacked-messages-per-consumer|-o"|"topics get-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics remove-max-unacked-messages-per-consumer|-o"|"topics remove-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics get-max-unacked-messages-per-subscription|-o"|"topics get-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics remove-max-unacked-messages-per-subscription|-o"|"topics remove-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics set-message-ttl|-o"|"topics set-message-ttl|--output") values="text json ndjson" ;;
+        "topics set-retention|-o"|"topics set-retention|--output") values="text json ndjson" ;;
+        "topics set-deduplication|-o"|"topics set-deduplication|--output") values="text json ndjson" ;;
+        "topics set-backlog-quota|-o"|"topics set-backlog-quota|--output") values="text json ndjson" ;;
+        "topics remove-backlog-quota|-o"|"topics remove-backlog-quota|--output") values="text json ndjson" ;;
+        "topics set-delayed-delivery|-o"|"topics set-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics set-dead-letter-policy|-o"|"topics set-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics set-max-unacked-messages-per-consumer|-o"|"topics set-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics set-max-unacked-messages-per-subscription|-o"|"topics set-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics policies|-o"|"topics policies|--output") values="text json ndjson" ;;
         "tenants list|-o"|"tenants list|--output") values="text json ndjson" ;;
         "tenants get|-o"|"tenants get|--output") values="text json ndjson" ;;
         "tenants create|-o"|"tenants create|--output") values="text json ndjson" ;;
@@ -416,6 +721,30 @@ _pulsarctl_values() {
         "namespaces create|-o"|"namespaces create|--output") values="text json ndjson" ;;
         "namespaces delete|-o"|"namespaces delete|--output") values="text json ndjson" ;;
         "namespaces policies|-o"|"namespaces policies|--output") values="text json ndjson" ;;
+        "namespaces get-message-ttl|-o"|"namespaces get-message-ttl|--output") values="text json ndjson" ;;
+        "namespaces remove-message-ttl|-o"|"namespaces remove-message-ttl|--output") values="text json ndjson" ;;
+        "namespaces get-retention|-o"|"namespaces get-retention|--output") values="text json ndjson" ;;
+        "namespaces remove-retention|-o"|"namespaces remove-retention|--output") values="text json ndjson" ;;
+        "namespaces get-deduplication|-o"|"namespaces get-deduplication|--output") values="text json ndjson" ;;
+        "namespaces remove-deduplication|-o"|"namespaces remove-deduplication|--output") values="text json ndjson" ;;
+        "namespaces get-backlog-quotas|-o"|"namespaces get-backlog-quotas|--output") values="text json ndjson" ;;
+        "namespaces get-delayed-delivery|-o"|"namespaces get-delayed-delivery|--output") values="text json ndjson" ;;
+        "namespaces remove-delayed-delivery|-o"|"namespaces remove-delayed-delivery|--output") values="text json ndjson" ;;
+        "namespaces get-dead-letter-policy|-o"|"namespaces get-dead-letter-policy|--output") values="text json ndjson" ;;
+        "namespaces remove-dead-letter-policy|-o"|"namespaces remove-dead-letter-policy|--output") values="text json ndjson" ;;
+        "namespaces get-max-unacked-messages-per-consumer|-o"|"namespaces get-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "namespaces remove-max-unacked-messages-per-consumer|-o"|"namespaces remove-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "namespaces get-max-unacked-messages-per-subscription|-o"|"namespaces get-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "namespaces remove-max-unacked-messages-per-subscription|-o"|"namespaces remove-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "namespaces set-message-ttl|-o"|"namespaces set-message-ttl|--output") values="text json ndjson" ;;
+        "namespaces set-retention|-o"|"namespaces set-retention|--output") values="text json ndjson" ;;
+        "namespaces set-deduplication|-o"|"namespaces set-deduplication|--output") values="text json ndjson" ;;
+        "namespaces set-backlog-quota|-o"|"namespaces set-backlog-quota|--output") values="text json ndjson" ;;
+        "namespaces remove-backlog-quota|-o"|"namespaces remove-backlog-quota|--output") values="text json ndjson" ;;
+        "namespaces set-delayed-delivery|-o"|"namespaces set-delayed-delivery|--output") values="text json ndjson" ;;
+        "namespaces set-dead-letter-policy|-o"|"namespaces set-dead-letter-policy|--output") values="text json ndjson" ;;
+        "namespaces set-max-unacked-messages-per-consumer|-o"|"namespaces set-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "namespaces set-max-unacked-messages-per-subscription|-o"|"namespaces set-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
         "brokers get-all-dynamic-config|-o"|"brokers get-all-dynamic-config|--output") values="text json ndjson" ;;
         "brokers update-dynamic-config|-o"|"brokers update-dynamic-config|--output") values="text json ndjson" ;;
         "clock show|-o"|"clock show|--output") values="text json ndjson" ;;
@@ -433,6 +762,12 @@ _pulsarctl_values() {
         "daemon stop|-o"|"daemon stop|--output") values="text json ndjson" ;;
         "daemon status|-o"|"daemon status|--output") values="text json ndjson" ;;
         "daemon run-once|-o"|"daemon run-once|--output") values="text json ndjson" ;;
+        "dlq list|-o"|"dlq list|--output") values="text json ndjson" ;;
+        "dlq stats|-o"|"dlq stats|--output") values="text json ndjson" ;;
+        "dlq peek|-o"|"dlq peek|--output") values="text json ndjson" ;;
+        "dlq drain|-o"|"dlq drain|--output") values="text json ndjson" ;;
+        "dlq replay|-o"|"dlq replay|--output") values="text json ndjson" ;;
+        "dlq purge|-o"|"dlq purge|--output") values="text json ndjson" ;;
     esac
 }
 

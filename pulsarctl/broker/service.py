@@ -11,6 +11,7 @@ from pulsarctl import clock as clocks
 from pulsarctl.broker import partitions, policies, producers, tenants, topics
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.cursor_admin import CursorAdmin
+from pulsarctl.broker.dlq import DlqAdmin
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
 from pulsarctl.errors import InvalidValue, MessageNotFound, StoreUnavailable, TopicNotFound
 from pulsarctl.messages import MessageId, message_from_entry
@@ -56,7 +57,7 @@ def _topic(name) -> TopicName:
     return name if isinstance(name, TopicName) else parse_topic(name)
 
 
-class Broker(CursorAdmin):
+class Broker(CursorAdmin, DlqAdmin):
     def __init__(self, path: str, clock: clocks.Clock | None = None, *, readonly: bool = False,
                  create: bool = True, map_size: int | None = None):
         try:

@@ -162,3 +162,36 @@ def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with
         content = ", content:" + safe(m.payload.decode("utf-8", errors="backslashreplace"))
     lines.append(f"key:[{key}], properties:[{props}]{content}")
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+def stderr_tty() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Progress:
+    """A rich progress bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, total: int | None, what: str):
+        self._p = None
+        if total and stderr_tty():
+            from rich.progress import (
+                BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn,
+            )
+
+            self._p = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(),
+                               TimeRemainingColumn(), console=_console(stderr=True),
+                               transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._task = self._p.add_task(what, total=total)
+            self._p.start()
+
+    def advance(self, n: int) -> None:
+        if self._p is not None and n:
+            self._p.advance(self._task, n)
+
+    def close(self) -> None:
+        if self._p is not None:
+            self._p.stop()
+            self._p = None

@@ -1,0 +1,558 @@
+"""Dead letter tooling: what the `dlq` commands do to a dead letter topic (CLI.md "Dead letters").
+
+A dead letter topic keeps its messages until they are drained, replayed or purged. The commands
+work through the DLQ's own durable subscription `pulsarctl-dlq`: what it has acknowledged is
+handled; the rest (its backlog, or every message while it does not exist) is waiting. Drain,
+replay and purge create it at Earliest on first use; list, stats and peek only read, and never
+create it.
+
+Replay republishes a dead letter (payload, key, ordering key, event time and properties kept;
+REPLAY_COUNT added or incremented) and acknowledges it on `pulsarctl-dlq` in the same write
+transaction, so a replay killed at any point neither loses nor duplicates a message. A dead
+letter whose REPLAY_COUNT already reached the limit is refused: it stays in the DLQ.
+
+Concurrency: drain, replay and purge of one DLQ hold an exclusive file lock in the store
+directory (`dlq-<sha1 of the full topic name, 16 hex>.lock`, fcntl.flock) for the whole command,
+so two of them never take the same message. The kernel drops the lock when its process dies.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+from store import codec
+from pulsarctl.broker import topics
+from pulsarctl.errors import (
+    Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
+    UsageError,
+)
+from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
+from pulsarctl.names import DLQ_SUFFIX, RETRY_SUFFIX, TopicName, parse_topic
+
+SUBSCRIPTION = "pulsarctl-dlq"
+REPLAY_COUNT = "REPLAY_COUNT"
+REPLAY_PRODUCER = "pulsarctl-dlq-replay"
+DEFAULT_MAX_REPLAYS = 3
+# The properties a dead letter carries (pulsarctl/broker/deadletter.py writes them).
+REAL_TOPIC = "REAL_TOPIC"
+REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+# `dlq stats` age buckets, by time since the message landed in the DLQ (its publish time there).
+AGE_BUCKETS = (("<1m", 60_000), ("<1h", 3_600_000), ("<1d", 86_400_000),
+               ("<7d", 7 * 86_400_000))
+AGE_OLDEST = ">=7d"
+NO_VALUE = "(none)"
+
+
+def _topic(name) -> TopicName:
+    return name if isinstance(name, TopicName) else parse_topic(name)
+
+
+# -- the per-DLQ lock -------------------------------------------------------------------------
+def lock_path(store_dir: str, topic) -> str:
+    import hashlib
+
+    digest = hashlib.sha1(str(_topic(topic)).encode()).hexdigest()[:16]
+    return os.path.join(store_dir, f"dlq-{digest}.lock")
+
+
+@contextmanager
+def locked(store_dir: str, topic, wait: bool = True):
+    """Hold the DLQ's exclusive lock for the body. wait=False: LockBusy (exit 5) at once when
+    another command holds it. The lock file names its holder's pid, for the message."""
+    import errno
+    import fcntl
+
+    path = lock_path(store_dir, topic)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise StoreUnavailable(f"cannot open the lock file {path}: {exc.strerror}",
+                               hint="drain, replay and purge need a writable store directory"
+                               ) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            raise LockBusy(f"another dlq command is working on {_topic(topic)}"
+                           + (f" (pid {holder})" if holder.isdigit() else ""),
+                           hint="run again later, or without --no-wait to wait for it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
+
+
+# -- reading a DLQ ----------------------------------------------------------------------------
+def open_dlq(ctx, t: TopicName):
+    """The DLQ's ledger info and its pulsarctl-dlq cursor (None until first drain/replay/purge)."""
+    from pulsarctl.broker import partitions, subscriptions as subs
+
+    info = topics.lookup(ctx, t)
+    if info is None:
+        if not t.is_partition and partitions.get(ctx, t):
+            raise InvalidValue(f"{t} is a partitioned topic; dlq commands take one topic",
+                               hint=f"name one partition, e.g. {t.partition(0)}")
+        raise TopicNotFound(f"dead letter topic {t} does not exist",
+                            hint="list dead letter topics with `pulsarctl dlq list`")
+    return info, subs.get(ctx, info, SUBSCRIPTION)
+
+
+def ensure_subscription(ctx, info):
+    """pulsarctl-dlq, created at Earliest (so it takes everything the DLQ holds) if missing."""
+    from pulsarctl.broker import subscriptions as subs
+
+    return subs.create(ctx, info, SUBSCRIPTION, "Earliest", subs.SHARED)
+
+
+def unhandled(ctx, info, c, start: int | None = None):
+    """Offsets of the messages pulsarctl-dlq has not acknowledged (all while it is missing)."""
+    lo = info.first_offset if start is None else max(start, info.first_offset)
+    if c is None:
+        return iter(range(lo, info.next_offset))
+    return ctx.cursors.unacked(ctx.txn, c, lo, info.next_offset)
+
+
+def backlog(info, c) -> int:
+    return c.backlog(info.next_offset) if c is not None else max(0, info.entries)
+
+
+def read_message(ctx, info, t: TopicName, offset: int):
+    p = info.position(offset)
+    raw = ctx.ledgers.read(ctx.txn, info, offset)
+    return message_from_entry(codec.decode(raw), MessageId(p.ledger_id, p.entry_id,
+                                                           t.partition_index), str(t))
+
+
+def matches(m, filters) -> bool:
+    """Every (property, value) of filters equals the message's property."""
+    props = m.properties_ or {}
+    return all(props.get(k) == v for k, v in filters or ())
+
+
+def id_offsets(ctx, info, ids) -> list[int]:
+    """The offsets of message ids on this DLQ, sorted; an id that names no message of it is
+    MessageNotFound (nothing is done). Ids in ledgers already trimmed were handled: left out."""
+    from pulsarctl.broker import subscriptions as subs
+
+    return sorted(set(subs.offsets_of(ctx, info, ids)))
+
+
+def select(ctx, info, t, c, after: int, limit: int, filters=None, ids=None, cutoff=None):
+    """Up to limit waiting messages after offset `after` that pass the filters, the id list and
+    the publish-time cutoff. Returns (messages, last offset looked at, done). Publish times
+    never go down along a topic, so the cutoff ends the scan."""
+    if ids is not None:
+        cands = (o for o in id_offsets(ctx, info, ids)
+                 if o > after and info.contains(o)
+                 and not (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)))
+    else:
+        cands = unhandled(ctx, info, c, after + 1)
+    out, last = [], after
+    for o in cands:
+        if len(out) >= limit:
+            return out, last, False
+        m = read_message(ctx, info, t, o)
+        if cutoff is not None and m.publish_time >= cutoff:
+            return out, last, True
+        last = o
+        if matches(m, filters):
+            out.append(m)
+    return out, last, True
+
+
+def count(ctx, info, t, c, filters=None, ids=None, cutoff=None) -> int:
+    if not filters and ids is None and cutoff is None:
+        return backlog(info, c)
+    n, after = 0, -1
+    while True:
+        got, after, done = select(ctx, info, t, c, after, 10_000, filters, ids, cutoff)
+        n += len(got)
+        if done:
+            return n
+
+
+# -- dlq list ---------------------------------------------------------------------------------
+def _origins(ctx) -> tuple[dict, set]:
+    """The dead letter topic of every subscription with a dead letter or retry policy:
+    {dlq name: (origin topic, subscription)}, and the names of retry letter topics."""
+    from pulsarctl.broker import deadletter
+
+    dlqs, retries = {}, set()
+    for name, ml_id in list(ctx.ledgers.names(ctx.txn)):
+        for c in ctx.cursors.list(ctx.txn, ml_id):
+            policy = c.props.get("policy") or {}
+            if not (policy.get("maxRedeliverCount") or policy.get("deadLetterTopic")
+                    or policy.get("enableRetry")):
+                continue
+            try:
+                dl = str(parse_topic(deadletter.dlq_topic(name, c.name, policy)))
+                origin = str(parse_topic(name).partitioned_topic_name)
+            except UsageError:
+                continue
+            dlqs.setdefault(dl, (origin, c.name))
+            if policy.get("retryLetterTopic"):
+                retries.add(policy["retryLetterTopic"])
+    return dlqs, retries
+
+
+def _looks_dead(ctx, info, t) -> bool:
+    """The first and the last stored message both carry REAL_TOPIC naming another topic (a
+    message replayed to its origin names the topic it is on)."""
+    if info.entries <= 0:
+        return False
+    for o in {info.first_offset, info.last_offset}:
+        props = read_message(ctx, info, t, o).properties_ or {}
+        real = props.get(REAL_TOPIC)
+        if not real:
+            return False
+        try:
+            if _topic(real).partitioned_topic_name == t.partitioned_topic_name:
+                return False
+        except UsageError:
+            pass
+    return True
+
+
+def retention(ctx, t: TopicName) -> bool:
+    """A retention policy in force on the topic (neither its time nor its size is 0)."""
+    from pulsarctl.broker import policies
+
+    r = policies.effective(ctx, t, policies.RETENTION) or {}
+    return bool(r.get("retentionTimeInMinutes")) and bool(r.get("retentionSizeInMB"))
+
+
+def list_dlqs(ctx, namespace: str | None = None) -> list[dict]:
+    from pulsarctl.broker import tenants
+
+    if namespace:
+        tenants.get_namespace(ctx, namespace)
+        prefix = f"persistent://{namespace}/"
+    else:
+        prefix = ""
+    origins, retries = _origins(ctx)
+    out = []
+    for name, ml_id in list(ctx.ledgers.names(ctx.txn, prefix)):
+        if namespace and "/" in name[len(prefix):]:
+            continue
+        t = parse_topic(name)
+        info = ctx.ledgers.info(ctx.txn, ml_id)
+        cursors = ctx.cursors.list(ctx.txn, ml_id)
+        c = next((x for x in cursors if x.name == SUBSCRIPTION), None)
+        base = t.partitioned_topic_name.local_name
+        is_dlq = (base.endswith(DLQ_SUFFIX) or name in origins or c is not None
+                  or (not base.endswith(RETRY_SUFFIX) and name not in retries
+                      and _looks_dead(ctx, info, t)))
+        if is_dlq:
+            out.append(_record(ctx, t, info, c, cursors, origins.get(name)))
+    return out
+
+
+def _record(ctx, t, info, c, cursors, origin) -> dict:
+    waiting = backlog(info, c)
+    first = next(iter(unhandled(ctx, info, c)), None) if waiting else None
+    m = read_message(ctx, info, t, first) if first is not None else None
+    if origin is None:
+        sample = m
+        if sample is None and info.entries > 0:
+            sample = read_message(ctx, info, t, info.last_offset)
+        props = (sample.properties_ or {}) if sample is not None else {}
+        origin = (props.get(REAL_TOPIC), props.get(REAL_SUBSCRIPTION))
+    return {
+        "topic": str(t),
+        "originTopic": _full_name(origin[0]),
+        "originSubscription": origin[1],
+        "backlog": waiting,
+        "oldestPublishTime": iso_ms(m.publish_time) if m is not None else None,
+        "oldestAgeMs": max(0, ctx.now - m.publish_time) if m is not None else None,
+        "retained": bool(cursors),
+        "retention": retention(ctx, t),
+        "subscriptions": [x.name for x in cursors],
+    }
+
+
+def _full_name(name):
+    try:
+        return str(_topic(name)) if name else None
+    except UsageError:
+        return name
+
+
+# -- dlq stats --------------------------------------------------------------------------------
+def age_bucket(age_ms: int) -> str:
+    for name, limit in AGE_BUCKETS:
+        if age_ms < limit:
+            return name
+    return AGE_OLDEST
+
+
+def stats(ctx, t, info, c, by_property: str | None) -> dict:
+    by_topic: dict = {}
+    by_sub: dict = {}
+    by_prop: dict = {}
+    ages = {name: 0 for name, _ in AGE_BUCKETS}
+    ages[AGE_OLDEST] = 0
+    total, oldest, newest = 0, None, None
+    for o in unhandled(ctx, info, c):
+        m = read_message(ctx, info, t, o)
+        props = m.properties_ or {}
+        total += 1
+        oldest = m.publish_time if oldest is None else oldest
+        newest = m.publish_time
+        for counts, key in ((by_topic, REAL_TOPIC), (by_sub, REAL_SUBSCRIPTION),
+                            (by_prop, by_property)):
+            if key is not None:
+                v = props.get(key, NO_VALUE)
+                counts[v] = counts.get(v, 0) + 1
+        ages[age_bucket(max(0, ctx.now - m.publish_time))] += 1
+    doc = {
+        "topic": str(t), "total": total,
+        "oldestPublishTime": iso_ms(oldest), "newestPublishTime": iso_ms(newest),
+        "byRealTopic": _sorted(by_topic), "byRealSubscription": _sorted(by_sub),
+        "byAge": ages,
+    }
+    if by_property is not None:
+        doc["byProperty"] = {"name": by_property, "counts": _sorted(by_prop)}
+    return doc
+
+
+def _sorted(counts: dict) -> dict:
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# -- dlq replay -------------------------------------------------------------------------------
+def replay_count(m) -> int:
+    try:
+        return max(0, int((m.properties_ or {}).get(REPLAY_COUNT, "0")))
+    except ValueError:
+        return 0
+
+
+def _retry_topic(ctx, origin: TopicName, subscription: str) -> TopicName:
+    """The retry letter topic of a subscription of the origin (it must exist, retry enabled)."""
+    from pulsarctl.broker import partitions, subscriptions as subs
+
+    for p in partitions.expand(ctx, origin):
+        info = topics.lookup(ctx, p)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is None:
+            continue
+        policy = c.props.get("policy") or {}
+        if not policy.get("enableRetry") or not policy.get("retryLetterTopic"):
+            raise Conflict(f"retry is not enabled on subscription '{subscription}' of {origin}: "
+                           f"nothing reads its retry letter topic",
+                           hint="consume with --enable-retry first, or replay without "
+                                "--subscription")
+        return _topic(policy["retryLetterTopic"])
+    raise SubscriptionNotFound(f"subscription '{subscription}' not found on {origin}",
+                               hint=f"list them with `pulsarctl topics subscriptions {origin}`")
+
+
+class _Routes:
+    """Where each replayed message goes: the topic, or for a partitioned topic the partition
+    its ORIGIN_MESSAGE_ID names (replaying to the origin), else by key hash or round robin."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.routers: dict = {}
+
+    def partition(self, target: TopicName, m, to_origin: bool) -> TopicName:
+        from pulsarctl.broker import partitions
+
+        if target.is_partition:
+            return target
+        n = partitions.get(self.ctx, target)
+        if not n:
+            return target
+        if to_origin:
+            from pulsarctl.errors import InvalidMessageId
+            from pulsarctl.messages import parse_message_id
+
+            try:
+                i = parse_message_id((m.properties_ or {}).get(ORIGIN_MESSAGE_ID, "")).partition
+            except InvalidMessageId:
+                i = -1
+            if 0 <= i < n:
+                return target.partition(i)
+        router = self.routers.get(str(target))
+        if router is None:
+            from pulsarctl.broker.hashing import PartitionRouter
+
+            router = self.routers[str(target)] = PartitionRouter(n)
+        return target.partition(router.choose(m.key, self.ctx.now))
+
+
+def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPLAYS,
+           dry_run=False) -> list[dict]:
+    """Republish the dead letters with these ids and ack them on pulsarctl-dlq, all in this
+    transaction (with dry_run: only say what would happen). Ids already handled are left out.
+    Returns one result per message: action replayed|skipped|failed (would-replay and
+    would-skip on a dry run), target, newMessageId, replayCount, reason."""
+    from pulsarctl.broker import producers, subscriptions as subs
+
+    info, c = open_dlq(ctx, t)
+    if not dry_run:
+        c = ensure_subscription(ctx, info)
+    offsets = id_offsets(ctx, info, ids)
+    to_t = _topic(to) if to else None
+    routes = _Routes(ctx)
+    retry_topics: dict = {}
+    results, acks = [], []
+    for o in offsets:
+        if c is not None and ctx.cursors.is_acked(ctx.txn, c, o):
+            continue
+        m = read_message(ctx, info, t, o)
+        props = dict(m.properties_ or {})
+        rc = replay_count(m)
+        r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
+             "replayCount": rc, "reason": None}
+        results.append(r)
+        if rc >= max_replays:
+            r["action"] = "would-skip" if dry_run else "skipped"
+            r["reason"] = f"{REPLAY_COUNT} {rc} reached --max-replays {max_replays}"
+            continue
+        origin = to_t
+        if origin is None:
+            real = props.get(REAL_TOPIC)
+            try:
+                origin = _topic(real) if real else None
+            except UsageError:
+                origin = None
+            if origin is None:
+                r["action"] = "failed"
+                r["reason"] = (f"invalid {REAL_TOPIC} {real!r}" if real else
+                               f"no {REAL_TOPIC} property") + "; replay it with --to TOPIC"
+                continue
+        if subscription is not None:
+            key = str(origin)
+            if key not in retry_topics:
+                retry_topics[key] = _retry_topic(ctx, origin, subscription)
+            target = retry_topics[key]
+            from pulsarctl.broker import retry
+
+            props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
+            props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
+            # A fresh retry budget: the next reconsume-later counts from 1 again.
+            props[retry.RECONSUMETIMES] = "0"
+            props[retry.DELAY_TIME] = "0"
+        else:
+            target = routes.partition(origin, m, to_t is None)
+        props[REPLAY_COUNT] = str(rc + 1)
+        r["target"], r["replayCount"] = str(target), rc + 1
+        if target.partitioned_topic_name == t.partitioned_topic_name:
+            r["action"] = "failed"
+            r["reason"] = "its target is the dead letter topic itself; replay it with --to TOPIC"
+            continue
+        if dry_run:
+            r["action"] = "would-replay"
+            continue
+        _name, new_ids = producers.publish(
+            ctx, target, [OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)],
+            REPLAY_PRODUCER, target.partition_index)
+        r["action"], r["newMessageId"] = "replayed", str(new_ids[0])
+        acks.append(o)
+    if acks:
+        subs.ack(ctx, info, c, acks)
+    return results
+
+
+# -- the Broker's methods -------------------------------------------------------------------------
+class DlqAdmin:
+    """Mixed into Broker: each method is one transaction (self.write / self.read)."""
+
+    def dlq_list(self, namespace: str | None = None) -> list[dict]:
+        """Every dead letter topic (of a namespace), with what waits in it."""
+        if namespace:
+            from pulsarctl.names import parse_namespace
+
+            parse_namespace(namespace)
+        return self.read(list_dlqs, namespace)
+
+    def dlq_stats(self, topic, by_property: str | None = None) -> dict:
+        t = _topic(topic)
+        return self.read(lambda ctx: stats(ctx, t, *open_dlq(ctx, t), by_property))
+
+    def dlq_peek(self, topic, n: int = 10, filters=None) -> list:
+        """The first n waiting dead letters (n=0: all) that pass the filters; changes nothing."""
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = open_dlq(ctx, t)
+            return select(ctx, info, t, c, -1, n or info.entries + 1, filters)[0]
+        return self.read(run)
+
+    def dlq_count(self, topic, filters=None, ids=None, older_than_ms: int | None = None) -> int:
+        """How many waiting dead letters pass the filters, the ids and the age limit."""
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = open_dlq(ctx, t)
+            cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
+            return count(ctx, info, t, c, filters, ids, cutoff)
+        return self.read(run)
+
+    def dlq_subscribe(self, topic) -> bool:
+        """Create pulsarctl-dlq at Earliest if it is missing. Returns whether it was created."""
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = open_dlq(ctx, t)
+            if c is None:
+                ensure_subscription(ctx, info)
+            return c is None
+        return self.write(run)
+
+    def dlq_fetch(self, topic, after: int = -1, limit: int = 100, filters=None, ids=None,
+                  older_than_ms: int | None = None) -> dict:
+        """The next waiting dead letters after the scan position `after` (-1: from the start):
+        {"messages", "after" (pass it to the next call), "done"}. Reads only."""
+        t = _topic(topic)
+
+        def run(ctx):
+            info, c = open_dlq(ctx, t)
+            cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
+            msgs, last, done = select(ctx, info, t, c, after, limit, filters, ids, cutoff)
+            return {"messages": msgs, "after": last, "done": done}
+        return self.read(run)
+
+    def dlq_ack(self, topic, ids) -> int:
+        """Acknowledge dead letters on pulsarctl-dlq (they are handled). Returns how many."""
+        t = _topic(topic)
+        ids = list(ids)
+
+        def run(ctx):
+            from pulsarctl.broker import subscriptions as subs
+
+            info, _c = open_dlq(ctx, t)
+            c = ensure_subscription(ctx, info)
+            offsets = id_offsets(ctx, info, ids)
+            return subs.ack(ctx, info, c, offsets)[0] if offsets else 0
+        return self.write(run)
+
+    def dlq_replay(self, topic, ids, *, to=None, subscription: str | None = None,
+                   max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False) -> list[dict]:
+        """Replay these dead letters: republish and ack in one write transaction (a read one
+        for dry_run). to=None replays each to its REAL_TOPIC; subscription replays through that
+        subscription's retry letter topic."""
+        t = _topic(topic)
+        ids = list(ids)
+        if max_replays < 0:
+            raise InvalidValue(f"--max-replays must be zero or more, not {max_replays}")
+        if to is not None and _topic(to).partitioned_topic_name == t.partitioned_topic_name:
+            raise InvalidValue(f"cannot replay {t} into itself", hint="give another --to TOPIC")
+        if subscription is not None:
+            from pulsarctl.names import check_subscription
+
+            check_subscription(subscription)
+        run = (self.read if dry_run else self.write)
+        return run(replay, t, ids, to, subscription, max_replays, dry_run)
+
+    def dlq_lock(self, topic, wait: bool = True):
+        """A context manager holding the DLQ's exclusive lock (LockBusy when wait=False and
+        another command holds it)."""
+        return locked(self.path, topic, wait)
+

@@ -1,0 +1,608 @@
+"""pulsarctl dlq list|stats|peek|drain|replay|purge: dead letter topics (the semantics are in
+pulsarctl/broker/dlq.py).
+
+Drain, replay and purge hold the DLQ's lock for the whole command and work batch by batch: a
+batch is fetched (read), then handled and acknowledged on `pulsarctl-dlq` in one write
+transaction. Drain writes and fsyncs a batch before acking it (at-least-once); replay publishes
+and acks in the same transaction (exactly once).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+
+from pulsarctl import clock as clocks
+from pulsarctl.cli import render
+from pulsarctl.cli.app import app
+from pulsarctl.cli.common import Output, fmt, positive, state
+from pulsarctl.errors import InvalidValue, NothingToDo, PulsarctlError, UsageError
+
+dlq = typer.Typer(help="Dead letter topics: list, inspect, drain, replay and purge them, through "
+                  "each DLQ's own subscription pulsarctl-dlq.", no_args_is_help=True)
+app.add_typer(dlq, name="dlq")
+
+Dlq = Annotated[str, typer.Argument(
+    metavar="DLQ", help="The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.",
+    show_default=False)]
+FailIfEmpty = Annotated[bool, typer.Option(
+    "--fail-if-empty", help="Exit 6 when there is nothing to do.")]
+NoWait = Annotated[bool, typer.Option(
+    "--no-wait", help="Exit 5 at once when another dlq command holds this DLQ's lock (default: "
+    "wait for it).")]
+Yes = Annotated[bool, typer.Option(
+    "-y", "--yes", help="Do not ask for confirmation (asked only when stdin is a terminal).")]
+Rate = Annotated[Optional[float], typer.Option(
+    "--rate", help="At most R messages per second (real time, also on a simulated clock).",
+    metavar="R", show_default=False)]
+Max = Annotated[int, typer.Option(
+    "--max", help="Handle at most N dead letters (0: all).", metavar="N")]
+Filters = Annotated[Optional[List[str]], typer.Option(
+    "--filter", help="Only dead letters whose property K equals V (repeatable: all must match).",
+    metavar="K=V", show_default=False)]
+Batch = Annotated[int, typer.Option(
+    "--batch", help="Dead letters per transaction.", metavar="N")]
+
+FILTER_HINT = "write filters as property=value, e.g. --filter REAL_SUBSCRIPTION=billing"
+
+
+# -- small helpers ----------------------------------------------------------------------------
+def _plural(n: int, word: str = "dead letter") -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _filters(values) -> list[tuple[str, str]]:
+    from pulsarctl.units import parse_property
+
+    out = []
+    for v in values or ():
+        try:
+            out.append(parse_property(v))
+        except InvalidValue:
+            raise InvalidValue(f"invalid --filter {v!r}", hint=FILTER_HINT) from None
+    return out
+
+
+def _age(ms) -> str:
+    if ms is None:
+        return ""
+    s = ms // 1000
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"
+
+
+def _interactive() -> bool:
+    """stdin is a terminal: a person may be asked."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _confirm(question: str, yes: bool) -> None:
+    """Destructive commands ask when stdin is a terminal, unless -y."""
+    if yes or not _interactive():
+        return
+    render.err(f"{question} [y/N]")
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        raise PulsarctlError("cancelled; nothing was changed",
+                             hint="answer y to go ahead, or pass -y/--yes")
+
+
+class _Pace:
+    """--rate R: batches of at most R messages, each started no earlier than its share of real
+    time allows."""
+
+    def __init__(self, rate: float | None):
+        if rate is not None and not rate > 0:
+            raise InvalidValue(f"--rate must be positive, not {rate}",
+                               hint="give messages per second, e.g. --rate 50 or --rate 0.5")
+        self.rate = rate
+        self.start = None
+        self.done = 0
+
+    def size(self, batch: int) -> int:
+        return batch if not self.rate else max(1, min(batch, int(self.rate)))
+
+    def wait(self) -> None:
+        if not self.rate:
+            return
+        if self.start is None:
+            self.start = clocks.monotonic()
+            return
+        delay = self.start + self.done / self.rate - clocks.monotonic()
+        if delay > 0:
+            clocks.sleep(delay)
+
+    def add(self, n: int) -> None:
+        self.done += n
+
+
+class _Guard:
+    """Ctrl-C never falls between writing a batch and acking it (consume's print-then-ack
+    guard): a SIGINT inside is raised right after."""
+
+    def __init__(self):
+        from pulsarctl.cli.consume_run import _PrintThenAck
+
+        self.g = _PrintThenAck()
+
+    def __enter__(self):
+        return self.g.__enter__()
+
+    def __exit__(self, *exc):
+        return self.g.__exit__(*exc)
+
+    def restore(self):
+        self.g.restore()
+
+
+def _drive(broker, topic, sel: dict, max_n: int, pace: _Pace, batch: int, bar: "render.Progress",
+           handle) -> None:
+    """Fetch waiting dead letters batch by batch; handle(messages, guard) handles one batch
+    (guarding what must not be split by Ctrl-C) and returns how many count against --max.
+    Stops at the end of the DLQ or at --max."""
+    guard = _Guard()
+    after, counted = -1, 0
+    try:
+        while not max_n or counted < max_n:
+            want = pace.size(batch)
+            if max_n:
+                want = min(want, max_n - counted)
+            got = broker.dlq_fetch(topic, after, want, **sel)
+            msgs = got["messages"]
+            if msgs:
+                pace.wait()
+                counted += handle(msgs, guard)
+                pace.add(len(msgs))
+                bar.advance(len(msgs))
+            after = got["after"]
+            if got["done"]:
+                break
+    finally:
+        guard.restore()
+        bar.close()
+
+
+def _finish(summary: str, empty: bool, fail_if_empty: bool, topic: str) -> None:
+    if empty and fail_if_empty:
+        raise NothingToDo(f"nothing to do on {topic} ({summary})",
+                          hint="no dead letter waits there that matches; try again later")
+    render.err(render.safe(summary))
+
+
+def _name(topic: str) -> str:
+    from pulsarctl.names import parse_topic
+
+    return str(parse_topic(topic))
+
+
+def _total(broker, topic, want: bool, **sel) -> int | None:
+    return broker.dlq_count(topic, **sel) if want else None
+
+
+def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, question) -> tuple:
+    """What drain, replay and purge check before taking the lock: the numbers, that the DLQ
+    exists, and (stdin a terminal, no -y) the person's yes. Returns (full name, broker)."""
+    positive(max_n, "--max")
+    positive(batch, "--batch", allow_zero=False)
+    name = _name(topic)
+    b = state(ctx).broker()
+    n = b.dlq_count(topic)  # the DLQ must exist (exit 3), before any lock file is made
+    if question is not None and n and not yes and _interactive():
+        n = b.dlq_count(topic, **sel)
+        if n:
+            _confirm(question(min(n, max_n) if max_n else n, name), yes)
+    return name, b
+
+
+# -- list, stats, peek: read only -----------------------------------------------------------
+@dlq.command("list", help="List dead letter topics (all namespaces, or one) with what waits in "
+                          "each; warns about a DLQ that nothing retains.")
+def list_(
+    ctx: typer.Context,
+    namespace: Annotated[Optional[str], typer.Argument(
+        metavar="[NS]", help="A namespace, tenant/ns (default: all).", show_default=False)] = None,
+    fail_if_empty: FailIfEmpty = False,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    rows = state(ctx).broker().dlq_list(namespace)
+    for r in rows:
+        if not r["retained"] and not r["retention"]:
+            render.err(render.safe(
+                f"warning: {r['topic']} has no subscription and no retention: in Pulsar its dead "
+                f"letters can be deleted; keep them with `pulsarctl topics create-subscription "
+                f"{r['topic']} -s pulsarctl-dlq -m earliest`"))
+    if out == render.TEXT:
+        if rows:
+            render.table(["topic", "origin", "subscription", "backlog", "oldest", "retained"],
+                         [[r["topic"], r["originTopic"], r["originSubscription"], r["backlog"],
+                           _age(r["oldestAgeMs"]), "yes" if r["retained"] else "no"]
+                          for r in rows])
+    else:
+        render.data(rows, out)
+    waiting = sum(r["backlog"] for r in rows)
+    _finish(f"{_plural(len(rows), 'dead letter topic')}, {_plural(waiting)} waiting",
+            not rows, fail_if_empty, namespace or "any namespace")
+
+
+@dlq.command(help="Count the waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, age "
+                  "(<1m, <1h, <1d, <7d, >=7d since they were dead-lettered) and a property.")
+def stats(
+    ctx: typer.Context, topic: Dlq,
+    by_property: Annotated[Optional[str], typer.Option(
+        "--by-property", help="Also count by this property.", metavar="NAME",
+        show_default=False)] = None,
+    fail_if_empty: FailIfEmpty = False,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    d = state(ctx).broker().dlq_stats(topic, by_property)
+    if out == render.TEXT:
+        groups = [("REAL_TOPIC", d["byRealTopic"]), ("REAL_SUBSCRIPTION", d["byRealSubscription"])]
+        if by_property is not None:
+            groups.append((by_property, d["byProperty"]["counts"]))
+        groups.append(("age", d["byAge"]))
+        render.table(["by", "value", "count"],
+                     [[by, value, n] for by, counts in groups for value, n in counts.items()],
+                     title=f"{d['topic']}: {_plural(d['total'])} waiting")
+    else:
+        render.data(d, out)
+    _finish(f"{_plural(d['total'])} waiting in {d['topic']}", d["total"] == 0, fail_if_empty,
+            d["topic"])
+
+
+@dlq.command(help="Show waiting dead letters (message records with their properties); creates "
+                  "no subscription and moves no cursor.")
+def peek(
+    ctx: typer.Context, topic: Dlq,
+    num: Annotated[int, typer.Option("-n", "--num-messages", help="How many (0: all).")] = 10,
+    filters: Filters = None,
+    fail_if_empty: FailIfEmpty = False,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    positive(num, "-n/--num-messages")
+    sel = _filters(filters)
+    b = state(ctx).broker()
+    msgs = b.dlq_peek(topic, num, sel)
+    if out == render.JSON:
+        render.json_doc([m.record() for m in msgs])
+    else:
+        for m in msgs:
+            render.message(m, out, with_id=True, metadata=True)
+    total = b.dlq_count(topic, sel) if msgs else 0
+    _finish(f"showed {len(msgs)} of {_plural(total)} waiting", not msgs, fail_if_empty,
+            _name(topic))
+
+
+# -- drain ------------------------------------------------------------------------------------
+def _cut_torn_tail(f) -> None:
+    """A drain killed while writing leaves a last line without its newline; that message was
+    not acked, so the line is cut (only if it is one of ours: a message record)."""
+    end = f.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    f.seek(end - 1)
+    if f.read(1) == b"\n":
+        return
+    pos, start = end, 0
+    while pos > 0:
+        step = min(65_536, pos)
+        pos -= step
+        f.seek(pos)
+        i = f.read(step).rfind(b"\n")
+        if i >= 0:
+            start = pos + i + 1
+            break
+    f.seek(start)
+    if f.read(14) == b'{"messageId":"':
+        f.truncate(start)
+    else:
+        f.write(b"\n")  # someone else's last line: keep it, start ours on a line of its own
+    f.flush()
+    _fsync(f.fileno())
+
+
+def _fsync(fd: int) -> None:
+    """fsync, where there is something to sync: a pipe, a terminal or /dev/null has not."""
+    import errno
+
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
+
+
+class _Sink:
+    """Where drain writes: a file (appended to, fsynced per batch) or stdout (-)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.f = None
+        if path == "-":
+            return
+        created = not os.path.exists(path)
+        try:
+            self.f = open(path, "a+b")
+        except OSError as exc:
+            raise PulsarctlError(f"cannot write to {path}: {exc.strerror}",
+                                 hint="give a writable file with --out FILE, or --out - for "
+                                      "stdout") from None
+        import stat
+
+        if not stat.S_ISREG(os.fstat(self.f.fileno()).st_mode):
+            return  # a device or a pipe: appends only
+        _cut_torn_tail(self.f)
+        if created:
+            d = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+            try:
+                os.fsync(d)
+            finally:
+                os.close(d)
+
+    def write(self, msgs) -> None:
+        """Write the records and make them durable before the caller acks them."""
+        import json
+
+        if self.f is None:
+            for m in msgs:
+                render.message(m, render.NDJSON)
+            render.flush()
+            try:
+                _fsync(sys.stdout.fileno())
+            except ValueError:
+                pass  # not a real file (a test's capture)
+            return
+        data = "".join(json.dumps(m.record(), ensure_ascii=False, separators=(",", ":"),
+                                  default=str) + "\n" for m in msgs)
+        self.f.write(data.encode("utf-8"))
+        self.f.flush()
+        _fsync(self.f.fileno())
+
+    def close(self) -> None:
+        if self.f is not None:
+            self.f.close()
+
+
+@dlq.command(help="Write each waiting dead letter as an NDJSON message record (as consume -o "
+                  "ndjson prints it) and ack it once written and fsynced; or hand each to "
+                  "--exec CMD (exit 0 acks, anything else leaves it).")
+def drain(
+    ctx: typer.Context, topic: Dlq,
+    out_path: Annotated[str, typer.Option(
+        "--out", help="File to append the records to, or - for stdout.", metavar="FILE")] = "-",
+    exec_cmd: Annotated[Optional[str], typer.Option(
+        "--exec", help="Run CMD per dead letter instead (payload on stdin, metadata in PULSAR_* "
+        "variables, as consume --exec): exit 0 acks, anything else leaves it (failed).",
+        metavar="CMD", show_default=False)] = None,
+    max_n: Max = 0,
+    filters: Filters = None,
+    rate: Rate = None,
+    batch: Batch = 100,
+    fail_if_empty: FailIfEmpty = False,
+    no_wait: NoWait = False,
+    yes: Yes = False,
+    output: Output = None,
+):
+    from pulsarctl.broker.dlq import SUBSCRIPTION
+
+    out = fmt(ctx, output)
+    sel = {"filters": _filters(filters)}
+    pace = _Pace(rate)
+    where = f"to `{exec_cmd}`" if exec_cmd else ("to stdout" if out_path == "-" else f"to {out_path}")
+    name, b = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
+        f"drain {_plural(n)} of {name} {where} (they leave the DLQ)?"))
+    counts = {"drained": 0, "failed": 0}
+    with b.dlq_lock(topic, wait=not no_wait):
+        b.dlq_subscribe(topic)
+        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "draining")
+        sink = None if exec_cmd else _Sink(out_path)
+
+        def handle(msgs, guard):
+            for m in msgs:
+                m.subscription = m.consumer_name = SUBSCRIPTION
+            if exec_cmd is None:
+                with guard:
+                    sink.write(msgs)
+                    counts["drained"] += b.dlq_ack(topic, [m.id for m in msgs])
+                return len(msgs)
+            from pulsarctl.cli.consume_run import run_exec
+
+            for m in msgs:
+                with guard:
+                    if run_exec(exec_cmd, m) == 0:
+                        counts["drained"] += b.dlq_ack(topic, [m.id])
+                    else:
+                        counts["failed"] += 1
+            return len(msgs)
+        try:
+            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+        finally:
+            if sink is not None:
+                sink.close()
+    summary = f"drained {counts['drained']}, failed {counts['failed']}"
+    if out != render.TEXT and (exec_cmd or out_path != "-"):
+        render.data({"topic": name, **counts, "out": None if exec_cmd else out_path}, out)
+    _finish(summary, not any(counts.values()), fail_if_empty, name)
+
+
+# -- replay -----------------------------------------------------------------------------------
+def _read_ids(source: str) -> list:
+    """Message ids, one a line, or message records (a messageId key), from stdin (-) or FILE."""
+    import json
+
+    from pulsarctl.messages import parse_message_id
+
+    def parse(lines):
+        ids = []
+        for n, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    text = json.loads(line)["messageId"]
+                except (ValueError, KeyError, TypeError):
+                    raise InvalidValue(f"--ids line {n}: not a message record with a "
+                                       f"messageId") from None
+                ids.append(parse_message_id(str(text)))
+            else:
+                ids.append(parse_message_id(line))
+        return ids
+
+    if source == "-":
+        return parse(sys.stdin)
+    try:
+        with open(source, encoding="utf-8") as f:
+            return parse(f)
+    except OSError as exc:
+        raise UsageError(f"cannot read --ids {source}: {exc.strerror}",
+                         hint="give - for stdin or a file of message ids") from None
+
+
+def _replay_line(r: dict) -> str:
+    mid, action = r["messageId"], r["action"]
+    if action in ("replayed", "would-replay"):
+        verb = "replayed" if action == "replayed" else "would replay"
+        new = f" as {r['newMessageId']}" if r["newMessageId"] else ""
+        return f"{verb} {mid} -> {r['target']}{new} ({r['replayCount']} replay(s))"
+    verb = {"skipped": "skipped", "would-skip": "would skip", "failed": "failed"}[action]
+    return f"{verb} {mid}: {r['reason']}"
+
+
+@dlq.command(help="Republish waiting dead letters to their REAL_TOPIC (or --to TOPIC) with "
+                  "payload, key, ordering key, event time and properties, adding REPLAY_COUNT; "
+                  "publish and ack are one transaction per batch.")
+def replay(
+    ctx: typer.Context, topic: Dlq,
+    to_origin: Annotated[bool, typer.Option(
+        "--to-origin", help="Replay each to its REAL_TOPIC (the default).")] = False,
+    to: Annotated[Optional[str], typer.Option(
+        "--to", help="Replay to this topic instead.", metavar="TOPIC", show_default=False)] = None,
+    subscription: Annotated[Optional[str], typer.Option(
+        "--subscription", help="Replay to this subscription only, through its retry letter topic "
+        "(it must consume with --enable-retry).", metavar="SUB", show_default=False)] = None,
+    filters: Filters = None,
+    ids: Annotated[Optional[str], typer.Option(
+        "--ids", help="Replay only these message ids (or message records), one a line: - reads "
+        "stdin, else a file.", metavar="-|FILE", show_default=False)] = None,
+    max_n: Max = 0,
+    max_replays: Annotated[int, typer.Option(
+        "--max-replays", help="Refuse (skip, leave in the DLQ) dead letters replayed this often "
+        "already (their REPLAY_COUNT).", metavar="N")] = 3,
+    rate: Rate = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Change nothing; print what would be replayed.")] = False,
+    batch: Batch = 100,
+    fail_if_empty: FailIfEmpty = False,
+    no_wait: NoWait = False,
+    yes: Yes = False,
+    output: Output = None,
+):
+    out = fmt(ctx, output)
+    if to_origin and to:
+        raise UsageError("give --to-origin or --to TOPIC, not both")
+    positive(max_replays, "--max-replays")
+    sel = {"filters": _filters(filters)}
+    if ids is not None:
+        sel["ids"] = _read_ids(ids)
+    pace = _Pace(rate)
+    target = to or "their REAL_TOPIC"
+    if subscription:
+        target += f" (subscription {subscription}, through its retry letter topic)"
+    name, b = _start(ctx, topic, max_n, batch, sel, yes, None if dry_run else lambda n, name: (
+        f"replay up to {_plural(n)} of {name} to {target}?"))
+    counts = {"replayed": 0, "skipped": 0, "failed": 0}
+    collected = []
+
+    def handle(msgs, guard):
+        with guard:
+            results = b.dlq_replay(topic, [m.id for m in msgs], to=to, subscription=subscription,
+                                   max_replays=max_replays, dry_run=dry_run)
+            _show(results)
+        n = 0
+        for r in results:
+            key = {"would-replay": "replayed", "would-skip": "skipped"}.get(r["action"],
+                                                                           r["action"])
+            counts[key] += 1
+            n += key != "skipped"
+        return n
+
+    def _show(results):
+        if out == render.NDJSON:
+            render.ndjson_rows(results)
+            render.flush()
+        elif out == render.JSON:
+            collected.extend(results)
+        else:
+            for r in results:
+                render.outln(render.safe(_replay_line(r)))
+            render.flush()
+
+    if dry_run:
+        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "dry run")
+        _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+    else:
+        with b.dlq_lock(topic, wait=not no_wait):
+            b.dlq_subscribe(topic)
+            bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "replaying")
+            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+    if out == render.JSON:
+        render.json_doc({"topic": name, **counts, "dryRun": dry_run, "messages": collected})
+    if dry_run:
+        summary = (f"would replay {counts['replayed']}, would skip {counts['skipped']}, failed "
+                   f"{counts['failed']} (dry run: nothing changed)")
+    else:
+        summary = (f"replayed {counts['replayed']}, skipped {counts['skipped']}, failed "
+                   f"{counts['failed']}")
+    _finish(summary, not (counts["replayed"] or counts["failed"]), fail_if_empty, name)
+
+
+# -- purge ------------------------------------------------------------------------------------
+@dlq.command(help="Remove (ack) waiting dead letters, or only those dead-lettered longer ago "
+                  "than --older-than.")
+def purge(
+    ctx: typer.Context, topic: Dlq,
+    older_than: Annotated[Optional[str], typer.Option(
+        "--older-than", help="Only those published to the DLQ longer ago than this (10m, 2h, 7d; "
+        "store time).", metavar="DUR", show_default=False)] = None,
+    filters: Filters = None,
+    max_n: Max = 0,
+    rate: Rate = None,
+    batch: Batch = 1000,
+    fail_if_empty: FailIfEmpty = False,
+    no_wait: NoWait = False,
+    yes: Yes = False,
+    output: Output = None,
+):
+    from pulsarctl.units import parse_duration_ms
+
+    out = fmt(ctx, output)
+    sel = {"filters": _filters(filters)}
+    if older_than is not None:
+        sel["older_than_ms"] = parse_duration_ms(older_than, "--older-than")
+    pace = _Pace(rate)
+    name, b = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
+        f"purge {_plural(n)} of {name}? They are gone for good."))
+    counts = {"purged": 0}
+
+    def handle(msgs, guard):
+        with guard:
+            counts["purged"] += b.dlq_ack(topic, [m.id for m in msgs])
+        return len(msgs)
+
+    with b.dlq_lock(topic, wait=not no_wait):
+        b.dlq_subscribe(topic)
+        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "purging")
+        _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+    if out != render.TEXT:
+        render.data({"topic": name, **counts, "olderThanMs": sel.get("older_than_ms")}, out)
+    _finish(f"purged {counts['purged']}", not counts["purged"], fail_if_empty, name)
