@@ -80,6 +80,12 @@ def check(field: str, value):
     if field == RETENTION:
         t = _whole(value.get("retentionTimeInMinutes"), "the retention time (-1 = forever)", -1)
         s = _whole(value.get("retentionSizeInMB"), "the retention size (-1 = no limit)", -1)
+        if (t == 0) != (s == 0):
+            # As Pulsar's validateRetentionPolicies: either limit deletes, so a 0 next to a
+            # real limit would delete everything at once and make the other limit pointless.
+            raise InvalidValue(f"a retention of {t} min and {s} MB sets one limit to 0: give "
+                               "both as 0, or -1 for the limit you do not want (sizes are "
+                               "whole MB)")
         return {"retentionTimeInMinutes": t, "retentionSizeInMB": s}
     if field == DELAYED:
         return {"tickTime": _whole(value.get("tickTime"), "the delayed delivery tick in ms", 1),
@@ -185,10 +191,11 @@ def remove_topic(ctx, topic: TopicName, field: str, part: str | None = None) -> 
 
 
 def get_topic(ctx, topic: TopicName, field: str, applied: bool = False):
-    """The topic's own value, or with applied the one in force (topic, namespace, broker)."""
+    """The topic's own value, or with applied the one in force (topic, namespace, broker).
+    Either way the topic must exist (TopicNotFound, exit 3), as pulsar-admin answers 404."""
+    _key, pol = _topic_record(ctx, topic, True)
     if applied:
         return effective(ctx, topic, field)
-    _key, pol = _topic_record(ctx, topic, True)
     return pol.get(field)
 
 

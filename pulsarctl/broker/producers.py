@@ -62,6 +62,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         add(_encode(build_entry(now, producer_name, s, m)))
     ctx.put(seq, "producer", info.ml_id, producer_name)
     ids = []
+    # A long-running process (the daemon, a producer) follows a rollover setting changed since
+    # it opened the store.
+    ctx.ledgers.rollover_entries = ctx.setting("managedLedgerMaxEntriesPerLedger")
     if entries:
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])

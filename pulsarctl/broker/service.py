@@ -640,8 +640,10 @@ class Broker(CursorAdmin, DlqAdmin):
             expired = trimmed = 0
             for _name, ml_id in list(self.ledgers.names(ctx.txn)):
                 info = self.ledgers.info(ctx.txn, ml_id)
-                expired += expiry.apply(ctx, info)
-                trimmed += retention.trim(ctx, info)
+                before = len(info.ledgers)
+                expired += expiry.apply(ctx, info)  # may trim, too, as any ack does
+                retention.trim(ctx, info)
+                trimmed += before - len(info.ledgers)
             return {"expired": expired, "trimmedLedgers": trimmed}
         return self.write(run)
 
@@ -839,6 +841,8 @@ class Broker(CursorAdmin, DlqAdmin):
     def update_setting(self, name: str, value: str):
         v = coerce_setting(name, value)
         self.write(lambda ctx: ctx.put(v, "setting", name))
+        if name == "managedLedgerMaxEntriesPerLedger":
+            self.ledgers.rollover_entries = v  # other processes: see producers.publish
         return v
 
     def clock_state(self) -> dict:

@@ -1,7 +1,7 @@
 """topics stats / stats-internal / subscriptions, with pulsar-admin's JSON key names."""
 from __future__ import annotations
 
-from pulsarctl.broker import consumers, delayed, subscriptions as subs
+from pulsarctl.broker import backlog_quota, consumers, delayed, policies, subscriptions as subs
 from pulsarctl.messages import iso_ms
 
 
@@ -53,7 +53,7 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         "bytesOutCounter": p.get("outBytes", 0), "msgOutCounter": p.get("out", 0),
         "msgRateRedeliver": 0.0,
         "msgBacklog": c.backlog(info.next_offset),
-        "backlogSize": 0,
+        "backlogSize": backlog_quota.backlog_bytes(info, c.mark_delete + 1),
         "unackedMessages": sum(pend.values()),
         "type": p.get("type", subs.EXCLUSIVE),
         "msgRateExpired": 0.0,
@@ -82,14 +82,19 @@ def topic_stats(ctx, info) -> dict:
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs_out.values()),
         "averageMsgSize": avg,
         "storageSize": info.total_size,
-        "backlogSize": info.total_size,
+        # The slowest subscription's estimated backlog, as the managed ledger reports it.
+        "backlogSize": max((s["backlogSize"] for s in subs_out.values()), default=0),
         "earliestMsgPublishTimeInBacklogs": 0,
         "publishers": [],
         "waitingPublishers": 0,
         "subscriptions": subs_out,
         "replication": {},
-        "deduplicationStatus": "Disabled",
+        "deduplicationStatus": _dedup_status(ctx, info.name),
     }
+
+
+def _dedup_status(ctx, topic: str) -> str:
+    return "Enabled" if policies.effective(ctx, topic, policies.DEDUP) else "Disabled"
 
 
 def _ranges_text(info, ranges) -> str:
@@ -155,7 +160,7 @@ def aggregate(parts: list[dict]) -> dict:
     out["earliestMsgPublishTimeInBacklogs"] = 0
     out["publishers"] = []
     out["replication"] = {}
-    out["deduplicationStatus"] = "Disabled"
+    out["deduplicationStatus"] = parts[0]["deduplicationStatus"] if parts else "Disabled"
     subs_out: dict = {}
     for p in parts:
         for name, s in p["subscriptions"].items():

@@ -29,7 +29,13 @@ QuotaType = Annotated[str, typer.Option("-t", "--type",
 
 
 def _seconds(text: str, what: str) -> int:
-    return parse_duration_ms(text, what) // 1000
+    """A policy kept in whole seconds (as Pulsar's): 1500ms is refused rather than cut to 1 s
+    (and 500ms to 0, which would switch a TTL off)."""
+    ms = parse_duration_ms(text, what)
+    if ms % 1000:
+        raise InvalidValue(f"the {what} is kept in whole seconds, not {text!r}",
+                           hint="e.g. 1s, 90s, 5m")
+    return ms // 1000
 
 
 def _on_off(enable: bool, disable: bool) -> bool:
@@ -52,30 +58,34 @@ def _register(group: typer.Typer, scope: str) -> None:
         v = state(ctx).broker().set_policy(scope, target, field, value)
         done(ctx, output, {noun: target, field: v}, line)
 
-    for cli_name, field in P.NAMES.items():
-        name = "backlog-quotas" if cli_name == "backlog-quota" else cli_name
-
+    # Each command is made by a function of its field: a parameter with a default (the usual
+    # loop-variable trick) would become a command-line option (---field) of the command.
+    def get_command(field):
         if scope == "namespace":
-            def get_cmd(ctx: typer.Context, target: Target, output: Output = None,
-                        _field=field):
-                render.data(state(ctx).broker().get_policy(scope, target, _field),
+            def get_cmd(ctx: typer.Context, target: Target, output: Output = None):
+                render.data(state(ctx).broker().get_policy(scope, target, field),
                             fmt(ctx, output))
         else:
             def get_cmd(ctx: typer.Context, target: Target, output: Output = None,
-                        applied: Applied = False, _field=field):
-                render.data(state(ctx).broker().get_policy(scope, target, _field, applied),
+                        applied: Applied = False):
+                render.data(state(ctx).broker().get_policy(scope, target, field, applied),
                             fmt(ctx, output))
+        return get_cmd
+
+    def remove_command(field, cli_name):
+        def remove_cmd(ctx: typer.Context, target: Target, output: Output = None):
+            state(ctx).broker().remove_policy(scope, target, field)
+            done(ctx, output, {noun: target, "removed": field}, f"removed {cli_name} on {target}")
+        return remove_cmd
+
+    for cli_name, field in P.NAMES.items():
+        name = "backlog-quotas" if cli_name == "backlog-quota" else cli_name
         group.command(f"get-{name}", help=f"Show the {noun}'s {cli_name} policy (null: not set)."
-                      )(get_cmd)
+                      )(get_command(field))
         if cli_name == "backlog-quota":
             continue
-
-        def remove_cmd(ctx: typer.Context, target: Target, output: Output = None, _field=field,
-                       _cli=cli_name):
-            state(ctx).broker().remove_policy(scope, target, _field)
-            done(ctx, output, {noun: target, "removed": _field}, f"removed {_cli} on {target}")
-        group.command(f"remove-{cli_name}",
-                      help=f"Remove the {noun}'s {cli_name} policy.")(remove_cmd)
+        group.command(f"remove-{cli_name}", help=f"Remove the {noun}'s {cli_name} policy."
+                      )(remove_command(field, cli_name))
 
     ttl_flags = ("-ttl", "--messageTTL") if scope == "namespace" else ("-t", "--ttl")
 
@@ -168,16 +178,20 @@ def _register(group: typer.Typer, scope: str) -> None:
              "initialSubscriptionName": init}
         set_(ctx, target, P.DEAD_LETTER, v, output, f"dead letter policy set on {target}")
 
+    def set_max_command(field, cli_name):
+        def set_max(ctx: typer.Context, target: Target,
+                    n: Annotated[int, typer.Option("-m", "--max", help="Most unacked messages "
+                                                   "(0: no limit).", show_default=False)],
+                    output: Output = None):
+            set_(ctx, target, field, n, output, f"{cli_name} of {target} is {n}")
+        return set_max
+
     for cli_name, field, alias in (
             ("max-unacked-messages-per-consumer", P.MAX_UNACKED_CONSUMER,
              "max-unacked-messages-on-consumer"),
             ("max-unacked-messages-per-subscription", P.MAX_UNACKED_SUBSCRIPTION,
              "max-unacked-messages-on-subscription")):
-        def set_max(ctx: typer.Context, target: Target,
-                    n: Annotated[int, typer.Option("-m", "--max", help="Most unacked messages "
-                                                   "(0: no limit).", show_default=False)],
-                    output: Output = None, _field=field, _cli=cli_name):
-            set_(ctx, target, _field, n, output, f"{_cli} of {target} is {n}")
+        set_max = set_max_command(field, cli_name)
         help_ = ("Stop dispatching to a Shared or Key_Shared " +
                  ("consumer" if "consumer" in cli_name else "subscription") +
                  " with this many unacked messages, until half are acked.")
@@ -190,6 +204,7 @@ _register(namespaces, "namespace")
 _register(topics, "topic")
 
 
-@topics.command("policies", help="Every policy in force on a topic, and where it comes from.")
+@topics.command("policies", help="Every policy in force on a topic (its own, else its "
+                "namespace's, else the broker default).")
 def topic_policies(ctx: typer.Context, topic: _Target["topic"], output: Output = None):
     render.data(state(ctx).broker().topic_policies(topic), fmt(ctx, output))

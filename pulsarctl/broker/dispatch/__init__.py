@@ -21,8 +21,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     if max_n <= 0:
         return []
     typ = c.props.get("type", subs.EXCLUSIVE)
+    reached = _NOTHING
     if typ in (subs.SHARED, subs.KEY_SHARED):
-        max_n = unacked_allowance(ctx, info, c, consumer["name"], max_n)
+        max_n, reached = unacked_allowance(ctx, info, c, consumer["name"], max_n)
         if max_n <= 0:
             ctx.cursors.save(ctx.txn, c)
             return []
@@ -31,6 +32,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
 
         got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
         if got is not None:
+            if got and reached is not _NOTHING:
+                reached(len(got))
+                ctx.cursors.save(ctx.txn, c)
             return got
         typ = subs.SHARED
     chosen = _SELECTORS[typ](ctx, info, c, consumer, live, max_n)
@@ -69,6 +73,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         from pulsarctl.broker import unacked
 
         unacked.track(ctx, c, name, delivered)
+    reached(len(out))
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now
@@ -76,11 +81,12 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     return out
 
 
-def unacked_allowance(ctx, info, c, name: str, max_n: int) -> int:
+def unacked_allowance(ctx, info, c, name: str, max_n: int):
     """How many more messages the consumer may get under maxUnackedMessagesPerConsumer and
-    maxUnackedMessagesPerSubscription (Shared and Key_Shared only, as in Pulsar). Like Pulsar,
-    a consumer or subscription that reaches its limit is blocked until its unacked messages
-    drop to half of it; the blocks are kept in the cursor's properties."""
+    maxUnackedMessagesPerSubscription (Shared and Key_Shared only, as in Pulsar), and a
+    function to call with how many it got. Like Pulsar, a consumer or subscription that
+    reaches its limit is blocked until its unacked messages drop to half of it; the blocks
+    are kept in the cursor's properties."""
     from pulsarctl.broker import policies
 
     per_c = policies.effective(ctx, info.name, policies.MAX_UNACKED_CONSUMER) or 0
@@ -89,33 +95,44 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int) -> int:
     if not per_c and not per_s:
         props.pop("blocked", None)
         props.pop("blockedSub", None)
-        return max_n
+        return max_n, _NOTHING
     total = subs.pending_count(ctx, c.id)
     if per_s:
         if props.get("blockedSub") and total <= per_s // 2:
             props.pop("blockedSub")
         if props.get("blockedSub") or total >= per_s:
             props["blockedSub"] = True
-            return 0
+            return 0, _NOTHING
         max_n = min(max_n, per_s - total)
+    mine = None
     if per_c:
         blocked = props.get("blocked") or []
-        if name not in blocked and total + max_n <= per_c:
-            return max_n  # even all of the subscription's pending can't reach the limit
-        mine = sum(1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
-        if name in blocked and mine <= per_c // 2:
-            blocked.remove(name)
-        if name in blocked or mine >= per_c:
-            if name not in blocked:
-                blocked.append(name)
-            props["blocked"] = blocked
-            return 0
-        if blocked:
-            props["blocked"] = blocked
-        else:
-            props.pop("blocked", None)
-        max_n = min(max_n, per_c - mine)
-    return max_n
+        if name in blocked or total + max_n >= per_c:  # else it cannot reach the limit
+            mine = sum(1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
+            if name in blocked and mine <= per_c // 2:
+                blocked.remove(name)
+            if name in blocked or mine >= per_c:
+                if name not in blocked:
+                    blocked.append(name)
+                props["blocked"] = blocked
+                return 0, _NOTHING
+            if blocked:
+                props["blocked"] = blocked
+            else:
+                props.pop("blocked", None)
+            max_n = min(max_n, per_c - mine)
+
+    def delivered(k: int) -> None:
+        # Reaching the limit blocks at once, not at the next fetch.
+        if per_s and total + k >= per_s:
+            props["blockedSub"] = True
+        if mine is not None and mine + k >= per_c:
+            props.setdefault("blocked", []).append(name)
+    return max_n, delivered
+
+
+def _NOTHING(_k: int) -> None:
+    return None
 
 
 def _runs(chosen):
