@@ -554,8 +554,8 @@ _pulsarctl_node() {
             ;;
         "perf produce")
             subs=""
-            opts="-n --num-messages -s --size -b --batch -o --output -h --help"
-            vopts="-n --num-messages -s --size -b --batch -o --output"
+            opts="-n --num-messages -s --size -b --batch --compression -o --output -h --help"
+            vopts="-n --num-messages -s --size -b --batch --compression -o --output"
             ;;
         "perf consume")
             subs=""
@@ -755,6 +755,7 @@ _pulsarctl_values() {
         "subscriptions close-consumer|-o"|"subscriptions close-consumer|--output") values="text json ndjson" ;;
         "subscriptions describe|-o"|"subscriptions describe|--output") values="text json ndjson" ;;
         "subscriptions pending|-o"|"subscriptions pending|--output") values="text json ndjson" ;;
+        "perf produce|--compression") values="none lz4 zlib zstd snappy" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;

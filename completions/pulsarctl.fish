@@ -740,6 +740,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s n -l num-messages -x -d 'Messages.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s s -l size -x -d 'Payload bytes.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s b -l batch -x -d 'Messages per transaction.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -l compression -x -a 'none lz4 zlib zstd snappy' -d 'none|lz4|zlib|zstd|snappy'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s h -l help -d 'Show this message and exit.'
 

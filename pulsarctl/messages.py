@@ -119,13 +119,20 @@ class OutgoingMessage:
         return len(self.payload)
 
 
-def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage) -> list:
+def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
+                compressed: tuple | None = None) -> list:
+    """The stored entry; compressed = (code, compressed payload) stores that payload and
+    appends the code and the uncompressed size."""
     rec = [publish_time, producer, seq, m.payload]
     if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
-            or m.deliver_at:
+            or m.deliver_at or compressed:
         rec += [m.properties or None, m.key, m.ordering_key, m.event_time or 0, m.deliver_at or 0]
-        while len(rec) > 4 and rec[-1] in (None, 0):
-            rec.pop()
+        if compressed:
+            rec[3] = compressed[1]
+            rec += [compressed[0], len(m.payload)]
+        else:
+            while len(rec) > 4 and rec[-1] in (None, 0):
+                rec.pop()
     return rec
 
 
@@ -223,5 +230,11 @@ class Message:
 
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
+    if len(rec) > 9:  # [..., compression code, uncompressed size]: a compressed payload
+        from pulsarctl import compression
+
+        code, size = rec[9], rec[10]
+        rec = list(rec[:9])
+        rec[3] = compression.decompress(code, rec[3], size, str(mid))
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                    subscription=subscription, consumer_name=consumer)

@@ -23,24 +23,60 @@ def _summary(n, nbytes, seconds, lat) -> dict:
             "latencyMs": percentiles(lat)}
 
 
-def produce(client, topic: str, n: int, size: int, batch: int, progress=None) -> dict:
-    payload = b"x" * size
-    producer = client.create_producer(topic)
+_WORDS = ("order", "customer", "amount", "currency", "EUR", "status", "paid", "pending",
+          "item", "sku", "quantity", "price", "shipping", "address", "street", "city", "id")
+
+
+def payloads(size: int, k: int = 64) -> list[bytes]:
+    """k payloads of size bytes that look like JSON events (compressible as real data is,
+    unlike a run of one byte), the same on every run."""
+    import random
+
+    rng = random.Random(0)
+    out = []
+    for _ in range(k):
+        parts, n = [], 0
+        while n < size:
+            w = f'"{rng.choice(_WORDS)}": {rng.randrange(100_000)}, '
+            parts.append(w)
+            n += len(w)
+        out.append("".join(parts).encode()[:size])
+    return out
+
+
+def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
+            compression: str = "none") -> dict:
+    pool = payloads(size)
+    producer = client.create_producer(topic, compression_type=compression)
+    before = client.broker.internal_stats(topic)["totalSize"] if _exists(client, topic) else 0
     lat: list[float] = []
     done = 0
     t0 = clocks.monotonic()
     while done < n:
         k = min(batch, n - done)
         start = clocks.monotonic()
-        producer.send_many([OutgoingMessage(payload) for _ in range(k)])
+        producer.send_many([OutgoingMessage(pool[(done + j) % 64]) for j in range(k)])
         # Every message of a batch waits for the batch's commit.
         ms = (clocks.monotonic() - start) * 1000
         lat.extend([ms] * k)
         done += k
         if progress:
             progress(done)
-    return {"topic": topic, "batch": batch, "size": size,
-            **_summary(n, n * size, clocks.monotonic() - t0, lat)}
+    elapsed = clocks.monotonic() - t0
+    stored = client.broker.internal_stats(topic)["totalSize"] - before
+    return {"topic": topic, "batch": batch, "size": size, "compression": compression,
+            "storedBytesPerMessage": round(stored / n, 1) if n else 0.0,
+            **_summary(n, n * size, elapsed, lat)}
+
+
+def _exists(client, topic: str) -> bool:
+    from pulsarctl.errors import TopicNotFound
+
+    try:
+        client.broker.internal_stats(topic)
+        return True
+    except TopicNotFound:
+        return False
 
 
 def consume(client, topic: str, subscription: str, n: int, sub_type: str, queue: int,

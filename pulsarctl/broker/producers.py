@@ -10,12 +10,15 @@ from pulsarctl.names import TopicName
 _encode = codec.encode
 
 
-def check_sizes(ctx, messages: list[OutgoingMessage]) -> None:
+def check_sizes(ctx, messages: list[OutgoingMessage], sizes=None) -> None:
+    """maxMessageSize applies to what is stored: the compressed payload when compressing."""
     limit = ctx.setting("maxMessageSize")
     for i, m in enumerate(messages):
-        if len(m.payload) > limit:
+        n = len(m.payload) if sizes is None else sizes[i]
+        if n > limit:
             raise MessageTooLarge(
-                f"message {i + 1} is {len(m.payload)} bytes, over maxMessageSize {limit}")
+                f"message {i + 1} is {n} bytes{' compressed' if sizes else ''}, over "
+                f"maxMessageSize {limit}")
 
 
 def new_producer_name(ctx) -> str:
@@ -26,12 +29,21 @@ def new_producer_name(ctx) -> str:
 
 
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
-            partition: int = -1, internal: bool = False) -> tuple[str, list[MessageId]]:
+            partition: int = -1, internal: bool = False,
+            compression: int = 0) -> tuple[str, list[MessageId]]:
     """Append messages in this transaction. Returns (producer name, message ids); with
     deduplication on, a message whose sequence id this producer already stored is left out
     and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
-    move, which backlog quotas do not stop (the move would be stuck with the message)."""
-    check_sizes(ctx, messages)
+    move, which backlog quotas do not stop (the move would be stuck with the message).
+    compression: a Pulsar CompressionType code (pulsarctl.compression) for the payloads."""
+    packed = None
+    if compression:
+        from pulsarctl.compression import compress
+
+        packed = [(compression, compress(compression, m.payload)) for m in messages]
+        check_sizes(ctx, messages, [len(p[1]) for p in packed])
+    else:
+        check_sizes(ctx, messages)
     info = topics.ensure(ctx, topic)
     if topics.meta(ctx, topic).get("terminated"):
         raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
@@ -59,7 +71,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         elif dedup:
             dups.append(i)
             continue
-        add(_encode(build_entry(now, producer_name, s, m)))
+        add(_encode(build_entry(now, producer_name, s, m, packed[i] if packed else None)))
     ctx.put(seq, "producer", info.ml_id, producer_name)
     ids = []
     # A long-running process (the daemon, a producer) follows a rollover setting changed since

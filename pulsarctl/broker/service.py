@@ -341,24 +341,30 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.read(run)
 
     # -- producing ---------------------------------------------------------------------------
-    def check_sizes(self, messages):
-        return self.read(producers.check_sizes, messages)
+    def check_sizes(self, messages, compression=0):
+        sizes = None
+        if compression:
+            from pulsarctl.compression import compress
+
+            sizes = [len(compress(compression, m.payload)) for m in messages]
+        return self.read(producers.check_sizes, messages, sizes)
 
     def partitions_of(self, name) -> int:
         t = _topic(name)
         return self.read(partitions.get, t)
 
     @_wakes
-    def publish(self, name, messages, producer_name=None, route=None):
+    def publish(self, name, messages, producer_name=None, route=None, compression=0):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
-        back in message order."""
+        back in message order. compression: a pulsarctl.compression code."""
         t = _topic(name)
 
         def run(ctx):
             n = partitions.get(ctx, t) if not t.is_partition else 0
             if not n:
-                return producers.publish(ctx, t, messages, producer_name, t.partition_index)
+                return producers.publish(ctx, t, messages, producer_name, t.partition_index,
+                                         compression=compression)
             if route is None:
                 from pulsarctl.broker.hashing import PartitionRouter
 
@@ -376,7 +382,8 @@ class Broker(CursorAdmin, DlqAdmin):
             if name_out is None:
                 name_out = producers.new_producer_name(ctx)
             for i, msgs in groups.items():
-                _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i)
+                _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
+                                           compression=compression)
                 ids_by[i] = ids[::-1]
             return name_out, [ids_by[i].pop() for i in order]
         return self.write(run)

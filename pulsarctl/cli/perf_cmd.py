@@ -20,6 +20,9 @@ def _text(r: dict) -> None:
                  f"{r['mbPerSec']:.2f} MB/s")
     if lat:
         render.outln("latency ms: " + ", ".join(f"{k} {v}" for k, v in lat.items()))
+    if "storedBytesPerMessage" in r:
+        render.outln(f"stored {r['storedBytesPerMessage']} bytes per {r['size']}-byte message "
+                     f"({r['compression']})")
 
 
 def _progress(total: int, label: str):
@@ -41,16 +44,21 @@ def perf_produce(
     num: Annotated[int, typer.Option("-n", "--num-messages", help="Messages.")] = 100_000,
     size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
     batch: Annotated[int, typer.Option("-b", "--batch", help="Messages per transaction.")] = 1000,
+    compression: Annotated[str, typer.Option("--compression",
+                                             help="none|lz4|zlib|zstd|snappy")] = "none",
     output: Output = None,
 ):
     from pulsarctl import perf as bench
+    from pulsarctl.compression import code_of
+
+    code_of(compression)
 
     positive(num, "-n", allow_zero=False)
     positive(size, "-s")
     positive(batch, "-b", allow_zero=False)
     p, cb = _progress(num, "producing")
     try:
-        r = bench.produce(state(ctx).client(), topic, num, size, batch, cb)
+        r = bench.produce(state(ctx).client(), topic, num, size, batch, cb, compression)
     finally:
         if p:
             p.stop()

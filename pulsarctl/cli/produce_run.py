@@ -89,9 +89,9 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     if chunking:
         raise NotSupportedYet("chunking is not supported yet",
                               hint="send messages under maxMessageSize, or raise it")
-    if str(compression).lower() != "none":
-        raise NotSupportedYet(f"compression {compression} is not supported yet",
-                              hint="leave out --compression")
+    from pulsarctl.compression import code_of
+
+    compression_code = code_of(compression)
     if access_mode != "Shared":
         raise NotSupportedYet(f"producer access mode {access_mode} is not supported yet",
                               hint="leave out --access-mode (Shared)")
@@ -116,6 +116,6 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     from pulsarctl.client.producer import Producer
 
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
-                        hashing_scheme=hashing_scheme)
+                        hashing_scheme=hashing_scheme, compression_type=compression_code)
     return run_produce(producer, template, bodies, num_produce, sequence_id, rate, from_stdin,
                        ndjson, out)

@@ -92,6 +92,15 @@ def _next(q, fill, timeout_millis):
             wait = min(wait * 2, _WAIT_MAX)
 
 
+class CompressionType(enum.Enum):
+    """pulsar-client's CompressionType; values are Pulsar's codes."""
+    NONE = 0
+    LZ4 = 1
+    ZLib = 2
+    ZSTD = 3
+    SNAPPY = 4
+
+
 class PartitionsRoutingMode(enum.Enum):
     RoundRobinDistribution = "RoundRobinPartition"
     UseSinglePartition = "SinglePartition"
@@ -125,10 +134,12 @@ class Client:
 
     def create_producer(self, topic: str, producer_name: str | None = None,
                         message_routing_mode: str = "RoundRobinPartition",
-                        hashing_scheme: str = "JavaStringHash", **_ignored) -> "Producer":
+                        hashing_scheme: str = "JavaStringHash", compression_type=None,
+                        send_timeout_millis: int = 30_000, **_ignored) -> "Producer":
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
-                     hashing_scheme=_enum_value(hashing_scheme))
+                     hashing_scheme=_enum_value(hashing_scheme),
+                     send_timeout_ms=send_timeout_millis, compression_type=compression_type)
         self._open.append(p)
         return p
 

@@ -15,7 +15,8 @@ class Producer:
 
     def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
                  message_routing_mode: str = "RoundRobinPartition",
-                 hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000):
+                 hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000,
+                 compression_type=None):
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -25,6 +26,9 @@ class Producer:
         self._callbacks: list = []
         self.batch_size = batch_size
         self.send_timeout_ms = send_timeout_ms
+        from pulsarctl.compression import code_of
+
+        self._compression = code_of(compression_type or "none")
         self.last_ids: list[MessageId] = []
 
     def topic(self) -> str:
@@ -69,7 +73,7 @@ class Producer:
 
     def check_sizes(self, messages: list[OutgoingMessage]) -> None:
         """Raise MessageTooLarge before anything is written."""
-        self._broker.check_sizes(messages)
+        self._broker.check_sizes(messages, self._compression)
 
     def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
         """Publish prepared messages in one transaction."""
@@ -99,7 +103,8 @@ class Producer:
         deadline = None
         while True:
             try:
-                return self._broker.publish(self._topic, msgs, self._name, self._route)
+                return self._broker.publish(self._topic, msgs, self._name, self._route,
+                                            self._compression)
             except BacklogQuotaHold:
                 now = clocks.monotonic()
                 if deadline is None:
