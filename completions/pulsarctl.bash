@@ -642,7 +642,7 @@ _pulsarctl_values() {
         "|-o"|"|--output") values="text json ndjson" ;;
         "produce|-f"|"produce|--files") files=1 ;;
         "produce|--compression") values="none lz4 zlib zstd snappy" ;;
-        "produce|--access-mode") values="Shared Exclusive WaitForExclusive" ;;
+        "produce|--access-mode") values="Shared Exclusive WaitForExclusive ExclusiveWithFencing" ;;
         "produce|--routing-mode") values="RoundRobinPartition SinglePartition" ;;
         "produce|--hashing-scheme") values="JavaStringHash Murmur3_32Hash" ;;
         "produce|-o"|"produce|--output") values="text json ndjson" ;;

@@ -67,7 +67,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s c -l chunking -d 'Split messages over the maximum size into chunks.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -o db -l disable-batching -d 'Send every message as its own entry.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l compression -x -a 'none lz4 zlib zstd snappy' -d 'none|lz4|zlib|zstd|snappy'
-complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l access-mode -x -a 'Shared Exclusive WaitForExclusive' -d 'Shared|Exclusive|WaitForExclusive'
+complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l access-mode -x -a 'Shared Exclusive WaitForExclusive ExclusiveWithFencing' -d 'Shared|Exclusive|WaitForExclusive|ExclusiveWithFencing'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l routing-mode -x -a 'RoundRobinPartition SinglePartition' -d 'RoundRobinPartition|SinglePartition (partitioned topics)'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l hashing-scheme -x -a 'JavaStringHash Murmur3_32Hash' -d 'JavaStringHash|Murmur3_32Hash (partitioned topics)'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'

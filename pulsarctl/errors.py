@@ -100,6 +100,11 @@ class TopicTerminated(Conflict):
     pass
 
 
+class ProducerFenced(Conflict):
+    hint = ("another producer holds the topic exclusively: retry when it is gone, or wait for "
+            "it with --access-mode WaitForExclusive")
+
+
 class NotEmpty(Conflict):
     pass
 

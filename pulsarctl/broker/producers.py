@@ -56,6 +56,10 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         backlog_quota.check(ctx, info)
     if producer_name is None:
         producer_name = new_producer_name(ctx)
+    if not internal:
+        from pulsarctl.broker import access
+
+        access.check(ctx, topic, producer_name)
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = -1 if last is None else last
     dedup = _dedup(ctx, info)

@@ -388,6 +388,24 @@ class Broker(CursorAdmin, DlqAdmin):
             return name_out, [ids_by[i].pop() for i in order]
         return self.write(run)
 
+    def producer_acquire(self, name, producer_name, mode, pid, pid_start):
+        """Make producer_name the exclusive producer of the topic (ProducerFenced if another
+        holds it); returns (producer name, the holder record)."""
+        from pulsarctl.broker import access
+
+        t = _topic(name)
+
+        def run(ctx):
+            pname = producer_name or producers.new_producer_name(ctx)
+            return pname, access.acquire(ctx, t, pname, mode, pid, pid_start)
+        return self.write(run)
+
+    @_wakes
+    def producer_release(self, name, producer_name, pid, pid_start) -> bool:
+        from pulsarctl.broker import access
+
+        return self.write(access.release, _topic(name), producer_name, pid, pid_start)
+
     # -- subscriptions and consumers ---------------------------------------------------------
     def _targets(self, ctx, names) -> list[TopicName]:
         if isinstance(names, (str, TopicName)):

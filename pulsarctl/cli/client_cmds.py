@@ -54,7 +54,7 @@ def produce(
                                                    help="Send every message as its own entry.")] = False,
     compression: Annotated[str, typer.Option("--compression", help="none|lz4|zlib|zstd|snappy")] = "none",
     access_mode: Annotated[str, typer.Option("--access-mode", help="Shared|Exclusive|"
-                                             "WaitForExclusive")] = "Shared",
+                                             "WaitForExclusive|ExclusiveWithFencing")] = "Shared",
     routing_mode: Annotated[str, typer.Option("--routing-mode", help="RoundRobinPartition|"
                                               "SinglePartition (partitioned topics)")] = "RoundRobinPartition",
     hashing_scheme: Annotated[str, typer.Option("--hashing-scheme", help="JavaStringHash|"

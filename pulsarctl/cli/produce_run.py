@@ -92,9 +92,9 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     from pulsarctl.compression import code_of
 
     compression_code = code_of(compression)
-    if access_mode != "Shared":
-        raise NotSupportedYet(f"producer access mode {access_mode} is not supported yet",
-                              hint="leave out --access-mode (Shared)")
+    from pulsarctl.broker.access import check_mode
+
+    access_mode = check_mode(access_mode)
     if routing_mode not in ("RoundRobinPartition", "SinglePartition"):
         raise InvalidValue(f"unknown routing mode {routing_mode!r}",
                            hint="use RoundRobinPartition or SinglePartition")
@@ -116,6 +116,10 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     from pulsarctl.client.producer import Producer
 
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
-                        hashing_scheme=hashing_scheme, compression_type=compression_code)
-    return run_produce(producer, template, bodies, num_produce, sequence_id, rate, from_stdin,
-                       ndjson, out)
+                        hashing_scheme=hashing_scheme, compression_type=compression_code,
+                        access_mode=access_mode)
+    try:
+        return run_produce(producer, template, bodies, num_produce, sequence_id, rate,
+                           from_stdin, ndjson, out)
+    finally:
+        producer.close()  # an exclusive producer lets go of the topic

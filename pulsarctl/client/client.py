@@ -92,6 +92,14 @@ def _next(q, fill, timeout_millis):
             wait = min(wait * 2, _WAIT_MAX)
 
 
+class ProducerAccessMode(enum.Enum):
+    """pulsar-client's ProducerAccessMode."""
+    Shared = 0
+    Exclusive = 1
+    WaitForExclusive = 2
+    ExclusiveWithFencing = 3
+
+
 class CompressionType(enum.Enum):
     """pulsar-client's CompressionType; values are Pulsar's codes."""
     NONE = 0
@@ -135,11 +143,13 @@ class Client:
     def create_producer(self, topic: str, producer_name: str | None = None,
                         message_routing_mode: str = "RoundRobinPartition",
                         hashing_scheme: str = "JavaStringHash", compression_type=None,
-                        send_timeout_millis: int = 30_000, **_ignored) -> "Producer":
+                        send_timeout_millis: int = 30_000, access_mode="Shared",
+                        **_ignored) -> "Producer":
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
                      hashing_scheme=_enum_value(hashing_scheme),
-                     send_timeout_ms=send_timeout_millis, compression_type=compression_type)
+                     send_timeout_ms=send_timeout_millis, compression_type=compression_type,
+                     access_mode=access_mode)
         self._open.append(p)
         return p
 

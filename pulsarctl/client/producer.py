@@ -16,7 +16,7 @@ class Producer:
     def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
                  message_routing_mode: str = "RoundRobinPartition",
                  hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000,
-                 compression_type=None):
+                 compression_type=None, access_mode="Shared"):
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -29,6 +29,12 @@ class Producer:
         from pulsarctl.compression import code_of
 
         self._compression = code_of(compression_type or "none")
+        from pulsarctl.broker.access import SHARED, check_mode
+
+        self._mode = check_mode(getattr(access_mode, "name", access_mode))
+        self._held_topic = False
+        if self._mode != SHARED:
+            self._acquire()
         self.last_ids: list[MessageId] = []
 
     def topic(self) -> str:
@@ -124,5 +130,35 @@ class Producer:
                 cb("Ok", mid)
         return ids
 
+    def _acquire(self) -> None:
+        """Become the exclusive producer; WaitForExclusive waits (real time) until it can,
+        woken at once when the holder closes, polling every 100 ms for one that died."""
+        from pulsarctl.broker.access import WAIT_FOR_EXCLUSIVE
+        from pulsarctl.broker.consumers import this_process
+        from pulsarctl.errors import ProducerFenced
+
+        waiter = None
+        while True:
+            try:
+                self._name, _rec = self._broker.producer_acquire(
+                    self._topic, self._name, self._mode, *this_process())
+                self._held_topic = True
+                return
+            except ProducerFenced:
+                if self._mode != WAIT_FOR_EXCLUSIVE:
+                    raise
+            if waiter is None:
+                from pulsarctl.wake import Waiter
+
+                waiter = Waiter(self._broker.path)
+            waiter.sleep(0.1)
+
     def close(self) -> None:
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            if self._held_topic:
+                from pulsarctl.broker.consumers import this_process
+
+                self._held_topic = False
+                self._broker.producer_release(self._topic, self._name, *this_process())
