@@ -8,24 +8,24 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions perf daemon dlq"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
         "produce")
             subs=""
-            opts="-m --messages -f --files --stdin --ndjson -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id -c --chunking -db --disable-batching --compression --access-mode --routing-mode --hashing-scheme -o --output -h --help"
-            vopts="-m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --compression --access-mode --routing-mode --hashing-scheme -o --output"
+            opts="-m --messages -f --files --stdin --ndjson -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id -c --chunking -db --disable-batching --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output -h --help"
+            vopts="-m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output"
             ;;
         "consume")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --exec-retry-delay --exec -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --exec-retry-delay --exec --value-schema -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema -o --output"
             ;;
         "receive")
             subs=""
-            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic -o --output -h --help"
-            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic -o --output"
+            opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --value-schema -o --output -h --help"
+            vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema -o --output"
             ;;
         "ack")
             subs=""
@@ -39,8 +39,8 @@ _pulsarctl_node() {
             ;;
         "read")
             subs=""
-            opts="-m --start-message-id -i --start-message-id-inclusive -n --num-messages --until-end --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata -o --output -h --help"
-            vopts="-m --start-message-id -n --num-messages --idle-timeout -o --output"
+            opts="-m --start-message-id -i --start-message-id-inclusive -n --num-messages --until-end --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --value-schema -o --output -h --help"
+            vopts="-m --start-message-id -n --num-messages --idle-timeout --value-schema -o --output"
             ;;
         "redeliver-unacked")
             subs=""
@@ -547,6 +547,21 @@ _pulsarctl_node() {
             opts="-o --output -h --help"
             vopts="-o --output"
             ;;
+        "schemas")
+            subs="get delete"
+            opts="-h --help"
+            vopts=""
+            ;;
+        "schemas get")
+            subs=""
+            opts="--version -o --output -h --help"
+            vopts="--version -o --output"
+            ;;
+        "schemas delete")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            ;;
         "perf")
             subs="produce consume"
             opts="-h --help"
@@ -755,6 +770,8 @@ _pulsarctl_values() {
         "subscriptions close-consumer|-o"|"subscriptions close-consumer|--output") values="text json ndjson" ;;
         "subscriptions describe|-o"|"subscriptions describe|--output") values="text json ndjson" ;;
         "subscriptions pending|-o"|"subscriptions pending|--output") values="text json ndjson" ;;
+        "schemas get|-o"|"schemas get|--output") values="text json ndjson" ;;
+        "schemas delete|-o"|"schemas delete|--output") values="text json ndjson" ;;
         "perf produce|--compression") values="none lz4 zlib zstd snappy" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;

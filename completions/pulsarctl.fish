@@ -40,6 +40,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'brokers' -d 'Store-wide settings named as Pulsar\'s broker.conf.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'clock' -d 'The store\'s clock: real, or simulated for tests and lessons.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'subscriptions' -d 'Look inside subscriptions.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'schemas' -d 'Topic schemas (pulsar-admin schemas).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'perf' -d 'Benchmarks in the spirit of pulsar-perf.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'daemon' -d 'The timer daemon: one active per store, elected by a file lock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'dlq' -d 'Dead letter topics: list, inspect, drain, replay and purge them, through each DLQ\'s own subscription pulsarctl-dlq.'
@@ -70,6 +71,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l access-mode -x -a 'Shared Exclusive WaitForExclusive ExclusiveWithFencing' -d 'Shared|Exclusive|WaitForExclusive|ExclusiveWithFencing'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l routing-mode -x -a 'RoundRobinPartition SinglePartition' -d 'RoundRobinPartition|SinglePartition (partitioned topics)'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l hashing-scheme -x -a 'JavaStringHash Murmur3_32Hash' -d 'JavaStringHash|Murmur3_32Hash (partitioned topics)'
+complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
 
@@ -101,6 +103,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l retry-letter-topic -x -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec-retry-delay -x -d 'With --exec and --enable-retry: how long an exit 75 waits (default the nack delay).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec -x -d 'Run CMD per message (payload on stdin, metadata in PULSAR_* variables): exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
 
@@ -131,6 +134,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-ti
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l enable-retry -d 'Also consume the retry letter topic; reconsume-later moves messages there.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l retry-letter-topic -x -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s h -l help -d 'Show this message and exit.'
 
@@ -157,6 +161,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l fail-if-empty -d 
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l hide-content -d 'Do not print payloads.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l hex -d 'Print payloads as hex.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -o mp -l print-metadata -d 'Print message metadata.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s h -l help -d 'Show this message and exit.'
 
@@ -730,6 +735,20 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_
 # pulsarctl subscriptions pending
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl schemas
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and not __fish_seen_subcommand_from get delete' -a 'get' -d 'Show a topic\'s schema (exit 3 if it has none).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and not __fish_seen_subcommand_from get delete' -a 'delete' -d 'Delete a topic\'s schema (every version).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and not __fish_seen_subcommand_from get delete' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl schemas get
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -l version -x -d 'This version, not the latest.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl schemas delete
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -a 'produce' -d 'Produce N messages of S bytes in batches; print msg/s, MB/s, latency.'

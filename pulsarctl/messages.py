@@ -102,11 +102,12 @@ def iso_ms(ms: int | None) -> str | None:
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
-                 "sequence_id")
+                 "sequence_id", "schema_version")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
-                 sequence_id: int | None = None):
+                 sequence_id: int | None = None, schema_version: int | None = None):
+        self.schema_version = schema_version
         self.payload = payload
         self.properties = properties
         self.key = key
@@ -122,14 +123,20 @@ class OutgoingMessage:
 def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
                 compressed: tuple | None = None) -> list:
     """The stored entry; compressed = (code, compressed payload) stores that payload and
-    appends the code and the uncompressed size."""
+    appends the code and the uncompressed size; then the schema version, if any."""
     rec = [publish_time, producer, seq, m.payload]
+    sv = m.schema_version
     if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
-            or m.deliver_at or compressed:
+            or m.deliver_at or compressed or sv is not None:
         rec += [m.properties or None, m.key, m.ordering_key, m.event_time or 0, m.deliver_at or 0]
-        if compressed:
-            rec[3] = compressed[1]
-            rec += [compressed[0], len(m.payload)]
+        if compressed or sv is not None:
+            if compressed:
+                rec[3] = compressed[1]
+                rec += [compressed[0], len(m.payload)]
+            else:
+                rec += [0, len(m.payload)]
+            if sv is not None:
+                rec.append(sv)
         else:
             while len(rec) > 4 and rec[-1] in (None, 0):
                 rec.pop()
@@ -141,11 +148,13 @@ class Message:
     the order of the stored entry, so a message is built from an entry in one call."""
     __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
                  "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
-                 "subscription", "consumer_name")
+                 "subscription", "consumer_name", "schema_version_")
 
     def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
                  key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
-                 redelivery_count_=0, subscription=None, consumer_name=None):
+                 redelivery_count_=0, subscription=None, consumer_name=None,
+                 schema_version_=None):
+        self.schema_version_ = schema_version_
         self.publish_time = publish_time
         self.producer_name = producer_name
         self.sequence_id = sequence_id
@@ -195,6 +204,10 @@ class Message:
     def redelivery_count(self) -> int:
         return self.redelivery_count_
 
+    def schema_version(self) -> int | None:
+        """The version of the topic's schema the producer wrote with (None: no schema)."""
+        return self.schema_version_
+
     def record(self) -> dict:
         """The message record of CLI.md (-o ndjson / json)."""
         try:
@@ -222,6 +235,8 @@ class Message:
         })
         if self.deliver_at:
             r["deliverAt"] = iso_ms(self.deliver_at)
+        if self.schema_version_ is not None:
+            r["schemaVersion"] = self.schema_version_
         if self.subscription is not None:
             r["subscription"] = self.subscription
             r["consumerName"] = self.consumer_name
@@ -230,11 +245,15 @@ class Message:
 
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
-    if len(rec) > 9:  # [..., compression code, uncompressed size]: a compressed payload
-        from pulsarctl import compression
-
+    if len(rec) > 9:  # [..., compression code, uncompressed size[, schema version]]
         code, size = rec[9], rec[10]
+        sv = rec[11] if len(rec) > 11 else None
         rec = list(rec[:9])
-        rec[3] = compression.decompress(code, rec[3], size, str(mid))
+        if code:
+            from pulsarctl import compression
+
+            rec[3] = compression.decompress(code, rec[3], size, str(mid))
+        return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
+                       subscription=subscription, consumer_name=consumer, schema_version_=sv)
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                    subscription=subscription, consumer_name=consumer)

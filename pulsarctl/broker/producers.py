@@ -30,12 +30,13 @@ def new_producer_name(ctx) -> str:
 
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
             partition: int = -1, internal: bool = False,
-            compression: int = 0) -> tuple[str, list[MessageId]]:
+            compression: int = 0, schema: str | None = None) -> tuple[str, list[MessageId]]:
     """Append messages in this transaction. Returns (producer name, message ids); with
     deduplication on, a message whose sequence id this producer already stored is left out
     and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
     move, which backlog quotas do not stop (the move would be stuck with the message).
-    compression: a Pulsar CompressionType code (pulsarctl.compression) for the payloads."""
+    compression: a Pulsar CompressionType code (pulsarctl.compression) for the payloads;
+    schema: the producer's schema type (schemas.py), recorded as a version in each message."""
     packed = None
     if compression:
         from pulsarctl.compression import compress
@@ -60,6 +61,13 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         from pulsarctl.broker import access
 
         access.check(ctx, topic, producer_name)
+    if schema and schema != "BYTES":
+        from pulsarctl.broker import schemas
+
+        schemas.validate(schema, [m.payload for m in messages])
+        version = schemas.for_producer(ctx, topic, schema)
+        for m in messages:
+            m.schema_version = version
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = -1 if last is None else last
     dedup = _dedup(ctx, info)
@@ -80,7 +88,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     ids = []
     # A long-running process (the daemon, a producer) follows a rollover setting changed since
     # it opened the store.
-    ctx.ledgers.rollover_entries = ctx.setting("managedLedgerMaxEntriesPerLedger")
+    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
+    if rollover is not None:
+        ctx.ledgers.rollover_entries = rollover
     if entries:
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])

@@ -354,7 +354,8 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.read(partitions.get, t)
 
     @_wakes
-    def publish(self, name, messages, producer_name=None, route=None, compression=0):
+    def publish(self, name, messages, producer_name=None, route=None, compression=0,
+                schema=None):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
         back in message order. compression: a pulsarctl.compression code."""
@@ -364,7 +365,7 @@ class Broker(CursorAdmin, DlqAdmin):
             n = partitions.get(ctx, t) if not t.is_partition else 0
             if not n:
                 return producers.publish(ctx, t, messages, producer_name, t.partition_index,
-                                         compression=compression)
+                                         compression=compression, schema=schema)
             if route is None:
                 from pulsarctl.broker.hashing import PartitionRouter
 
@@ -383,7 +384,7 @@ class Broker(CursorAdmin, DlqAdmin):
                 name_out = producers.new_producer_name(ctx)
             for i, msgs in groups.items():
                 _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
-                                           compression=compression)
+                                           compression=compression, schema=schema)
                 ids_by[i] = ids[::-1]
             return name_out, [ids_by[i].pop() for i in order]
         return self.write(run)
@@ -399,6 +400,39 @@ class Broker(CursorAdmin, DlqAdmin):
             pname = producer_name or producers.new_producer_name(ctx)
             return pname, access.acquire(ctx, t, pname, mode, pid, pid_start)
         return self.write(run)
+
+    def schema_get(self, name, version=None):
+        """pulsar-admin schemas get: the latest version (or the given one)."""
+        from pulsarctl.broker import schemas
+
+        def run(ctx):
+            t = _topic(name)
+            vs = schemas.versions(ctx, t)
+            pick = vs[-1] if vs and version is None else next(
+                (v for v in vs if v["version"] == version), None)
+            if pick is None:
+                raise MessageNotFound(f"topic {t} has no schema"
+                                      + ("" if version is None else f" version {version}"),
+                                      hint="a producer with --value-schema string|json sets one")
+            return {"version": pick["version"], "schemaInfo": {
+                "name": t.local_name, "schema": pick["schema"], "type": pick["type"],
+                "properties": pick["properties"], "timestamp": pick["timestamp"]}}
+        return self.read(run)
+
+    def schema_delete(self, name) -> bool:
+        from pulsarctl.broker import schemas
+
+        return self.write(lambda ctx: schemas.delete(ctx, _topic(name)))
+
+    def schema_check_consumer(self, names, schema) -> None:
+        from pulsarctl.broker import schemas
+
+        typ = schemas.check_type(schema)
+
+        def run(ctx):
+            for p in self._targets(ctx, names):
+                schemas.for_consumer(ctx, p, typ)
+        self.read(run)
 
     @_wakes
     def producer_release(self, name, producer_name, pid, pid_start) -> bool:

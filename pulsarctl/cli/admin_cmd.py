@@ -16,6 +16,26 @@ subscriptions = typer.Typer(help="Look inside subscriptions.", no_args_is_help=T
 app.add_typer(brokers, name="brokers")
 app.add_typer(clock, name="clock")
 app.add_typer(subscriptions, name="subscriptions")
+schemas = typer.Typer(help="Topic schemas (pulsar-admin schemas).", no_args_is_help=True)
+app.add_typer(schemas, name="schemas")
+
+
+@schemas.command("get", help="Show a topic's schema (exit 3 if it has none).")
+def schemas_get(ctx: typer.Context, topic: Topic,
+                version: Annotated[Optional[int], typer.Option("--version",
+                                                              help="This version, not the "
+                                                              "latest.")] = None,
+                output: Output = None):
+    render.data(state(ctx).broker().schema_get(topic, version), fmt(ctx, output))
+
+
+@schemas.command("delete", help="Delete a topic's schema (every version).")
+def schemas_delete(ctx: typer.Context, topic: Topic, output: Output = None):
+    from pulsarctl.cli.common import done
+
+    deleted = state(ctx).broker().schema_delete(topic)
+    done(ctx, output, {"topic": topic, "deleted": deleted},
+         f"deleted the schema of {topic}" if deleted else f"{topic} had no schema")
 
 
 @brokers.command("get-all-dynamic-config", help="Show every store-wide setting.")

@@ -16,6 +16,16 @@ from pulsarctl.errors import (
 SUB_TYPES = "Exclusive|Shared|Failover|Key_Shared"
 
 
+ValueSchema = Annotated[Optional[str], typer.Option(
+    "--value-schema", help="bytes|string|json: the topic's schema type (a producer registers "
+    "it; a different type is refused with exit 4).", show_default=False)]
+
+
+def _check_schema(ctx, topics, value_schema, regex=False) -> None:
+    if value_schema is not None and not regex:
+        state(ctx).broker().schema_check_consumer(topics, value_schema)
+
+
 @app.command(help="Produce messages to a topic (pulsar-client produce). Prints the message ids.")
 def produce(
     ctx: typer.Context,
@@ -59,6 +69,7 @@ def produce(
                                               "SinglePartition (partitioned topics)")] = "RoundRobinPartition",
     hashing_scheme: Annotated[str, typer.Option("--hashing-scheme", help="JavaStringHash|"
                                                 "Murmur3_32Hash (partitioned topics)")] = "JavaStringHash",
+    value_schema: ValueSchema = None,
     output: Output = None,
 ):
     from pulsarctl.cli.produce_run import produce_main
@@ -70,7 +81,7 @@ def produce(
         deliver_after=deliver_after, deliver_at=deliver_at, producer_name=producer_name,
         sequence_id=sequence_id, chunking=chunking, disable_batching=disable_batching,
         compression=compression, access_mode=access_mode, routing_mode=routing_mode,
-        hashing_scheme=hashing_scheme)
+        hashing_scheme=hashing_scheme, value_schema=value_schema)
 
 
 def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub,
@@ -217,8 +228,10 @@ def consume(
     exec_cmd: Annotated[Optional[str], typer.Option(
         "--exec", help="Run CMD per message (payload on stdin, metadata in PULSAR_* variables): "
         "exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.")] = None,
+    value_schema: ValueSchema = None,
     output: Output = None,
 ):
+    _check_schema(ctx, topics, value_schema, regex)
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
                            hex_, metadata, output, regex, ack=True, lease=None, exec_cmd=exec_cmd,
@@ -263,8 +276,10 @@ def receive(
     ack_timeout_backoff: AckTimeoutBackoff = None,
     enable_retry: EnableRetry = False,
     retry_letter_topic: RetryTopic = None,
+    value_schema: ValueSchema = None,
     output: Output = None,
 ):
+    _check_schema(ctx, topics, value_schema, regex)
     return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
                            consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
                            hex_, metadata, output, regex, ack=False, lease=lease,
@@ -384,10 +399,12 @@ def read(
     hide_content: HideContent = False,
     hex_: Hex = False,
     metadata: Metadata = False,
+    value_schema: ValueSchema = None,
     output: Output = None,
 ):
     from pulsarctl.cli.consume_run import run_read
 
+    _check_schema(ctx, topic, value_schema)
     out = fmt(ctx, output)
     positive(num_messages, "-n/--num-messages")
     return run_read(state(ctx), topic, start, inclusive, num_messages, until_end, idle_timeout,

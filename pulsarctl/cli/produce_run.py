@@ -80,7 +80,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
                  properties=None, event_time=None, deliver_after=None, deliver_at=None,
                  producer_name=None, sequence_id=None, chunking=False, disable_batching=False,
                  compression="none", access_mode="Shared", routing_mode="RoundRobinPartition",
-                 hashing_scheme="JavaStringHash") -> int:
+                 hashing_scheme="JavaStringHash", value_schema=None) -> int:
     """The whole of `produce` after parsing; the typer command and the fast path both call it."""
     if num_produce < 0:
         raise InvalidValue(f"-n/--num-produce must be zero or more, not {num_produce}")
@@ -117,7 +117,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
 
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
                         hashing_scheme=hashing_scheme, compression_type=compression_code,
-                        access_mode=access_mode)
+                        access_mode=access_mode, schema=value_schema)
     try:
         return run_produce(producer, template, bodies, num_produce, sequence_id, rate,
                            from_stdin, ndjson, out)

@@ -144,12 +144,12 @@ class Client:
                         message_routing_mode: str = "RoundRobinPartition",
                         hashing_scheme: str = "JavaStringHash", compression_type=None,
                         send_timeout_millis: int = 30_000, access_mode="Shared",
-                        **_ignored) -> "Producer":
+                        schema=None, **_ignored) -> "Producer":
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
                      hashing_scheme=_enum_value(hashing_scheme),
                      send_timeout_ms=send_timeout_millis, compression_type=compression_type,
-                     access_mode=access_mode)
+                     access_mode=access_mode, schema=schema)
         self._open.append(p)
         return p
 
@@ -163,9 +163,12 @@ class Client:
                   negative_ack_backoff=None, dead_letter_policy=None,
                   unacked_messages_timeout_ms: int | None = None,
                   enable_retry: bool = False, retry_letter_topic: str | None = None,
-                  settings: dict | None = None, **_ignored) -> "Consumer":
+                  settings: dict | None = None, schema=None, **_ignored) -> "Consumer":
         """topic: a name, a list of names, or a compiled regular expression (re.compile) over
-        full topic names of one namespace, as in pulsar-client."""
+        full topic names of one namespace, as in pulsar-client. schema: refused (4) when it
+        is not the topic's schema type."""
+        if schema is not None and not hasattr(topic, "pattern"):
+            self.broker.schema_check_consumer(topic, schema)
         # settings: the subscription's stored policy by Pulsar's configuration names, as the
         # command line passes it; the keyword arguments above fill it pulsar-client's way.
         settings = {**(settings or {}), **consumer_settings(
@@ -186,7 +189,9 @@ class Client:
         return c
 
     def create_reader(self, topic: str, start_message_id, start_message_id_inclusive: bool = False,
-                      reader_name: str | None = None, **_ignored) -> "Reader":
+                      reader_name: str | None = None, schema=None, **_ignored) -> "Reader":
+        if schema is not None:
+            self.broker.schema_check_consumer(topic, schema)
         r = Reader(self, topic, start_message_id, start_message_id_inclusive)
         self._open.append(r)
         return r

@@ -16,7 +16,7 @@ class Producer:
     def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
                  message_routing_mode: str = "RoundRobinPartition",
                  hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000,
-                 compression_type=None, access_mode="Shared"):
+                 compression_type=None, access_mode="Shared", schema=None):
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -29,6 +29,9 @@ class Producer:
         from pulsarctl.compression import code_of
 
         self._compression = code_of(compression_type or "none")
+        from pulsarctl.broker.schemas import check_type
+
+        self._schema = check_type(schema)
         from pulsarctl.broker.access import SHARED, check_mode
 
         self._mode = check_mode(getattr(access_mode, "name", access_mode))
@@ -67,15 +70,26 @@ class Producer:
     def send(self, content, properties=None, partition_key=None, ordering_key=None,
              sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
         self.flush()
-        m = self._message(content, properties, partition_key, ordering_key, sequence_id,
+        m = self._message(self._encode(content), properties, partition_key, ordering_key,
+                          sequence_id,
                           event_timestamp, deliver_at, deliver_after)
         return self._publish([m])[0]
 
     def send_async(self, content, callback=None, **kw) -> None:
-        self._buffer.append(self._message(content, **kw))
+        self._buffer.append(self._message(self._encode(content), **kw))
         self._callbacks.append(callback)
         if len(self._buffer) >= self.batch_size:
             self.flush()
+
+    def _encode(self, content):
+        """A JSON-schema producer also takes what json.dumps takes (pulsar-client takes a
+        Record); everything else is bytes or str."""
+        if self._schema == "JSON" and not isinstance(content, (bytes, bytearray, memoryview,
+                                                               str)):
+            import json
+
+            return json.dumps(content).encode()
+        return content
 
     def check_sizes(self, messages: list[OutgoingMessage]) -> None:
         """Raise MessageTooLarge before anything is written."""
@@ -110,7 +124,7 @@ class Producer:
         while True:
             try:
                 return self._broker.publish(self._topic, msgs, self._name, self._route,
-                                            self._compression)
+                                            self._compression, self._schema)
             except BacklogQuotaHold:
                 now = clocks.monotonic()
                 if deadline is None:
