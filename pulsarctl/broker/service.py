@@ -4,6 +4,7 @@ nothing."""
 from __future__ import annotations
 
 import importlib
+import os
 
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
 from store import codec
@@ -47,7 +48,7 @@ def _wakes(method):
         if result != 0 or isinstance(result, bool):
             from pulsarctl import wake
 
-            wake.notify(self.path)
+            wake.notify(self.wake_path)
         return result
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     return wrapper
@@ -79,6 +80,10 @@ class Broker(CursorAdmin, DlqAdmin):
             raise StoreUnavailable(str(exc)) from None
         self.readonly = readonly
         self.path = self.env.path
+        self.wake_path = self.path
+        self.non_persistent = False  # this Broker serves the tmpfs store of another
+        self.parent = None
+        self._np = None
         self._clock = clock
         rollover = BROKER_DEFAULTS["managedLedgerMaxEntriesPerLedger"]
         self.ledgers = ManagedLedgers(self.env, rollover)
@@ -121,7 +126,32 @@ class Broker(CursorAdmin, DlqAdmin):
             raise StoreUnavailable(str(exc)) from None
 
     def close(self) -> None:
+        if self._np is not None:
+            self._np.close()
+            self._np = None
         self.env.close()
+
+    def _non_persistent(self) -> "Broker":
+        """The Broker over this store's non-persistent topics (created on first use)."""
+        if self._np is None:
+            from pulsarctl.broker import nonpersistent
+
+            np = Broker(nonpersistent.path_for(self.path), self._clock)
+            np.non_persistent = True
+            np.wake_path = self.path
+            np.parent = self
+            self._np = np
+        return self._np
+
+    def _np_if_open(self):
+        """The non-persistent Broker if its store exists (store-wide chores skip it else)."""
+        if self._np is None and not self.non_persistent:
+            from pulsarctl.broker import nonpersistent
+
+            if not os.path.exists(os.path.join(nonpersistent.path_for(self.path), "data.mdb")):
+                return None
+            return self._non_persistent()
+        return self._np
 
     # -- tenants and namespaces --------------------------------------------------------------
     def list_tenants(self):
@@ -179,7 +209,11 @@ class Broker(CursorAdmin, DlqAdmin):
 
     # -- topics ----------------------------------------------------------------------------
     def list_topics(self, namespace):
-        return self.read(topics.list_topics, namespace)
+        names = self.read(topics.list_topics, namespace)
+        np = self._np_if_open()
+        if np is not None:
+            names += np.read(topics.list_np_topics, namespace)
+        return names
 
     def list_partitioned_topics(self, namespace):
         return self.read(partitions.list_partitioned, namespace)
@@ -499,7 +533,10 @@ class Broker(CursorAdmin, DlqAdmin):
                     targets.append(rt)
             for p in targets:
                 info = topics.ensure(ctx, p)
-                c = subs.create(ctx, info, subscription, position, sub_type)
+                if self.non_persistent:
+                    self._np_attach(ctx, info, subscription)
+                c = subs.create(ctx, info, subscription,
+                                "Latest" if self.non_persistent else position, sub_type)
                 consumers.attach(ctx, info, c, consumer_name, sub_type, priority=priority,
                                  pid=pid, pid_start=pid_start, lease_ms=lease_ms, policy=policy)
                 if settings:
@@ -509,6 +546,18 @@ class Broker(CursorAdmin, DlqAdmin):
                 return str(targets[0]), msgs
             return [str(p) for p in targets], msgs
         return self.write(run)
+
+    @staticmethod
+    def _np_attach(ctx, info, subscription) -> None:
+        """A non-persistent subscription with no consumer left starts over at the newest
+        message: what was published while nobody listened is not delivered."""
+        from pulsarctl.broker import cursor_admin
+
+        c = subs.get(ctx, info, subscription)
+        if c is not None and not consumers.sweep(ctx, info, c):
+            subs.clear_delivery_state(ctx, c)
+            if c.mark_delete < info.last_offset:
+                cursor_admin.clear_backlog(ctx, info, c)
 
     def _deliver(self, ctx, targets, subscription, consumer_name, max_n, start):
         out = []
@@ -938,3 +987,55 @@ class Broker(CursorAdmin, DlqAdmin):
 
     def clock_real(self):
         self.write(lambda ctx: self.env.put(ctx.txn, "meta", b"clock", {"mode": "real"}))
+
+
+# -- non-persistent topics: calls naming them go to the tmpfs store's Broker -------------------
+_TOPIC_METHODS = (
+    "create_topic", "delete_topic", "topic_stats", "internal_stats", "list_subscriptions",
+    "last_message_id", "get_message_by_id", "peek", "publish", "producer_acquire",
+    "producer_release", "schema_get", "schema_delete", "schema_check_consumer",
+    "create_subscription", "unsubscribe", "subscribe", "fetch", "ack", "nack",
+    "reconsume_later", "redeliver_unacked", "close_consumer", "disconnect_consumer",
+    "subscription_policy", "describe_subscription", "pending_messages", "consumers",
+    "read_entries", "topic_exists", "partitions_of", "check_sizes_for", "skip", "clear_backlog",
+    "reset_cursor", "expire_messages", "terminate", "examine_message",
+)
+
+
+def _routed(name: str):
+    method = getattr(Broker, name)
+
+    def wrapper(self, topic, *args, **kwargs):
+        if not self.non_persistent:
+            from pulsarctl.broker.nonpersistent import is_non_persistent
+
+            if is_non_persistent(topic):
+                return getattr(self._non_persistent(), name)(topic, *args, **kwargs)
+        return method(self, topic, *args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
+def _store_wide(name: str):
+    """A chore over the whole store (the daemon's tick) covers the non-persistent one too."""
+    method = getattr(Broker, name)
+
+    def wrapper(self, *args, **kwargs):
+        result = method(self, *args, **kwargs)
+        np = None if self.non_persistent else self._np_if_open()
+        if np is not None:
+            more = getattr(np, name)(*args, **kwargs)
+            if isinstance(result, dict):
+                result = {k: result[k] + more.get(k, 0) for k in result}
+            else:
+                result += more
+        return result
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
+for _name in _TOPIC_METHODS:
+    if hasattr(Broker, _name):
+        setattr(Broker, _name, _routed(_name))
+for _name in ("fire_due", "sweep_consumers", "enforce_policies", "timers_due"):
+    setattr(Broker, _name, _store_wide(_name))

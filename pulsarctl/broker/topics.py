@@ -35,10 +35,14 @@ def ensure(ctx, topic: TopicName):
 
 
 def _check_creatable(ctx, topic: TopicName) -> None:
-    if not topic.persistent:
-        raise PulsarctlError(f"non-persistent topics are not supported yet ({topic})",
-                             hint="use a persistent:// topic")
-    tenants.get_namespace(ctx, topic.namespace)
+    parent = getattr(ctx.broker, "parent", None)
+    if topic.persistent == ctx.broker.non_persistent:
+        raise PulsarctlError(f"topic {topic} belongs in the other store",  # a routing slip
+                             hint="report this as a bug")
+    if parent is not None:  # namespaces live in the persistent store
+        parent.read(tenants.get_namespace, topic.namespace)
+    else:
+        tenants.get_namespace(ctx, topic.namespace)
 
 
 def create_topic(ctx, topic: TopicName):
@@ -51,6 +55,12 @@ def create_topic(ctx, topic: TopicName):
 def list_topics(ctx, namespace: str) -> list[str]:
     tenants.get_namespace(ctx, namespace)
     prefix = _ns_prefix(namespace)
+    return [name for name, _ in ctx.ledgers.names(ctx.txn, prefix) if "/" not in name[len(prefix):]]
+
+
+def list_np_topics(ctx, namespace: str) -> list[str]:
+    """Non-persistent topics (in the tmpfs store; the namespace was checked by the caller)."""
+    prefix = f"non-persistent://{namespace}/"
     return [name for name, _ in ctx.ledgers.names(ctx.txn, prefix) if "/" not in name[len(prefix):]]
 
 
