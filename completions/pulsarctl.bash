@@ -563,7 +563,7 @@ _pulsarctl_node() {
             vopts="-o --output"
             ;;
         "perf")
-            subs="produce consume"
+            subs="produce consume timers delayed"
             opts="-h --help"
             vopts=""
             ;;
@@ -576,6 +576,16 @@ _pulsarctl_node() {
             subs=""
             opts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output -h --help"
             vopts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output"
+            ;;
+        "perf timers")
+            subs=""
+            opts="-n --num-timers -o --output -h --help"
+            vopts="-n --num-timers -o --output"
+            ;;
+        "perf delayed")
+            subs=""
+            opts="-n --num-delayed --due -o --output -h --help"
+            vopts="-n --num-delayed --due -o --output"
             ;;
         "daemon")
             subs="run start stop status run-once"
@@ -776,6 +786,8 @@ _pulsarctl_values() {
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;
+        "perf timers|-o"|"perf timers|--output") values="text json ndjson" ;;
+        "perf delayed|-o"|"perf delayed|--output") values="text json ndjson" ;;
         "daemon start|-o"|"daemon start|--output") values="text json ndjson" ;;
         "daemon stop|-o"|"daemon stop|--output") values="text json ndjson" ;;
         "daemon status|-o"|"daemon status|--output") values="text json ndjson" ;;

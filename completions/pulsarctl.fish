@@ -751,9 +751,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_s
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -a 'produce' -d 'Produce N messages of S bytes in batches; print msg/s, MB/s, latency.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -a 'consume' -d 'Consume and ack (per message) N messages from the earliest.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume' -s h -l help -d 'Show this message and exit.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'produce' -d 'Produce N messages of S bytes in batches; print msg/s, MB/s, latency.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'consume' -d 'Consume and ack (per message) N messages from the earliest.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'timers' -d 'Fire N due nack timers at once (as `daemon run-once` does), on a scratch store with a simulated clock; print timers/s.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'delayed' -d 'Dispatch due messages while N delayed ones wait, on a scratch store with a simulated clock.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf produce
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s n -l num-messages -x -d 'Messages.'
@@ -770,6 +772,17 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s q -l receiver-queue-size -x -d 'Prefetch.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl perf timers
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from timers' -s n -l num-timers -x -d 'Timers.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from timers' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from timers' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl perf delayed
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -s n -l num-delayed -x -d 'Delayed messages.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -l due -x -d 'Messages due now.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl daemon
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run' -d 'Run the daemon in the foreground (exit 5 if one already runs).'

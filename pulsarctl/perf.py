@@ -2,6 +2,8 @@
 messages of S bytes through the Python API, and measure rate and latency."""
 from __future__ import annotations
 
+import os
+
 from pulsarctl import clock as clocks
 from pulsarctl.messages import OutgoingMessage
 
@@ -109,3 +111,98 @@ def consume(client, topic: str, subscription: str, n: int, sub_type: str, queue:
     # The clock stops at the last message: the idle wait that ends the run is not counted.
     return {"topic": topic, "subscription": subscription, "type": sub_type,
             **_summary(got, nbytes, t_end - t0, lat)}
+
+
+# -- timers and delayed delivery, on a scratch store with a simulated clock ---------------------
+def _scratch():
+    """A temporary store on a simulated clock: these benchmarks move time, which a user's
+    store must not see."""
+    import tempfile
+
+    from pulsarctl.broker import Broker
+    from pulsarctl.clock import SimulatedClock
+
+    from pulsarctl.broker import policies
+
+    d = tempfile.mkdtemp(prefix="pulsarctl-perf-")
+    clock = SimulatedClock(1_800_000_000_000)
+    b = Broker(os.path.join(d, "store"), clock)
+    # All n are held by one consumer at once: lift Pulsar's unacked limits (50,000 / 200,000).
+    for field in (policies.MAX_UNACKED_CONSUMER, policies.MAX_UNACKED_SUBSCRIPTION):
+        b.set_policy("namespace", "public/default", field, 0)
+    return d, clock, b
+
+
+def timers(n: int, progress=None) -> dict:
+    """n nacked messages whose nack delay has run out, then one fire_due (what `daemon
+    run-once` does): timers fired per second."""
+    import shutil
+
+    d, clock, b = _scratch()
+    try:
+        _fill(b, "t", n, progress)
+        b.subscribe("t", "s", "c", "Shared", "Earliest",
+                    settings={"negativeAckRedeliveryDelayMs": 1000})
+        ids = []
+        while len(ids) < n:
+            got = b.fetch("t", "s", "c", 10_000)
+            if not got:
+                raise RuntimeError(f"only {len(ids)} of {n} messages could be fetched")
+            ids.extend(m.message_id() for m in got)
+        t0 = clocks.monotonic()
+        b.nack("t", "s", ids)
+        t_nack = clocks.monotonic() - t0
+        clock.advance(2000)
+        t0 = clocks.monotonic()
+        fired = b.fire_due()
+        t_fire = clocks.monotonic() - t0
+        return {"timers": n, "fired": fired, "fireSeconds": round(t_fire, 3),
+                "timersPerSec": round(fired / t_fire) if t_fire else 0,
+                "nackSeconds": round(t_nack, 3), "nacksPerSec": round(n / t_nack) if t_nack else 0}
+    finally:
+        b.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def delayed(n: int, due: int = 1000, progress=None) -> dict:
+    """n messages delayed by a day on a Shared subscription, then `due` messages due now: how
+    long dispatching the due ones takes while the n wait (and the one-time indexing pass)."""
+    import shutil
+
+    d, clock, b = _scratch()
+    try:
+        b.create_subscription("t", "s", "earliest")
+        _fill(b, "t", n, progress, deliver_at=clock.now_ms() + 86_400_000)
+        from pulsarctl.broker.consumers import this_process
+
+        pid, start = this_process()
+        b.subscribe("t", "s", "c", "Shared", pid=pid, pid_start=start)
+        t0 = clocks.monotonic()
+        first = b.fetch("t", "s", "c", 1000)  # reads the n once and indexes them
+        t_index = clocks.monotonic() - t0
+        assert not first
+        _fill(b, "t", due, None)
+        t0 = clocks.monotonic()
+        got = b.fetch("t", "s", "c", due)
+        t_due = clocks.monotonic() - t0
+        b.ack("t", "s", [m.message_id() for m in got])
+        clock.advance(86_400_000)
+        t0 = clocks.monotonic()
+        later = b.fetch("t", "s", "c", 1000)
+        t_later = clocks.monotonic() - t0
+        return {"delayed": n, "due": len(got), "dueDispatchMs": round(t_due * 1000, 1),
+                "indexingSeconds": round(t_index, 2),
+                "firstThousandOnceDueMs": round(t_later * 1000, 1), "onceDue": len(later)}
+    finally:
+        b.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _fill(b, topic: str, n: int, progress, deliver_at: int = 0) -> None:
+    done = 0
+    while done < n:
+        k = min(10_000, n - done)
+        b.publish(topic, [OutgoingMessage(b"m" * 32, deliver_at=deliver_at) for _ in range(k)])
+        done += k
+        if progress:
+            progress(done)
