@@ -2,7 +2,10 @@
 
 An entry in the store is a list built here and packed by store/codec.py:
 [publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
-deliverAt]; trailing fields that are unset are left off.
+deliverAt, compression code, uncompressed size, schema version, chunk]; trailing fields that are
+unset are left off. chunk is Pulsar's chunk metadata, [uuid, chunk id, num chunks, total chunk
+message size], on each entry of a message split into chunks (the entry's payload is that piece
+of the stored, possibly compressed, payload; the size is the whole message's, uncompressed).
 """
 from __future__ import annotations
 
@@ -102,7 +105,7 @@ def iso_ms(ms: int | None) -> str | None:
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
-                 "sequence_id", "schema_version")
+                 "sequence_id", "schema_version", "chunks")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
@@ -115,15 +118,23 @@ class OutgoingMessage:
         self.event_time = event_time
         self.deliver_at = deliver_at
         self.sequence_id = sequence_id
+        # A copy of a chunked message (dead letter, retry moves): its stored pieces, as
+        # (compression code, uncompressed size, num chunks, total size, [(chunk id, piece)]).
+        self.chunks = None
 
     def size(self) -> int:
         return len(self.payload)
 
 
 def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
-                compressed: tuple | None = None) -> list:
+                compressed: tuple | None = None, chunk: tuple | None = None) -> list:
     """The stored entry; compressed = (code, compressed payload) stores that payload and
-    appends the code and the uncompressed size; then the schema version, if any."""
+    appends the code and the uncompressed size; then the schema version, if any.
+    chunk = (metadata, piece, compression code, uncompressed size): one chunk's entry."""
+    if chunk is not None:
+        meta, piece, code, size = chunk
+        return [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
+                m.event_time or 0, m.deliver_at or 0, code, size, m.schema_version, meta]
     rec = [publish_time, producer, seq, m.payload]
     sv = m.schema_version
     if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
@@ -148,13 +159,17 @@ class Message:
     the order of the stored entry, so a message is built from an entry in one call."""
     __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
                  "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
-                 "subscription", "consumer_name", "schema_version_")
+                 "subscription", "consumer_name", "schema_version_", "chunk_", "chunk_ids_")
 
     def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
                  key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
                  redelivery_count_=0, subscription=None, consumer_name=None,
                  schema_version_=None):
         self.schema_version_ = schema_version_
+        # A chunk as stored: (metadata, compression code, uncompressed size); clients join
+        # the chunks of a message (client/chunks.py), which then has chunk_ids_, every chunk's id.
+        self.chunk_ = None
+        self.chunk_ids_ = None
         self.publish_time = publish_time
         self.producer_name = producer_name
         self.sequence_id = sequence_id
@@ -237,6 +252,12 @@ class Message:
             r["deliverAt"] = iso_ms(self.deliver_at)
         if self.schema_version_ is not None:
             r["schemaVersion"] = self.schema_version_
+        if self.chunk_ids_:
+            r["numChunks"] = len(self.chunk_ids_)
+        elif self.chunk_ is not None:
+            meta = self.chunk_[0]
+            r["chunk"] = {"uuid": meta[0], "chunkId": meta[1], "numChunks": meta[2],
+                          "totalChunkMsgSize": meta[3]}
         if self.subscription is not None:
             r["subscription"] = self.subscription
             r["consumerName"] = self.consumer_name
@@ -245,10 +266,16 @@ class Message:
 
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
-    if len(rec) > 9:  # [..., compression code, uncompressed size[, schema version]]
+    if len(rec) > 9:  # [..., compression code, uncompressed size[, schema version[, chunk]]]
         code, size = rec[9], rec[10]
         sv = rec[11] if len(rec) > 11 else None
+        chunk = rec[12] if len(rec) > 12 else None
         rec = list(rec[:9])
+        if chunk:  # a piece: decompressed once the chunks are joined
+            m = Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
+                        subscription=subscription, consumer_name=consumer, schema_version_=sv)
+            m.chunk_ = (chunk, code, size)
+            return m
         if code:
             from pulsarctl import compression
 

@@ -35,12 +35,19 @@ def producer_name(topic: str, subscription: str, consumer: str) -> str:
 
 
 def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
-    """Publish the message at offset to the subscription's dead letter topic and ack it."""
+    """Publish the message at offset to the subscription's dead letter topic and ack it. A
+    chunk moves with every other chunk of its message: their stored pieces are copied (still
+    compressed), so a consumer of the dead letter topic joins them as it would have here."""
     policy = c.props.get("policy") or {}
     origin = parse_topic(info.name)
-    pos = info.position(offset)
+    rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
+    from pulsarctl.broker import chunks
+
+    copy = chunks.copy_of(ctx, info, offset, rec)
+    acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
+    pos = info.position(last)
     mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
-    m = message_from_entry(codec.decode(ctx.ledgers.read(ctx.txn, info, offset)), mid, info.name)
+    m = message_from_entry(rec, mid, info.name)
     props = dict(m.properties_ or {})
     props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
     props.setdefault(ORIGIN_MESSAGE_ID, str(mid))
@@ -53,9 +60,9 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
         # PIP-124: the broker creates it whenever it is missing, before the dead letter lands.
         subs.create(ctx, dlq_info, init, "Earliest")
     holder = consumer or "consumer"
-    _name, ids = producers.publish(
-        ctx, target,
-        [OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)],
-        producer_name(info.name, c.name, holder), target.partition_index, internal=True)
-    subs.ack(ctx, info, c, [offset])
+    out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
+    out.chunks = copy[2] if copy else None
+    _name, ids = producers.publish(ctx, target, [out], producer_name(info.name, c.name, holder),
+                                   target.partition_index, internal=True)
+    subs.ack(ctx, info, c, acked)
     return ids[0]

@@ -402,10 +402,18 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
     routes = _Routes(ctx)
     retry_topics: dict = {}
     results, acks = [], []
+    from pulsarctl.broker import chunks
+
+    taken: set = set()  # chunks of a chunked dead letter replayed (or judged) with its first
     for o in offsets:
-        if c is not None and ctx.cursors.is_acked(ctx.txn, c, o):
+        if o in taken or (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)):
             continue
-        m = read_message(ctx, info, t, o)
+        rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+        copy = chunks.copy_of(ctx, info, o, rec)  # a chunked message is replayed whole
+        group = copy[0] if copy else [o]
+        taken.update(group)
+        m = read_message(ctx, info, t, copy[1]) if copy else message_from_entry(
+            rec, MessageId(*info.position(o), t.partition_index), str(t))
         props = dict(m.properties_ or {})
         rc = replay_count(m)
         r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
@@ -450,11 +458,12 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         if dry_run:
             r["action"] = "would-replay"
             continue
-        _name, new_ids = producers.publish(
-            ctx, target, [OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)],
-            REPLAY_PRODUCER, target.partition_index)
+        out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
+        out.chunks = copy[2] if copy else None
+        _name, new_ids = producers.publish(ctx, target, [out], REPLAY_PRODUCER,
+                                           target.partition_index)
         r["action"], r["newMessageId"] = "replayed", str(new_ids[0])
-        acks.append(o)
+        acks.extend(group)
     if acks:
         subs.ack(ctx, info, c, acks)
     return results

@@ -146,7 +146,9 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> 
     for o in offsets:
         rc = redelivery.get(ctx, c.id, o)
         if max_rc and rc >= max_rc:
-            deadletter.move(ctx, info, c, o, (holders or {}).get(o))
+            # A chunk already moved with an earlier chunk of its message is acked.
+            if not ctx.cursors.is_acked(ctx.txn, c, o):
+                deadletter.move(ctx, info, c, o, (holders or {}).get(o))
             continue
         n = redelivery.increment(ctx, c.id, o)
         again.append(o)

@@ -1,4 +1,4 @@
-"""Publishing: producer names, sequence ids, the maximum message size, appends."""
+"""Publishing: producer names, sequence ids, the maximum message size, chunking, appends."""
 from __future__ import annotations
 
 from store import codec
@@ -30,20 +30,25 @@ def new_producer_name(ctx) -> str:
 
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
             partition: int = -1, internal: bool = False,
-            compression: int = 0, schema: str | None = None) -> tuple[str, list[MessageId]]:
+            compression: int = 0, schema: str | None = None,
+            chunking: bool = False) -> tuple[str, list[MessageId]]:
     """Append messages in this transaction. Returns (producer name, message ids); with
     deduplication on, a message whose sequence id this producer already stored is left out
     and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
     move, which backlog quotas do not stop (the move would be stuck with the message).
     compression: a Pulsar CompressionType code (pulsarctl.compression) for the payloads;
-    schema: the producer's schema type (schemas.py), recorded as a version in each message."""
+    schema: the producer's schema type (schemas.py), recorded as a version in each message.
+    chunking: a stored payload (compressed first, as Pulsar does) over maxMessageSize is split
+    into chunks of at most maxMessageSize bytes, one entry each (see split); its id is the last
+    chunk's."""
     packed = None
     if compression:
         from pulsarctl.compression import compress
 
         packed = [(compression, compress(compression, m.payload)) for m in messages]
-        check_sizes(ctx, messages, [len(p[1]) for p in packed])
-    else:
+        if not chunking:
+            check_sizes(ctx, messages, [len(p[1]) for p in packed])
+    elif not chunking:
         check_sizes(ctx, messages)
     info = topics.ensure(ctx, topic)
     if topics.meta(ctx, topic).get("terminated"):
@@ -74,6 +79,8 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     entries = []
     dups = []
     add = entries.append
+    limit = ctx.setting("maxMessageSize") if chunking else 0
+    lasts = None  # the index in entries of each message's last entry, once a message is chunked
     for i, m in enumerate(messages):
         s = m.sequence_id
         if s is None:
@@ -83,7 +90,25 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         elif dedup:
             dups.append(i)
             continue
-        add(_encode(build_entry(now, producer_name, s, m, packed[i] if packed else None)))
+        pieces = m.chunks if m.chunks is not None else split(m, packed[i] if packed else None,
+                                                            limit) if limit else None
+        if pieces is None:
+            add(_encode(build_entry(now, producer_name, s, m, packed[i] if packed else None)))
+            if lasts is not None:
+                lasts.append(len(entries) - 1)
+            continue
+        if lasts is None:
+            lasts = list(range(len(entries)))
+        code, size, n, total, parts = pieces
+        uuid = f"{producer_name}-{s}"  # as Pulsar's producer names a chunked message
+        for cid, piece in parts:
+            add(_encode(build_entry(now, producer_name, s, m, chunk=([uuid, cid, n, total], piece,
+                                                                     code, size))))
+        lasts.append(len(entries) - 1)
+    if lasts is not None:
+        from pulsarctl.broker import chunks
+
+        chunks.mark(ctx, topic)
     ctx.put(seq, "producer", info.ml_id, producer_name)
     ids = []
     # A long-running process (the daemon, a producer) follows a rollover setting changed since
@@ -94,12 +119,25 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     if entries:
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
+        if lasts is not None:
+            ids = [ids[k] for k in lasts]
     for i in dups:
         ids.insert(i, DUPLICATE)
     return producer_name, ids
 
 
 DUPLICATE = MessageId(-1, -1, -1)
+
+
+def split(m: OutgoingMessage, packed: tuple | None, limit: int):
+    """The chunks of a message whose stored payload is over limit, in the form of
+    OutgoingMessage.chunks; None if it fits in one entry."""
+    stored = packed[1] if packed else m.payload
+    if len(stored) <= limit:
+        return None
+    view = memoryview(stored)
+    parts = [(k, view[j:j + limit]) for k, j in enumerate(range(0, len(stored), limit))]
+    return (packed[0] if packed else 0, len(m.payload), len(parts), len(stored), parts)
 
 
 def _dedup(ctx, info) -> bool:

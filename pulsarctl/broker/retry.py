@@ -52,9 +52,14 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
         raise Conflict(f"retry is not enabled on subscription '{c.name}' (reconsumeLater method "
                        f"not support!)", hint="consume with --enable-retry first")
     origin = parse_topic(info.name)
-    pos = info.position(offset)
+    rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
+    from pulsarctl.broker import chunks
+
+    copy = chunks.copy_of(ctx, info, offset, rec)  # a chunked message moves whole
+    acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
+    pos = info.position(last)
     mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
-    m = message_from_entry(codec.decode(ctx.ledgers.read(ctx.txn, info, offset)), mid, info.name)
+    m = message_from_entry(rec, mid, info.name)
     props = dict(m.properties_ or {})
     props.setdefault(deadletter.REAL_TOPIC, str(origin.partitioned_topic_name))
     props.setdefault(deadletter.ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
@@ -79,8 +84,9 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
         deliver_at = ctx.now + delay_ms if delay_ms > 0 else 0
         where = "retry"
     topics.ensure(ctx, target)
-    producers.publish(ctx, target, [OutgoingMessage(m.payload, props, m.key, m.ordering_key_,
-                                                    m.event_time, deliver_at)],
-                      f"{info.name}-{c.name}-retry", target.partition_index, internal=True)
-    subs.ack(ctx, info, c, [offset])
+    out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time, deliver_at)
+    out.chunks = copy[2] if copy else None
+    producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry", target.partition_index,
+                      internal=True)
+    subs.ack(ctx, info, c, acked)
     return where

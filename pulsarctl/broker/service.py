@@ -38,6 +38,7 @@ subs = _Lazy("pulsarctl.broker.subscriptions")
 nacks = _Lazy("pulsarctl.broker.nacks")
 timers = _Lazy("pulsarctl.broker.timers")
 expiry = _Lazy("pulsarctl.broker.expiry")
+chunks = _Lazy("pulsarctl.broker.chunks")
 
 
 def _wakes(method):
@@ -375,7 +376,9 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.read(run)
 
     # -- producing ---------------------------------------------------------------------------
-    def check_sizes(self, messages, compression=0):
+    def check_sizes(self, messages, compression=0, chunking=False):
+        if chunking:  # any size goes, in chunks
+            return None
         sizes = None
         if compression:
             from pulsarctl.compression import compress
@@ -389,17 +392,19 @@ class Broker(CursorAdmin, DlqAdmin):
 
     @_wakes
     def publish(self, name, messages, producer_name=None, route=None, compression=0,
-                schema=None):
+                schema=None, chunking=False):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
-        back in message order. compression: a pulsarctl.compression code."""
+        back in message order. compression: a pulsarctl.compression code. chunking: split
+        messages over maxMessageSize into chunks (a chunked message's id is its last chunk's)."""
         t = _topic(name)
 
         def run(ctx):
             n = partitions.get(ctx, t) if not t.is_partition else 0
             if not n:
                 return producers.publish(ctx, t, messages, producer_name, t.partition_index,
-                                         compression=compression, schema=schema)
+                                         compression=compression, schema=schema,
+                                         chunking=chunking)
             if route is None:
                 from pulsarctl.broker.hashing import PartitionRouter
 
@@ -418,7 +423,8 @@ class Broker(CursorAdmin, DlqAdmin):
                 name_out = producers.new_producer_name(ctx)
             for i, msgs in groups.items():
                 _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
-                                           compression=compression, schema=schema)
+                                           compression=compression, schema=schema,
+                                           chunking=chunking)
                 ids_by[i] = ids[::-1]
             return name_out, [ids_by[i].pop() for i in order]
         return self.write(run)
@@ -631,6 +637,12 @@ class Broker(CursorAdmin, DlqAdmin):
             offsets = subs.offsets_of(ctx, info, mids)
             if not offsets:
                 continue
+            if not cumulative:
+                # The id of a chunked message (its last chunk's) acks every chunk; the count
+                # is of the ids given.
+                rest = chunks.earlier(ctx, info, offsets)
+                if rest:
+                    consumers.renew(ctx, c, subs.ack(ctx, info, c, rest)[1])
             newly, holders = subs.ack(ctx, info, c, offsets, cumulative)
             consumers.renew(ctx, c, holders)
             total += newly
@@ -662,7 +674,11 @@ class Broker(CursorAdmin, DlqAdmin):
                 info = topics.require(ctx, owner)
                 c = subs.require(ctx, info, subscription)
                 nacks.fire(ctx, info, c)
-                n, holders = nacks.nack(ctx, info, c, subs.offsets_of(ctx, info, mids))
+                offsets = subs.offsets_of(ctx, info, mids)
+                rest = chunks.earlier(ctx, info, offsets)  # a chunked message's other chunks
+                if rest:
+                    consumers.renew(ctx, c, nacks.nack(ctx, info, c, rest)[1])
+                n, holders = nacks.nack(ctx, info, c, offsets)
                 consumers.renew(ctx, c, holders)
                 total += n
             return total

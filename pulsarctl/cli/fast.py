@@ -22,6 +22,7 @@ PRODUCE_FLAGS = {
     "--deliver-at": ("deliver_at", "str"),
     "--producer-name": ("producer_name", "str"),
     "--sequence-id": ("sequence_id", "int"),
+    "-c": ("chunking", "flag"), "--chunking": ("chunking", "flag"),
     "-db": ("disable_batching", "flag"), "--disable-batching": ("disable_batching", "flag"),
     "-o": ("output", "str"), "--output": ("output", "str"),
 }

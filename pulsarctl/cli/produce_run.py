@@ -6,7 +6,7 @@ import sys
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
 from pulsarctl.client import produce as p
-from pulsarctl.errors import InvalidValue, NotSupportedYet, UsageError
+from pulsarctl.errors import InvalidValue, UsageError
 
 CHUNK = 5000  # messages per transaction for -m/-f with a large -n
 
@@ -86,9 +86,6 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
         raise InvalidValue(f"-n/--num-produce must be zero or more, not {num_produce}")
     if rate < 0:
         raise InvalidValue("-r/--rate must be zero or more")
-    if chunking:
-        raise NotSupportedYet("chunking is not supported yet",
-                              hint="send messages under maxMessageSize, or raise it")
     from pulsarctl.compression import code_of
 
     compression_code = code_of(compression)
@@ -117,7 +114,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
 
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
                         hashing_scheme=hashing_scheme, compression_type=compression_code,
-                        access_mode=access_mode, schema=value_schema)
+                        access_mode=access_mode, schema=value_schema, chunking=chunking)
     try:
         return run_produce(producer, template, bodies, num_produce, sequence_id, rate,
                            from_stdin, ndjson, out)

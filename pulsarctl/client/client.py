@@ -92,6 +92,13 @@ def _next(q, fill, timeout_millis):
             wait = min(wait * 2, _WAIT_MAX)
 
 
+def _ids(message) -> list:
+    """The ids a nack or retry of message covers: a chunked message's are all its chunks'."""
+    if isinstance(message, Message):
+        return list(message.chunk_ids_ or [message.message_id()])
+    return [message]
+
+
 class ProducerAccessMode(enum.Enum):
     """pulsar-client's ProducerAccessMode."""
     Shared = 0
@@ -144,12 +151,16 @@ class Client:
                         message_routing_mode: str = "RoundRobinPartition",
                         hashing_scheme: str = "JavaStringHash", compression_type=None,
                         send_timeout_millis: int = 30_000, access_mode="Shared",
-                        schema=None, **_ignored) -> "Producer":
+                        schema=None, chunking_enabled: bool = False,
+                        batching_enabled: bool = False, **_ignored) -> "Producer":
+        """chunking_enabled: a message over maxMessageSize is sent in chunks, which consumers
+        and readers join (not together with batching_enabled, as in Pulsar)."""
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
                      hashing_scheme=_enum_value(hashing_scheme),
                      send_timeout_ms=send_timeout_millis, compression_type=compression_type,
-                     access_mode=access_mode, schema=schema)
+                     access_mode=access_mode, schema=schema, chunking=chunking_enabled,
+                     batching=batching_enabled)
         self._open.append(p)
         return p
 
@@ -163,10 +174,21 @@ class Client:
                   negative_ack_backoff=None, dead_letter_policy=None,
                   unacked_messages_timeout_ms: int | None = None,
                   enable_retry: bool = False, retry_letter_topic: str | None = None,
-                  settings: dict | None = None, schema=None, **_ignored) -> "Consumer":
+                  settings: dict | None = None, schema=None,
+                  max_pending_chunked_message: int = 10,
+                  auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+                  expire_time_of_incomplete_chunked_message_ms: int = 60_000,
+                  **_ignored) -> "Consumer":
         """topic: a name, a list of names, or a compiled regular expression (re.compile) over
         full topic names of one namespace, as in pulsar-client. schema: refused (4) when it
-        is not the topic's schema type."""
+        is not the topic's schema type. Chunked messages are joined (client/chunks.py): at
+        most max_pending_chunked_message incomplete ones are kept, the oldest dropped for a
+        new one (its chunks nacked, or acked with auto_ack_oldest_...), and incomplete ones
+        expire after expire_time_of_incomplete_chunked_message_ms of the store's clock."""
+        from pulsarctl.client.chunks import Assembler
+
+        chunks = Assembler(max_pending_chunked_message,
+                           expire_time_of_incomplete_chunked_message_ms)
         if schema is not None and not hasattr(topic, "pattern"):
             self.broker.schema_check_consumer(topic, schema)
         # settings: the subscription's stored policy by Pulsar's configuration names, as the
@@ -185,14 +207,24 @@ class Client:
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
                      priority_level, lease_ms, key_shared_policy, settings)
+        c._chunks = chunks
+        c._auto_ack_oldest = bool(auto_ack_oldest_chunked_message_on_queue_full)
         self._open.append(c)
         return c
 
     def create_reader(self, topic: str, start_message_id, start_message_id_inclusive: bool = False,
-                      reader_name: str | None = None, schema=None, **_ignored) -> "Reader":
+                      reader_name: str | None = None, schema=None,
+                      max_pending_chunked_message: int = 10,
+                      expire_time_of_incomplete_chunked_message_ms: int = 60_000,
+                      **_ignored) -> "Reader":
         if schema is not None:
             self.broker.schema_check_consumer(topic, schema)
+        from pulsarctl.client.chunks import Assembler
+
+        chunks = Assembler(max_pending_chunked_message,
+                           expire_time_of_incomplete_chunked_message_ms)
         r = Reader(self, topic, start_message_id, start_message_id_inclusive)
+        r._chunks = chunks
         self._open.append(r)
         return r
 
@@ -250,6 +282,10 @@ class Consumer:
                 self.receiver_queue_size = 1
         self._type = sub_type
         self._closed = False
+        from pulsarctl.client.chunks import Assembler
+
+        self._chunks = Assembler()
+        self._auto_ack_oldest = False
 
     def _attach(self, topics) -> None:
         names, _ = self._broker.subscribe(list(topics), self._subscription, self._name,
@@ -281,14 +317,44 @@ class Consumer:
         return self._name
 
     def _fill(self, max_n: int | None = None) -> bool:
+        n = max_n if max_n is not None else self.receiver_queue_size
+        msgs = self._fetch(n)
+        chunks = self._chunks
+        while msgs and (len(chunks) or any(m.chunk_ is not None for m in msgs)):
+            now = self._broker.clock_state()["now"]
+            got = chunks.take(msgs, now)
+            chunks.expire(now)
+            self._drop(chunks.take_dropped())
+            if got:
+                msgs = got
+                break
+            # Only chunks so far: fetch the rest of the message at once.
+            msgs = self._fetch(max(n, chunks.missing()))
+        if not msgs and len(chunks):
+            chunks.expire(self._broker.clock_state()["now"])
+            self._drop(chunks.take_dropped())
+        self._queue = msgs
+        self._qi = 0
+        return bool(msgs)
+
+    def _drop(self, ids) -> None:
+        """The chunks of incomplete messages dropped (pending limit, expiry) come again later
+        (Pulsar's autoAckOldestChunkedMessageOnQueueFull=false), or are acked with it true."""
+        if ids:
+            self.flush_acks()
+            if self._auto_ack_oldest:
+                self._broker.ack(self._topics, self._subscription, ids)
+            else:
+                self._broker.nack(self._topics, self._subscription, ids)
+
+    def _fetch(self, n: int) -> list:
         acks, self._acks = self._acks, []
         self._last_flush = clocks.monotonic()
-        n = max_n if max_n is not None else self.receiver_queue_size
         if not self._topics:
             self._discover()
             if not self._topics:
                 self._acks = acks
-                return False
+                return []
         try:
             msgs = self._broker.fetch(self._topics, self._subscription, self._name, n, acks,
                                       renew=self._lease_ms is not None, start=self._rr)
@@ -297,11 +363,9 @@ class Consumer:
             raise
         # Start the next fetch at the next topic: no topic starves the others.
         self._rr = (self._rr + 1) % len(self._topics)
-        self._queue = msgs
-        self._qi = 0
         if not msgs:
             self._discover()
-        return bool(msgs)
+        return msgs
 
     def receive(self, timeout_millis: int | None = None, max_fetch: int | None = None) -> Message:
         """The next message; waits (without spinning) up to timeout_millis, then Timeout."""
@@ -309,8 +373,11 @@ class Consumer:
 
     def acknowledge(self, message) -> None:
         acks = self._acks
-        acks.append(message.id if type(message) is Message else
-                    message.message_id() if isinstance(message, Message) else message)
+        if isinstance(message, Message) and message.chunk_ids_:
+            acks.extend(message.chunk_ids_)  # a chunked message: every chunk
+        else:
+            acks.append(message.id if type(message) is Message else
+                        message.message_id() if isinstance(message, Message) else message)
         # Acks ride along with the next fetch when one is near (the receiver queue is empty);
         # otherwise they go out at the group size or age, as Pulsar's ack grouping does.
         if len(acks) & 63 == 0 and self._qi < len(self._queue) and (
@@ -321,17 +388,15 @@ class Consumer:
     def negative_acknowledge(self, message) -> None:
         """Redeliver after the nack delay (or backoff); past maxRedeliverCount, the message goes
         to the dead letter topic instead."""
-        mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
-        self._broker.nack(self._topics, self._subscription, [mid])
+        self._broker.nack(self._topics, self._subscription, _ids(message))
 
     def reconsume_later(self, message, delay_ms: int = 0, properties: dict | None = None,
                         delay_level: int | None = None, level_increment: bool = False) -> None:
         """Java's reconsumeLater: to the retry letter topic (needs retry enabled); TDMQ's delay
         levels with delay_level or level_increment."""
-        mid = message.message_id() if isinstance(message, Message) else message
         self.flush_acks()
-        self._broker.reconsume_later(self._topics, self._subscription, [mid], int(delay_ms),
+        self._broker.reconsume_later(self._topics, self._subscription, _ids(message), int(delay_ms),
                                      {str(k): str(v) for k, v in (properties or {}).items()},
                                      delay_level, level_increment)
 
@@ -339,6 +404,7 @@ class Consumer:
         """Everything this consumer holds comes back now (the local queue is dropped)."""
         self.flush_acks()
         self._queue, self._qi = [], 0
+        self._chunks.clear()
         self._broker.redeliver_unacked(self._topics, self._subscription, self._name)
 
     def acknowledge_cumulative(self, message) -> None:
@@ -390,16 +456,33 @@ class Reader:
         self._next: int | None = None
         self._queue: list[Message] = []
         self._qi = 0
+        from pulsarctl.client.chunks import Assembler
+
+        self._chunks = Assembler()
 
     def topic(self) -> str:
         return self._topic
 
     def _fill(self, n=1000) -> bool:
+        msgs = self._read(n)
+        chunks = self._chunks
+        while msgs and (len(chunks) or any(m.chunk_ is not None for m in msgs)):
+            now = self._broker.clock_state()["now"]
+            got = chunks.take(msgs, now)
+            chunks.expire(now)
+            chunks.take_dropped()  # a reader holds nothing: dropped is forgotten
+            if got:
+                msgs = got
+                break
+            msgs = self._read(max(n, chunks.missing()))
+        self._queue, self._qi = msgs, 0
+        return bool(msgs)
+
+    def _read(self, n: int) -> list:
         msgs, nxt, _last = self._broker.read_entries(
             self._topic, self._next, n, after_id=self._start, inclusive=self._inclusive)
         self._next = nxt
-        self._queue, self._qi = msgs, 0
-        return bool(msgs)
+        return msgs
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         return _next(self, self._fill, timeout_millis)
@@ -413,6 +496,7 @@ class Reader:
         self._start = message_id if isinstance(message_id, MessageId) else parse_message_id(str(message_id))
         self._next = None
         self._queue, self._qi = [], 0
+        self._chunks.clear()
 
     def close(self) -> None:
         pass

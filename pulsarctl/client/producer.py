@@ -16,7 +16,12 @@ class Producer:
     def __init__(self, broker, topic: str, producer_name: str | None, batch_size: int = 1000,
                  message_routing_mode: str = "RoundRobinPartition",
                  hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000,
-                 compression_type=None, access_mode="Shared", schema=None):
+                 compression_type=None, access_mode="Shared", schema=None,
+                 chunking: bool = False, batching: bool = False):
+        if chunking and batching:
+            raise InvalidValue("Batching and chunking of messages can't be enabled together",
+                               hint="disable batching (batching_enabled=False, or -db)")
+        self._chunking = bool(chunking)
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -93,7 +98,7 @@ class Producer:
 
     def check_sizes(self, messages: list[OutgoingMessage]) -> None:
         """Raise MessageTooLarge before anything is written."""
-        self._broker.check_sizes(messages, self._compression)
+        self._broker.check_sizes(messages, self._compression, self._chunking)
 
     def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
         """Publish prepared messages in one transaction."""
@@ -124,7 +129,7 @@ class Producer:
         while True:
             try:
                 return self._broker.publish(self._topic, msgs, self._name, self._route,
-                                            self._compression, self._schema)
+                                            self._compression, self._schema, self._chunking)
             except BacklogQuotaHold:
                 now = clocks.monotonic()
                 if deadline is None:

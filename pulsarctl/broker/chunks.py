@@ -1,0 +1,92 @@
+"""Chunked messages in the store: finding every chunk of one message, so that acking or nacking
+the message's id (its last chunk's, as Pulsar's chunked message id compares), dead-lettering
+it or retrying it acts on all its chunks together.
+
+A producer writes a message's chunks in one transaction, so they are adjacent and the search
+below reads exactly the chunks; chunks interleaved with other entries (Pulsar's producers send
+chunk by chunk) are found too, by uuid, within WINDOW entries. Topics that never had a chunk
+are never searched: publish marks a topic when it writes one (topicmeta "chunked")."""
+from __future__ import annotations
+
+from store import codec
+from pulsarctl.names import TopicName
+
+WINDOW = 1000  # entries searched beyond a message's own chunks, each way
+
+
+def mark(ctx, topic: TopicName) -> None:
+    from pulsarctl.broker import topics
+
+    meta = topics.meta(ctx, topic)
+    if not meta.get("chunked"):
+        meta["chunked"] = True
+        ctx.put(meta, "topicmeta", str(topic))
+
+
+def has_chunks(ctx, info) -> bool:
+    return bool((ctx.get("topicmeta", info.name) or {}).get("chunked"))
+
+
+def meta(rec: list):
+    """[uuid, chunk id, num chunks, total size] of a chunk's entry, else None."""
+    return rec[12] if len(rec) > 12 and rec[12] else None
+
+
+def _read(ctx, info, o) -> list:
+    return codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+
+
+def group(ctx, info, o: int, rec: list | None = None) -> dict:
+    """{chunk id: offset} of the chunked message that has a chunk at offset o ({} when the
+    entry is not a chunk); chunks that cannot be found (trimmed, lost) are missing."""
+    rec = _read(ctx, info, o) if rec is None else rec
+    m = meta(rec)
+    if m is None:
+        return {}
+    uuid, cid, n = m[0], m[1], m[2]
+    found = {cid: o}
+    lo = max(info.first_offset, o - cid - WINDOW)
+    p = o - 1
+    while p >= lo and any(k not in found for k in range(cid)):
+        mm = meta(_read(ctx, info, p))
+        if mm and mm[0] == uuid and mm[1] < cid and mm[1] not in found:
+            found[mm[1]] = p
+        p -= 1
+    hi = min(info.next_offset, o + (n - cid) + WINDOW)
+    p = o + 1
+    while p < hi and any(k not in found for k in range(cid + 1, n)):
+        mm = meta(_read(ctx, info, p))
+        if mm and mm[0] == uuid and mm[1] > cid and mm[1] not in found:
+            found[mm[1]] = p
+        p += 1
+    return found
+
+
+def earlier(ctx, info, offsets: list[int]) -> list[int]:
+    """The other chunks of every chunked message whose last chunk is among offsets (what acking
+    or nacking a chunked message's id also covers), not already in offsets."""
+    if not has_chunks(ctx, info):
+        return []
+    given = set(offsets)
+    out = []
+    for o in offsets:
+        rec = _read(ctx, info, o)
+        m = meta(rec)
+        if m is None or m[1] != m[2] - 1:
+            continue
+        out.extend(p for p in group(ctx, info, o, rec).values() if p not in given)
+        given.update(out)
+    return sorted(out)
+
+
+def copy_of(ctx, info, o: int, rec: list):
+    """For a move (dead letter, retry) of the message at o: (offsets to ack, offset of its last
+    chunk, the OutgoingMessage.chunks of the copy); None when the entry is not a chunk. The
+    pieces are copied as stored (still compressed), keeping chunk ids and sizes."""
+    m = meta(rec)
+    if m is None:
+        return None
+    found = group(ctx, info, o, rec)
+    parts = [(cid, _read(ctx, info, p)[3] if p != o else rec[3]) for cid, p in sorted(found.items())]
+    offsets = sorted(found.values())
+    return offsets, max(offsets), (rec[9], rec[10], m[2], m[3], parts)
