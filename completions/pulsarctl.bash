@@ -8,7 +8,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
             ;;
@@ -652,6 +652,31 @@ _pulsarctl_node() {
             opts="--older-than --filter --max --rate --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
             vopts="--older-than --filter --max --rate --batch -o --output"
             ;;
+        "spark")
+            subs="export dlq-report dlq-reprocess bench"
+            opts="-h --help"
+            vopts=""
+            ;;
+        "spark export")
+            subs=""
+            opts="--out --format --overwrite --starting-offsets --ending-offsets --start-time --end-time --master -o --output -h --help"
+            vopts="--out --format --starting-offsets --ending-offsets --start-time --end-time --master -o --output"
+            ;;
+        "spark dlq-report")
+            subs=""
+            opts="--reason-property --all --png --master -o --output -h --help"
+            vopts="--reason-property --png --master -o --output"
+            ;;
+        "spark dlq-reprocess")
+            subs=""
+            opts="--transform --no-wait --master -o --output -h --help"
+            vopts="--transform --master -o --output"
+            ;;
+        "spark bench")
+            subs=""
+            opts="-n --num-messages -s --size --repeat --master -o --output -h --help"
+            vopts="-n --num-messages -s --size --repeat --master -o --output"
+            ;;
         *)
             subs="" opts="" vopts=""
             ;;
@@ -798,6 +823,10 @@ _pulsarctl_values() {
         "dlq drain|-o"|"dlq drain|--output") values="text json ndjson" ;;
         "dlq replay|-o"|"dlq replay|--output") values="text json ndjson" ;;
         "dlq purge|-o"|"dlq purge|--output") values="text json ndjson" ;;
+        "spark export|-o"|"spark export|--output") values="text json ndjson" ;;
+        "spark dlq-report|-o"|"spark dlq-report|--output") values="text json ndjson" ;;
+        "spark dlq-reprocess|-o"|"spark dlq-reprocess|--output") values="text json ndjson" ;;
+        "spark bench|-o"|"spark bench|--output") values="text json ndjson" ;;
     esac
 }
 

@@ -44,6 +44,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'schemas' -d 'Topic sch
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'perf' -d 'Benchmarks in the spirit of pulsar-perf.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'daemon' -d 'The timer daemon: one active per store, elected by a file lock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'dlq' -d 'Dead letter topics: list, inspect, drain, replay and purge them, through each DLQ\'s own subscription pulsarctl-dlq.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'spark' -d 'Spark jobs over topics: export, dead letter reports and reprocessing (needs pyspark: install the spark extra of pulsarctl).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l store -r -F -d 'Store directory (default: $PULSARCTL_STORE, the config file, then ~/.local/share/pulsarctl/store).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l traceback -d 'Show a traceback on errors (for bug reports).'
@@ -883,3 +884,45 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s y -l yes -d 'Do not ask for confirmation (asked only when stdin is a terminal).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl spark
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'export' -d 'Write a topic\'s messages to Parquet or JSON files (the bounds are fixed when the job starts).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'dlq-report' -d 'Count a DLQ\'s waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, a reason property and hour.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'dlq-reprocess' -d 'Pass a DLQ\'s waiting dead letters through a transform and write them to their REAL_TOPIC (or the __topic the transform sets), then acknowledge them on pulsarctl-dlq.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'bench' -d 'Read N messages through the data source and from Parquet, write N rows; print rows per second.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl spark export
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l out -x -d 'Output directory.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l format -x -d 'parquet or json.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l overwrite -d 'Replace DIR if it exists.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l starting-offsets -x -d 'earliest, or JSON of topic to message id (inclusive).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l ending-offsets -x -d 'latest, or JSON of topic to message id (exclusive).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l start-time -x -d 'Publish time from (epoch ms or ISO 8601).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l end-time -x -d 'Publish time before (epoch ms or ISO 8601).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l master -x -d 'Spark master (default local[*]).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl spark dlq-report
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l reason-property -x -d 'The property holding the failure reason.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l all -d 'Every stored dead letter, also the handled ones.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l png -x -d 'Also draw a bar chart to FILE (needs matplotlib).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l master -x -d 'Spark master (default local[*]).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl spark dlq-reprocess
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l transform -x -d 'module:function taking and returning a DataFrame (default: the messages as they are).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l no-wait -d 'Exit 5 at once when another dlq command holds this DLQ\'s lock.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l master -x -d 'Spark master (default local[*]).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl spark bench
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s n -l num-messages -x -d 'Messages.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s s -l size -x -d 'Payload bytes.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l repeat -x -d 'Timed runs after a warm-up.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l master -x -d 'Spark master (default local[*]).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s h -l help -d 'Show this message and exit.'

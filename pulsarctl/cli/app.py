@@ -40,7 +40,7 @@ def root(
 def _register() -> None:
     from pulsarctl.cli import (  # noqa: F401  (each module adds its commands to app)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd,
+        policies_cmd, dlq_cmd, spark_cmd,
     )
 
 

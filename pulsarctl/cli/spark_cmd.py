@@ -13,7 +13,7 @@ from pulsarctl.cli.common import Output, fmt, positive, state
 from pulsarctl.errors import InvalidValue, PulsarctlError
 
 spark_app = typer.Typer(help="Spark jobs over topics: export, dead letter reports and "
-                        "reprocessing (needs pip install 'pulsarctl[spark]').",
+                        "reprocessing (needs pyspark: install the spark extra of pulsarctl).",
                         no_args_is_help=True)
 app.add_typer(spark_app, name="spark")
 
@@ -33,9 +33,10 @@ def _store(ctx) -> str:
     return os.path.abspath(resolve_store(state(ctx).store))
 
 
-def _session(master: str | None):
+def _session(master: str | None, quiet: bool):
     """A Spark session (the one already running in this process, if any) and whether we made
-    it (then we stop it when the command ends)."""
+    it (then we stop it when the command ends). Quiet: Spark logs nothing (an error is our one
+    line on stderr); --traceback keeps its ERROR lines."""
     from pulsarctl import spark as ps
 
     ps.require()
@@ -45,15 +46,16 @@ def _session(master: str | None):
     if running is not None:
         ps.register(running)
         return running, False
-    return ps.session("pulsarctl", master=master), True
+    return ps.session("pulsarctl", master=master, log_level="OFF" if quiet else "ERROR"), True
 
 
 class _Spark:
-    def __init__(self, master):
+    def __init__(self, ctx, master):
         self.master = master
+        self.quiet = not state(ctx).traceback
 
     def __enter__(self):
-        self.spark, self.own = _session(self.master)
+        self.spark, self.own = _session(self.master, self.quiet)
         return self.spark
 
     def __exit__(self, *exc):
@@ -101,7 +103,7 @@ def export_cmd(
 
     store = _store(ctx)
     jobs.precheck(store, topic)
-    with _Spark(master) as spark:
+    with _Spark(ctx, master) as spark:
         r = jobs.export(spark, store, topic, format_, out, overwrite, start, end, start_time,
                         end_time)
     of = fmt(ctx, output)
@@ -146,7 +148,7 @@ def dlq_report_cmd(
                                       hint="pip install matplotlib, or leave out --png") from None
     store = _store(ctx)
     jobs.precheck(store, dlq, dlq=True)
-    with _Spark(master) as spark:
+    with _Spark(ctx, master) as spark:
         r = jobs.dlq_report(spark, store, dlq, reason, everything)
     if png:
         jobs.chart(r, png)
@@ -177,7 +179,7 @@ def dlq_reprocess_cmd(
     jobs.precheck(store, dlq, dlq=True)
     if transform:
         jobs.load_transform(transform)  # a bad module:function fails before Spark starts
-    with _Spark(master) as spark:
+    with _Spark(ctx, master) as spark:
         r = jobs.dlq_reprocess(spark, store, dlq, transform, wait=not no_wait)
     of = fmt(ctx, output)
     if of == render.TEXT:
@@ -209,6 +211,9 @@ def bench_cmd(
     def text(d):
         render.outln(f"read    {d['messages']:,} msgs: {d['read']['seconds']} s, "
                      f"{d['read']['rowsPerSec']:,} rows/s")
+        render.outln(f"read    {d['messages']:,} msgs, value + __publishTime only: "
+                     f"{d['readTwoColumns']['seconds']} s, "
+                     f"{d['readTwoColumns']['rowsPerSec']:,} rows/s")
         render.outln(f"parquet {d['messages']:,} rows: {d['parquet']['seconds']} s, "
                      f"{d['parquet']['rowsPerSec']:,} rows/s "
                      f"(source at {d['readVsParquet']:.0%} of Parquet)")

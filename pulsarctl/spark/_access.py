@@ -1,0 +1,548 @@
+"""The data source's one door to the store: open a Broker (once per worker process and store),
+resolve the topics a read names, take the metadata a plan needs, turn message ids and times into
+offsets, scan entries in chunks, publish, and acknowledge.
+
+Nothing here imports pyspark or pyarrow, so planning errors can be raised (and tested) without a
+Spark session, and the CLI can check its arguments before it starts one.
+
+Offsets are the managed ledger's entry indexes (store/ledger.py): they count from 0 across all
+ledgers of a topic partition, never change for an entry, and survive trimming. Plans and
+streaming checkpoints hold offsets; users see and give message ids.
+
+Reads go through `Broker.read(fn)` (one read transaction per chunk, so no read transaction stays
+open while Spark works on a batch) and use the transaction context's ledgers directly, because
+the Broker has no bulk scan that returns raw records (read_entries builds a Message per entry,
+which costs more than the rest of the read). Entries are decoded with store.codec here and
+nowhere else in pulsarctl/spark.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import re
+from dataclasses import dataclass, field
+
+from store import codec
+from pulsarctl.errors import (
+    AlreadyExists, InvalidValue, MessageNotFound, PulsarctlError, TopicNotFound,
+)
+from pulsarctl.messages import MessageId, parse_message_id
+from pulsarctl.names import TopicName, parse_topic
+
+# -- Broker handles, one per worker process and store ------------------------------------------
+# Spark reuses a Python worker for many tasks, possibly of different jobs on different stores,
+# so a handle is kept only under the store's identity: its path and the inode of its data file
+# (a store deleted and created again at the same path is another store), and the process id (an
+# LMDB environment never crosses fork()).
+_BROKERS: dict[tuple, object] = {}
+
+
+def _identity(path: str) -> tuple:
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(os.path.join(path, "data.mdb"))
+        inode = (st.st_dev, st.st_ino)
+    except OSError:
+        inode = None
+    return path, inode, os.getpid()
+
+
+def broker(path: str, write: bool = False):
+    """A Broker on the store at path, shared by the tasks this process runs. A read-only one
+    never creates a store (StoreUnavailable when there is none)."""
+    from pulsarctl.broker import Broker
+
+    key = _identity(path) + (write,)
+    b = _BROKERS.get(key)
+    if b is None:
+        # Handles on a store that was replaced (same path, another data file), or made in a
+        # parent process, are dropped; a handle of the other mode on this store stays.
+        for k in [k for k in _BROKERS if k[2] != key[2] or (k[0] == key[0] and k[1] != key[1])]:
+            old = _BROKERS.pop(k)
+            if k[2] == key[2]:
+                try:
+                    old.close()
+                except Exception:  # noqa: BLE001 - a stale handle may fail to close
+                    pass
+        b = Broker(path, readonly=not write, create=write)
+        # Opening may have created the store (a writer): file it under what it is now.
+        _BROKERS[_identity(path) + (write,)] = b
+    return b
+
+
+def resolve_store(value: str | None) -> str:
+    """The `store` option, else the CLI's resolution ($PULSARCTL_STORE, the config file, the
+    default). Resolved once on the driver so every task uses the same store."""
+    from pulsarctl.config import resolve_store as resolve
+
+    return os.path.abspath(resolve(value or None))
+
+
+# -- options -----------------------------------------------------------------------------------
+def flag(options: dict, name: str, default: bool) -> bool:
+    v = options.get(name.lower())
+    if v is None or v == "":
+        return default
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise InvalidValue(f"option {name} takes true or false, not {v!r}")
+
+
+def whole(options: dict, name: str, default: int | None, low: int = 1) -> int | None:
+    v = options.get(name.lower())
+    if v is None or v == "":
+        return default
+    try:
+        n = int(str(v).strip())
+    except ValueError:
+        raise InvalidValue(f"option {name} takes a whole number, not {v!r}") from None
+    if n < low:
+        raise InvalidValue(f"option {name} must be at least {low}, not {n}")
+    return n
+
+
+def parse_time_ms(value, what: str) -> int:
+    """Epoch milliseconds, or an ISO 8601 time (UTC unless it names an offset)."""
+    text = str(value).strip()
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    from datetime import datetime, timezone
+
+    try:
+        dt = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise InvalidValue(f"{what} {value!r} is neither epoch milliseconds nor an ISO 8601 "
+                           "time", hint="e.g. 1767225600000 or 2026-01-01T00:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    delta = dt - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+EARLIEST, LATEST = "earliest", "latest"
+
+
+def parse_offsets(value, what: str):
+    """startingOffsets / endingOffsets: "earliest", "latest", or a JSON object of topic ->
+    message id ("3:10:-1"), "earliest" or "latest". Returns a string or {full name: value}."""
+    if value is None or str(value).strip() == "":
+        return None
+    text = str(value).strip()
+    if text.lower() in (EARLIEST, LATEST):
+        return text.lower()
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise InvalidValue(f"{what} must be earliest, latest or a JSON object of topic to "
+                           f"message id, not {text[:80]!r}",
+                           hint='e.g. {"persistent://public/default/t": "3:10:-1"}')
+    out = {}
+    for k, v in doc.items():
+        name = str(parse_topic(k))
+        if isinstance(v, str) and v.strip().lower() in (EARLIEST, LATEST):
+            out[name] = v.strip().lower()
+        elif isinstance(v, str):
+            mid = parse_message_id(v)
+            if mid in (MessageId.earliest, MessageId.latest):
+                out[name] = EARLIEST if mid == MessageId.earliest else LATEST
+            else:
+                out[name] = mid
+        else:
+            raise InvalidValue(f"{what}: the position of {k} must be a message id string "
+                               f"like \"3:10:-1\", not {v!r}")
+    return out
+
+
+# -- topics ------------------------------------------------------------------------------------
+def topic_options(options: dict) -> tuple[str, object]:
+    """Exactly one of topic, topics, topicsPattern: ("names", [TopicName]) or ("pattern", re)."""
+    given = [k for k in ("topic", "topics", "topicspattern") if options.get(k)]
+    if len(given) != 1:
+        raise InvalidValue("give exactly one of the options topic, topics and topicsPattern"
+                           + (f" (got {', '.join(given)})" if given else ""),
+                           hint='e.g. .option("topic", "persistent://public/default/t")')
+    k = given[0]
+    v = str(options[k])
+    if k == "topic":
+        return "names", [parse_topic(v.strip())]
+    if k == "topics":
+        names = [s.strip() for s in v.split(",") if s.strip()]
+        if not names:
+            raise InvalidValue("option topics is empty", hint="give a comma-separated list")
+        out = []
+        for n in names:
+            t = parse_topic(n)
+            if t not in out:
+                out.append(t)
+        return "names", out
+    text = v.strip()
+    if "://" not in text and "/" not in text:
+        text = "persistent://public/default/" + text
+    try:
+        return "pattern", re.compile(text)
+    except re.error as exc:
+        raise InvalidValue(f"option topicsPattern {v!r} is not a valid regular expression: "
+                           f"{exc}") from None
+
+
+@dataclass
+class Part:
+    """One topic partition (or non-partitioned topic) as a plan sees it."""
+    name: str                 # full name of the partition, as __topic shows it
+    partition: int            # -1 for a non-partitioned topic
+    ml_id: int                # the managed ledger: a topic deleted and created again differs
+    first: int                # lowest offset not trimmed
+    next: int                 # offset the next entry will get
+    ledgers: list = field(default_factory=list)
+
+
+def _all_names(ctx) -> list[str]:
+    """Every topic partition and non-partitioned topic of the store (full names)."""
+    from pulsarctl.broker import tenants, topics
+
+    out = []
+    for tenant in tenants.list_tenants(ctx):
+        for ns in tenants.list_namespaces(ctx, tenant):
+            out += topics.list_topics(ctx, ns)
+    return out
+
+
+def _part(ctx, t: TopicName):
+    from pulsarctl.broker import topics
+
+    info = topics.lookup(ctx, t)
+    if info is None:
+        return None
+    return Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
+                [list(r[:3]) for r in info.ledgers])
+
+
+def resolve_parts(b, kind: str, spec, missing_ok: bool = False) -> list[Part]:
+    """The topic partitions a read covers, sorted by name, with their offsets now."""
+    from pulsarctl.broker import partitions
+
+    def run(ctx):
+        found: dict[str, Part] = {}
+        if kind == "names":
+            for t in spec:
+                names = partitions.expand(ctx, t)
+                got = [p for p in (_part(ctx, n) for n in names) if p is not None]
+                if not got and not missing_ok:
+                    raise TopicNotFound(f"topic {t} does not exist")
+                for p in got:
+                    found[p.name] = p
+        else:
+            for name in _all_names(ctx):
+                t = parse_topic(name)
+                if spec.fullmatch(name) or (t.is_partition and
+                                            spec.fullmatch(str(t.partitioned_topic_name))):
+                    p = _part(ctx, t)
+                    if p is not None:
+                        found[p.name] = p
+        return [found[k] for k in sorted(found)]
+    return b.read(run)
+
+
+# -- positions -----------------------------------------------------------------------------
+def offset_of_id(part: Part, mid: MessageId) -> int:
+    """The offset a message id starts at. An entry id of -1 means the start of its ledger.
+    Ids in trimmed ledgers are earlier than every entry still stored."""
+    for lid, first, n in part.ledgers:
+        if lid == mid.ledger_id:
+            if not -1 <= mid.entry_id <= n:
+                break
+            return first + max(mid.entry_id, 0)
+    if part.ledgers and mid.ledger_id < part.ledgers[0][0]:
+        return part.first
+    raise MessageNotFound(f"message {mid} is not on {part.name}",
+                          hint="ids look like ledgerId:entryId:partition, as `pulsarctl "
+                          "topics last-message-id` prints them")
+
+
+def position_at(part: Part, offset: int) -> tuple[int, int]:
+    """(ledger id, entry id) of an offset inside part's ledgers."""
+    for lid, first, n in part.ledgers:
+        if first <= offset < first + max(n, 1):
+            return lid, offset - first
+    raise MessageNotFound(f"offset {offset} is not on {part.name}")
+
+
+def bound(part: Part, spec, default: str, what: str) -> int:
+    """A starting/ending offset for part from parsed startingOffsets/endingOffsets."""
+    v = spec
+    if isinstance(spec, dict):
+        v = spec.get(part.name)
+        if v is None and part.partition >= 0:
+            base = str(parse_topic(part.name).partitioned_topic_name)
+            v = spec.get(base)
+            if isinstance(v, MessageId) and v.partition != part.partition:
+                v = None
+        if v is None:
+            v = default
+    if v is None:
+        v = default
+    if v == EARLIEST:
+        return part.first
+    if v == LATEST:
+        return part.next
+    return min(max(offset_of_id(part, v), part.first), part.next)
+
+
+def check_offset_keys(spec, parts: list[Part], what: str) -> None:
+    """Every topic a JSON offsets option names must be one the read covers."""
+    if not isinstance(spec, dict):
+        return
+    known = {p.name for p in parts}
+    known |= {str(parse_topic(p.name).partitioned_topic_name) for p in parts if p.partition >= 0}
+    for k in spec:
+        if k not in known:
+            raise InvalidValue(f"{what} names {k}, which this read does not cover",
+                               hint="name the topic (or its partitions) in topic, topics or "
+                               "topicsPattern too")
+
+
+def _publish_time(ctx, info, offset: int) -> int:
+    raw = ctx.ledgers.read(ctx.txn, info, offset)
+    return codec.decode(raw)[0]
+
+
+def first_at_or_after(b, part: Part, lo: int, hi: int, ms: int) -> int:
+    """The first offset in [lo, hi) whose publish time is >= ms (hi if none). Publish times do
+    not go down along a topic, so a binary search over a few entries finds it."""
+    from pulsarctl.broker import topics
+
+    if lo >= hi:
+        return hi
+
+    def run(ctx):
+        info = topics.lookup(ctx, parse_topic(part.name))
+        if info is None or info.ml_id != part.ml_id:
+            return hi
+        a, z = max(lo, info.first_offset), min(hi, info.next_offset)
+        while a < z:
+            mid = (a + z) // 2
+            if _publish_time(ctx, info, mid) < ms:
+                a = mid + 1
+            else:
+                z = mid
+        return a
+    return b.read(run)
+
+
+# -- scanning ------------------------------------------------------------------------------
+class DataLoss(PulsarctlError):
+    hint = ("the entries were trimmed (retention) or the topic was deleted; set the option "
+            "failOnDataLoss to false to read what is left")
+
+
+def chunk_entries(info, offset: int, max_entries: int, max_bytes: int) -> int:
+    """How many entries from offset make a chunk: max_entries, fewer when the ledger there
+    holds large entries (so a chunk stays near max_bytes of payload)."""
+    for row in info.ledgers:
+        lid, first, n, size = row[0], row[1], row[2], row[3]
+        if first <= offset < first + n:
+            avg = size / n if n else 0
+            if avg > 0:
+                return max(1, min(max_entries, int(max_bytes // avg)))
+            break
+    return max_entries
+
+
+def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
+               max_bytes: int, fail_on_loss: bool):
+    """One chunk of the offsets [start, end) in one read transaction: up to max_entries
+    entries, fewer when they are large (see chunk_entries). Returns (next offset, rows,
+    records): rows are (offset, ledger id, entry id, raw) and records the decoded entries,
+    [publishTime, producer, sequenceId, payload, properties, key, orderingKey, eventTime, ...]
+    (pulsarctl/messages.py's layout) with payloads as readers see them (_whole_messages)."""
+    from pulsarctl.broker import topics
+
+    t = parse_topic(name)
+
+    def run(ctx):
+        info = topics.lookup(ctx, t)
+        if info is None or info.ml_id != ml_id:
+            if fail_on_loss:
+                raise DataLoss(f"topic {name} was deleted while it was being read")
+            return end, [], []
+        s = start
+        if s < info.first_offset:
+            if fail_on_loss:
+                raise DataLoss(f"entries {start}..{min(end, info.first_offset) - 1} of {name} "
+                               "are gone")
+            s = info.first_offset
+        stop = min(end, s + chunk_entries(info, s, max_entries, max_bytes), info.next_offset)
+        if stop <= s:
+            # Offsets never go down on a managed ledger: a topic shorter than planned is a
+            # recreated one (caught above), so there is nothing left to read.
+            return end, [], []
+        enabled = gc.isenabled()
+        gc.disable()  # a chunk allocates many small lists; the collector only slows it down
+        try:
+            rows = list(ctx.ledgers.scan(ctx.txn, info, s, stop))
+            recs = list(map(codec.decode, [r[3] for r in rows]))
+        finally:
+            if enabled:
+                gc.enable()
+        if recs and max(map(len, recs)) > 9:
+            rows, recs = _whole_messages(ctx, info, rows, recs)
+        return stop, rows, recs
+    return b.read(run)
+
+
+def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
+    """Entries as a reader sees messages: a compressed payload decompressed, and a chunked
+    message as one message with its whole payload at its last chunk (its id is the last
+    chunk's, as the broker has it); its other chunks, and a message whose chunks cannot all be
+    found (trimmed), give no row."""
+    from pulsarctl import compression
+    from pulsarctl.broker import chunks
+
+    here = None
+    out_rows, out_recs = [], []
+    for row, r in zip(rows, recs):
+        if len(r) > 9:
+            meta = chunks.meta(r)
+            code, size = r[9], r[10]
+            if meta is not None:
+                if meta[1] != meta[2] - 1:
+                    continue
+                found = chunks.group(ctx, info, row[0], r)
+                if len(found) < meta[2]:
+                    continue
+                if here is None:
+                    here = {x[0]: y for x, y in zip(rows, recs)}
+                pieces = []
+                for _cid, o in sorted(found.items()):
+                    rec = here.get(o)
+                    if rec is None:
+                        rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+                    pieces.append(rec[3])
+                r = list(r)
+                r[3] = b"".join(pieces)
+            else:
+                r = list(r)
+            if code:
+                r[3] = compression.decompress(code, r[3], size, f"{row[1]}:{row[2]}")
+        out_rows.append(row)
+        out_recs.append(r)
+    return out_rows, out_recs
+
+
+def current(b, names_ml: dict) -> dict:
+    """{name: (first, next)} now for topics whose managed ledger is still ml_id."""
+    from pulsarctl.broker import topics
+
+    def run(ctx):
+        out = {}
+        for name, ml in names_ml.items():
+            info = topics.lookup(ctx, parse_topic(name))
+            if info is not None and info.ml_id == ml:
+                out[name] = (info.first_offset, info.next_offset)
+        return out
+    return b.read(run)
+
+
+# -- writing --------------------------------------------------------------------------------
+def ensure_dedup(b, topic: str) -> None:
+    """Make sure the topic exists (created as produce would create it) and deduplication is in
+    force on it, so a message whose sequence id its producer already stored is dropped."""
+    from pulsarctl.broker.policies import DEDUP
+
+    t = parse_topic(topic)
+    try:
+        on = b.get_policy("topic", t, DEDUP, applied=True)
+    except TopicNotFound:
+        if not b.get_settings().get("allowAutoTopicCreation", True):
+            raise TopicNotFound(f"topic {t} does not exist and allowAutoTopicCreation is off",
+                                hint=f"create it with `pulsarctl topics create {t}`") from None
+        try:
+            b.create_topic(t)
+        except AlreadyExists:
+            pass
+        on = b.get_policy("topic", t, DEDUP, applied=True)
+    if not on:
+        b.set_policy("topic", t, DEDUP, True)
+
+
+def ids_between(part: Part, lo: int, hi: int) -> list[MessageId]:
+    """The message ids of the offsets [lo, hi) of part."""
+    out = []
+    for lid, first, n in part.ledgers:
+        a, z = max(lo, first), min(hi, first + n)
+        out += [MessageId(lid, o - first, part.partition) for o in range(a, z)]
+    return out
+
+
+def ack_through(b, subscription: str, ranges: dict) -> int:
+    """Acknowledge on a durable subscription what a batch read: ranges is {partition name:
+    (ml id, start offset, end offset)}. Where the subscription type allows it (Exclusive,
+    Failover) that is a cumulative ack of the entry before end, else individual acks of
+    [start, end). The subscription is created at Earliest where it is missing. Returns how many
+    were newly acked."""
+    n = 0
+    names = [parse_topic(k) for k in sorted(ranges)]
+    for part in resolve_parts(b, "names", names, missing_ok=True):
+        ml, start, end = ranges[part.name]
+        start, end = max(start, part.first), min(end, part.next)
+        if part.ml_id != ml or end <= start:
+            continue
+        try:
+            b.create_subscription(part.name, subscription, "Earliest")
+        except AlreadyExists:
+            pass
+        kind = b.describe_subscription(part.name, subscription)["type"]
+        if kind in ("Exclusive", "Failover"):
+            lid, eid = position_at(part, end - 1)
+            n += b.ack(part.name, subscription, [MessageId(lid, eid, part.partition)],
+                       cumulative=True)
+            continue
+        for lo in range(start, end, 10_000):
+            n += b.ack(part.name, subscription, ids_between(part, lo, min(end, lo + 10_000)))
+    return n
+
+
+def ack_ids(b, topic: str, subscription: str, ids: list[str]) -> int:
+    """Acknowledge message ids (strings) individually on a subscription, in one transaction."""
+    if not ids:
+        return 0
+    return b.ack(topic, subscription, [parse_message_id(i) for i in ids])
+
+
+def boundary_id(part: Part, offset: int) -> str:
+    """A message id string naming offset as a bound (offset may be the next one to be written:
+    the entry id one past the last ledger's end)."""
+    for lid, first, n in reversed(part.ledgers):
+        if first <= offset <= first + n:
+            return f"{lid}:{offset - first}:{part.partition}"
+    raise MessageNotFound(f"offset {offset} is not on {part.name}")
+
+
+# -- dead letter topics -----------------------------------------------------------------------
+def dlq_waiting(b, dlq: str) -> tuple[Part, list[tuple[int, int]]]:
+    """The DLQ's partition snapshot and the runs [start, end) of offsets its pulsarctl-dlq
+    subscription has not acknowledged (everything while the subscription is missing), as the
+    `dlq` commands count them."""
+    from pulsarctl.broker import dlq as dead
+
+    t = parse_topic(dlq)
+
+    def run(ctx):
+        info, c = dead.open_dlq(ctx, t)
+        runs: list[list[int]] = []
+        for o in dead.unhandled(ctx, info, c):
+            if runs and runs[-1][1] == o:
+                runs[-1][1] = o + 1
+            else:
+                runs.append([o, o + 1])
+        part = Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
+                    [list(r[:3]) for r in info.ledgers])
+        return part, [tuple(r) for r in runs]
+    return b.read(run)
