@@ -4,6 +4,10 @@ Inside the store every entry also has an offset: its index in the managed ledger
 0 across all its ledgers. Offsets make cursor arithmetic (backlog, ranges, skip) plain integer
 arithmetic; positions (ledger id, entry id) are what users see. A ledger covers the offsets
 [first, first + entries).
+
+A closed ledger can be offloaded: its entries leave LMDB for a file elsewhere (the layer above
+writes the file and names it by a location string), and its row keeps the location. Reads of
+it go through `offloaded_reader`, so cursors, offsets and positions do not change.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ class LedgerInfo:
                  total_size: int = 0, trimmed=None, created_ms: int = 0):
         self.ml_id = ml_id
         self.name = name
-        # [ledger_id, first_offset, entries, size, created_ms]; the last one takes appends.
+        # [ledger_id, first_offset, entries, size, created_ms(, offload location)]; the last
+        # one takes appends.
         self.ledgers = ledgers if ledgers is not None else []
         self.next_offset = next_offset      # offset the next entry will get
         self.first_offset = first_offset    # lowest offset not trimmed
@@ -105,10 +110,13 @@ class LedgerInfo:
 class ManagedLedgers:
     """Create, append to, read, trim and delete managed ledgers."""
 
-    def __init__(self, env, rollover_entries: int = DEFAULT_ROLLOVER_ENTRIES):
+    def __init__(self, env, rollover_entries: int = DEFAULT_ROLLOVER_ENTRIES,
+                 offloaded_reader=None):
         self.env = env
         self.rollover_entries = rollover_entries
         self._entries = env.db["entries"]
+        # (location, ledger id, entries) -> the ledger's entry bytes, indexed by entry id.
+        self.offloaded_reader = offloaded_reader
 
     # -- naming -------------------------------------------------------------------------------
     def lookup(self, txn, name: str) -> int | None:
@@ -207,8 +215,12 @@ class ManagedLedgers:
         """The raw bytes of the entry at offset, or None when it is trimmed or not written."""
         if not info.contains(offset):
             return None
-        p = info.position(offset)
-        return txn.get(_pair(p.ledger_id, p.entry_id), db=self._entries)
+        row = info._find(offset)
+        if row is None:
+            return None
+        if len(row) > 5 and row[5]:
+            return self._offloaded(row)[offset - row[1]]
+        return txn.get(_pair(row[0], offset - row[1]), db=self._entries)
 
     def read_position(self, txn, ledger_id: int, entry_id: int):
         return txn.get(_pair(ledger_id, entry_id), db=self._entries)
@@ -229,6 +241,14 @@ class ManagedLedgers:
             if offset >= first + n:
                 i += 1
                 continue
+            if len(rows[i]) > 5 and rows[i][5]:
+                entries = self._offloaded(rows[i])
+                last = min(stop, first + n)
+                while offset < last:
+                    yield offset, lid, offset - first, entries[offset - first]
+                    offset += 1
+                i += 1
+                continue
             if not cur.set_key(_pair(lid, offset - first)):
                 raise LedgerError(f"entry {lid}:{offset - first} is missing")
             last = min(stop, first + n)
@@ -241,12 +261,47 @@ class ManagedLedgers:
                     break
             i += 1
 
+    def _offloaded(self, row):
+        if self.offloaded_reader is None:
+            raise LedgerError(f"ledger {row[0]} is offloaded to {row[5]} and this store "
+                              "handle cannot read offloaded ledgers")
+        entries = self.offloaded_reader(row[5], row[0], row[2])
+        if len(entries) != row[2]:
+            raise LedgerError(f"ledger {row[0]}: {row[5]} holds {len(entries)} entries, "
+                              f"not {row[2]}")
+        return entries
+
+    # -- offloading ---------------------------------------------------------------------------
+    def offload(self, txn, info: LedgerInfo, ledger_id: int, entries: int, location: str) -> bool:
+        """Record that a closed ledger's entries now live at location and delete them here.
+        False when it was already offloaded; LedgerError when it is not a closed ledger of this
+        managed ledger or holds another number of entries than the file."""
+        for row in info.ledgers[:-1]:
+            if row[0] != ledger_id:
+                continue
+            if row[2] != entries:
+                raise LedgerError(f"ledger {ledger_id} holds {row[2]} entries, not {entries}")
+            if len(row) > 5 and row[5]:
+                return False
+            self._delete_entries(txn, ledger_id, row[2])
+            del row[5:]
+            row.append(location)
+            info._idx = None
+            self._save(txn, info)
+            return True
+        raise LedgerError(f"ledger {ledger_id} is not a closed ledger of {info.name}")
+
+    @staticmethod
+    def offloaded(info: LedgerInfo) -> list:
+        """The rows of the offloaded ledgers, oldest first."""
+        return [r for r in info.ledgers if len(r) > 5 and r[5]]
+
     # -- trimming and deleting ----------------------------------------------------------------
     def trim(self, txn, info: LedgerInfo, below_offset: int) -> list[int]:
         """Delete every closed ledger whose entries all lie below below_offset."""
         removed = []
         while len(info.ledgers) > 1:
-            lid, first, n, size, _ = info.ledgers[0]
+            lid, first, n, size = info.ledgers[0][:4]
             if first + n > below_offset:
                 break
             self._delete_entries(txn, lid, n)
@@ -272,7 +327,8 @@ class ManagedLedgers:
 
     def delete(self, txn, info: LedgerInfo) -> None:
         for row in info.ledgers:
-            self._delete_entries(txn, row[0], row[2])
+            if not (len(row) > 5 and row[5]):
+                self._delete_entries(txn, row[0], row[2])
         for row in info.ledgers + info.trimmed:
             txn.delete(keys.u64(row[0]), db=self.env.db["owners"])
         txn.delete(keys.u64(info.ml_id), db=self.env.db["mledgers"])

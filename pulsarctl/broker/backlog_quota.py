@@ -26,7 +26,7 @@ def backlog_bytes(info, start: int) -> int:
     """Estimated bytes of the entries at offsets >= start, from the ledgers' sizes (as Pulsar's
     estimated backlog size)."""
     total = 0
-    for _lid, first, n, size, _created in info.ledgers:
+    for _lid, first, n, size, *_rest in info.ledgers:
         k = first + n - max(start, first)
         if k > 0 and n:
             total += size if k >= n else size * k // n

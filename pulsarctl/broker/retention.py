@@ -30,7 +30,7 @@ def trim(ctx, info) -> int:
     size, cut = info.total_size, None
     rows = info.ledgers
     for i in range(len(rows) - 1):
-        _lid, first, n, ledger_size, _created = rows[i]
+        _lid, first, n, ledger_size = rows[i][:4]
         if first + n - 1 > low:
             break  # not acknowledged by every subscription yet
         closed_at = rows[i + 1][4]

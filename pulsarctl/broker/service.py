@@ -9,7 +9,7 @@ import os
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
 from store import codec
 from pulsarctl import clock as clocks
-from pulsarctl.broker import partitions, policies, producers, tenants, topics
+from pulsarctl.broker import offload, partitions, policies, producers, tenants, topics
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.broker.dlq import DlqAdmin
@@ -87,7 +87,7 @@ class Broker(CursorAdmin, DlqAdmin):
         self._np = None
         self._clock = clock
         rollover = BROKER_DEFAULTS["managedLedgerMaxEntriesPerLedger"]
-        self.ledgers = ManagedLedgers(self.env, rollover)
+        self.ledgers = ManagedLedgers(self.env, rollover, offloaded_reader=offload.read_ledger)
         self.cursors = Cursors(self.env)
         if not self.readonly:
             # Write only when there is something to set up: a write commit costs an fsync.
@@ -756,6 +756,14 @@ class Broker(CursorAdmin, DlqAdmin):
             return n
         return self.write(run)
 
+    def offload(self, topic: str, to: str, size_threshold: int | None = None,
+                older_than_ms: int | None = None) -> dict:
+        """Offload a topic's oldest closed ledgers to Parquet files (broker/offload.py)."""
+        return offload.offload(self, topic, to, size_threshold, older_than_ms)
+
+    def offload_status(self, topic: str) -> dict:
+        return offload.status(self, topic)
+
     def enforce_policies(self) -> dict:
         """Message TTL and retention on every topic, store-wide (the daemon's tick)."""
         from pulsarctl.broker import expiry, retention
@@ -1014,7 +1022,8 @@ _TOPIC_METHODS = (
     "reconsume_later", "redeliver_unacked", "close_consumer", "disconnect_consumer",
     "subscription_policy", "describe_subscription", "pending_messages", "consumers",
     "read_entries", "topic_exists", "partitions_of", "check_sizes_for", "skip", "clear_backlog",
-    "reset_cursor", "expire_messages", "terminate", "examine_message",
+    "reset_cursor", "expire_messages", "terminate", "examine_message", "offload",
+    "offload_status",
 )
 
 

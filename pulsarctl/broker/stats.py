@@ -82,6 +82,7 @@ def topic_stats(ctx, info) -> dict:
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs_out.values()),
         "averageMsgSize": avg,
         "storageSize": info.total_size,
+        "offloadedStorageSize": sum(r[3] for r in info.ledgers if len(r) > 5 and r[5]),
         # The slowest subscription's estimated backlog, as the managed ledger reports it.
         "backlogSize": max((s["backlogSize"] for s in subs_out.values()), default=0),
         "earliestMsgPublishTimeInBacklogs": 0,
@@ -137,15 +138,16 @@ def internal_stats(ctx, info) -> dict:
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": str(info.mark_position(info.last_offset)),
         "state": "LedgerOpened",
-        "ledgers": [{"ledgerId": r[0], "entries": r[2], "size": r[3], "offloaded": False,
-                     "underReplicated": False} for r in info.ledgers],
+        "ledgers": [{"ledgerId": r[0], "entries": r[2], "size": r[3],
+                     "offloaded": len(r) > 5 and bool(r[5]), "underReplicated": False}
+                    for r in info.ledgers],
         "cursors": cursors,
     }
 
 
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
-           "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize",
-           "waitingPublishers")
+           "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize",
+           "offloadedStorageSize", "backlogSize", "waitingPublishers")
 _SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter",
                "msgRateRedeliver", "msgBacklog", "backlogSize", "unackedMessages",
                "msgRateExpired", "replayCount", "delayedMessages")

@@ -190,3 +190,51 @@ def partitioned_stats(ctx: typer.Context, topic: Topic,
             render.outln(render.safe(name))
             _stats_text(p)
     render.data(state(ctx).broker().partitioned_stats(topic, per_partition), fmt(ctx, output), text)
+
+
+def _offload_text(r: dict) -> None:
+    if not r["ledgers"]:
+        render.outln(f"nothing to offload in {r['topic']}")
+        return
+    render.table(["topic", "ledgerId", "entries", "size", "file"],
+                 [[x["topic"], x["ledgerId"], x["entries"], x["size"], x["file"]]
+                  for x in r["ledgers"]], "offloaded")
+    render.outln(f"offloaded {len(r['ledgers'])} ledger(s), {r['entries']:,} entries, "
+                 f"{r['bytes']:,} bytes to {r['directory']}")
+
+
+@topics.command(help="Offload a topic's oldest closed ledgers to Parquet files (tiered "
+                "storage): the files are written and synced, then the ledgers leave the store. "
+                "Readers and consumers go on seeing them. Needs pyarrow (the spark extra).")
+def offload(ctx: typer.Context, topic: Topic,
+            to: Annotated[str, typer.Option("--to", help="Directory for the Parquet files and "
+                                            "their manifest.json.", metavar="DIR",
+                                            show_default=False)],
+            size_threshold: Annotated[Optional[str], typer.Option(
+                "--size-threshold", "-s", help="Keep at most this many bytes in the store "
+                "(e.g. 10M); older ledgers are offloaded.", metavar="SIZE",
+                show_default=False)] = None,
+            older_than: Annotated[Optional[str], typer.Option(
+                "--older-than", help="Offload ledgers whose messages are all older than this "
+                "(e.g. 7d).", metavar="DURATION", show_default=False)] = None,
+            output: Output = None):
+    from pulsarctl.units import parse_duration_ms, parse_size
+
+    size = parse_size(size_threshold, "--size-threshold") if size_threshold is not None else None
+    age = parse_duration_ms(older_than, "--older-than") if older_than is not None else None
+    r = state(ctx).broker().offload(topic, to, size, age)
+    render.data(r, fmt(ctx, output), _offload_text)
+
+
+def _offload_status_text(r: dict) -> None:
+    render.table(["topic", "offloadedLedgers", "offloadedEntries", "offloadedSize",
+                  "localLedgers", "localSize"],
+                 [[p["topic"], len(p["offloadedLedgers"]), p["offloadedEntries"],
+                   p["offloadedSize"], p["localLedgers"], p["localSize"]]
+                  for p in r["partitions"]], "offload")
+
+
+@topics.command("offload-status", help="What of a topic is offloaded, and where.")
+def offload_status(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.data(state(ctx).broker().offload_status(topic), fmt(ctx, output),
+                _offload_status_text)

@@ -42,6 +42,9 @@ Read options (names are case-insensitive):
     failOnDataLoss       true (default): fail when planned entries were trimmed or the topic
                          was deleted meanwhile; false: read what is left
     maxEntriesPerTrigger streaming: at most this many entries per micro-batch
+    offloaded            include (default): offloaded ledgers (topics offload) are read too,
+                         from their Parquet files in the Python workers; skip: left out (what
+                         read_topic() uses, reading them with Spark's own Parquet reader)
     subscription         streaming: a durable subscription acknowledged through each batch
                          once Spark committed it (created at Earliest when missing; cumulative
                          ack on Exclusive/Failover, individual acks on Shared/Key_Shared)
@@ -88,6 +91,15 @@ def require() -> None:
     if missing:
         raise SparkUnavailable(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
                                "not installed")
+
+
+def read_topic(spark, store: str | None = None, **options):
+    """A topic as a DataFrame, its offloaded ledgers read by Spark's own Parquet reader and the
+    rest by the data source, inside bounds fixed now (pulsarctl/spark/tiered.py)."""
+    require()
+    from pulsarctl.spark.tiered import read_topic as read
+
+    return read(spark, store, **options)
 
 
 def register(spark) -> None:

@@ -201,6 +201,8 @@ class Part:
     first: int                # lowest offset not trimmed
     next: int                 # offset the next entry will get
     ledgers: list = field(default_factory=list)
+    # Offloaded ledgers (broker/offload.py): [(ledger id, first offset, entries, file)]
+    offloaded: list = field(default_factory=list)
 
 
 def _all_names(ctx) -> list[str]:
@@ -221,7 +223,23 @@ def _part(ctx, t: TopicName):
     if info is None:
         return None
     return Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
-                [list(r[:3]) for r in info.ledgers])
+                [list(r[:3]) for r in info.ledgers],
+                [(r[0], r[1], r[2], r[5]) for r in info.ledgers if len(r) > 5 and r[5]])
+
+
+def without_offloaded(part: Part, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) minus the offsets of the part's offloaded ledgers."""
+    out, s = [], start
+    for _lid, first, n, _f in sorted(part.offloaded, key=lambda x: x[1]):
+        a, z = max(first, s), min(first + n, end)
+        if a >= z:
+            continue
+        if s < a:
+            out.append((s, a))
+        s = z
+    if s < end:
+        out.append((s, end))
+    return out
 
 
 def resolve_parts(b, kind: str, spec, missing_ok: bool = False) -> list[Part]:

@@ -20,6 +20,20 @@ DDL = ("value binary, __key string, __topic string, __messageId string, __publis
        "timestamp, __eventTime timestamp, __messageProperties map<string,string>, "
        "__producerName string, __sequenceId bigint, __redeliveryCount int")
 
+
+
+def arrow_schema() -> pa.Schema:
+    """The columns as Arrow types (as Spark hands them to a Python data source)."""
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        pa.field("value", pa.binary()), pa.field("__key", pa.string()),
+        pa.field("__topic", pa.string()), pa.field("__messageId", pa.string()),
+        pa.field("__publishTime", ts), pa.field("__eventTime", ts),
+        pa.field("__messageProperties", pa.map_(pa.string(), pa.string())),
+        pa.field("__producerName", pa.string()), pa.field("__sequenceId", pa.int64()),
+        pa.field("__redeliveryCount", pa.int32())])
+
+
 # Where each column's value sits in a stored entry (pulsarctl/messages.py's layout).
 _PUBLISH, _PRODUCER, _SEQ, _PAYLOAD, _PROPS, _KEY, _OKEY, _EVENT = range(8)
 _MS = pa.timestamp("ms", tz="UTC")

@@ -56,12 +56,11 @@ def spark_errors(what: str):
         raise JobFailed(f"{what} failed: {first[:300]}") from None
 
 
-def _reader(spark, store: str, **options):
-    r = spark.read.format("pulsarctl").option("store", store)
-    for k, v in options.items():
-        if v is not None:
-            r = r.option(k, v)
-    return r
+def _load(spark, store: str, **options):
+    """The topic as a DataFrame; offloaded ledgers through Spark's Parquet reader."""
+    from pulsarctl.spark.tiered import read_topic
+
+    return read_topic(spark, store, **options)
 
 
 # -- export ------------------------------------------------------------------------------------
@@ -78,9 +77,9 @@ def export(spark, store: str, topic: str, fmt: str, out: str, overwrite: bool = 
     if os.path.exists(out) and not overwrite and (not os.path.isdir(out) or os.listdir(out)):
         raise InvalidValue(f"{out} exists", hint="remove it, or pass --overwrite")
     with spark_errors("export"):
-        df = _reader(spark, store, topic=str(t), startingOffsets=starting_offsets,
-                     endingOffsets=ending_offsets, startingTime=starting_time,
-                     endingTime=ending_time).load()
+        df = _load(spark, store, topic=str(t), startingOffsets=starting_offsets,
+                   endingOffsets=ending_offsets, startingTime=starting_time,
+                   endingTime=ending_time)
         w = df.write.mode("overwrite" if overwrite or os.path.isdir(out) else "errorifexists")
         (w.parquet if fmt == "parquet" else w.json)(out)
         rows = spark.read.format(fmt).load(out).count() if fmt == "parquet" else \
@@ -106,7 +105,7 @@ def _dlq_frame(spark, store: str, dlq: str, everything: bool = False, split_entr
                "endingOffsets": json.dumps({part.name: access.boundary_id(part, hi)})}
     if split_entries:
         options["splitEntries"] = str(split_entries)
-    df = _reader(spark, store, **options).load()
+    df = _load(spark, store, **options)
     # Offsets inside the bounds that pulsarctl-dlq already acknowledged are left out.
     gaps = [(a[1], z[0]) for a, z in zip(runs, runs[1:])]
     handled = [i for s, e in gaps for i in access.ids_between(part, s, e)]

@@ -162,6 +162,11 @@ class _ReadOptions:
         self.max_per_partition = access.whole(o, "maxEntriesPerPartition", 1_000_000)
         self.split_entries = access.whole(o, "splitEntries", None)
         self.max_per_trigger = access.whole(o, "maxEntriesPerTrigger", None)
+        self.offloaded = (o.get("offloaded") or "include").lower()
+        if self.offloaded not in ("include", "skip"):
+            raise InvalidValue(f"offloaded must be include or skip, not {o.get('offloaded')!r}",
+                               hint="skip leaves offloaded ledgers to Spark's Parquet reader "
+                               "(pulsarctl.spark.read_topic does that)")
         self.subscription = o.get("subscription") or None
         if self.subscription and not streaming:
             raise InvalidValue("the option subscription is for streaming reads",
@@ -273,7 +278,9 @@ class BatchReader(DataSourceReader):
                 s = access.first_at_or_after(b, p, s, e, self.lo_ms)
             if s < e and self.hi_ms is not None:
                 e = access.first_at_or_after(b, p, s, e, self.hi_ms)
-            if s < e:
+            if s < e and o.offloaded == "skip":
+                ranges += [(p, a, z, True) for a, z in access.without_offloaded(p, s, e)]
+            elif s < e:
                 ranges.append((p, s, e, True))
         return ranges
 

@@ -1,0 +1,351 @@
+"""Tiered storage: closed ledgers offloaded to Parquet files, as Pulsar offloads them to object
+storage.
+
+`topics offload T --size-threshold S | --older-than D --to DIR` picks a topic's oldest closed
+ledgers (keeping at most S bytes in the store, as pulsar-admin's threshold does, or every ledger
+whose entries were all published before now - D), writes each one as
+DIR/<tenant>/<namespace>/<topic>/ledger-<id>.parquet, fsyncs it, and only then, in one write
+transaction, records the file in the ledger's row and deletes its entries from LMDB
+(store/ledger.py). A crash before that commit leaves a spare file that the next run overwrites;
+the ledger stays in the store. After the commit, the topic's manifest.json is written again from
+the store's rows, so it always lists what the store holds.
+
+A file has one row per entry, in entry order, with
+    __ledgerId, __entryId       where the entry was
+    __entry                     the stored entry, byte for byte: what consumers, readers and
+                                peek read back, so an offloaded message is delivered exactly
+                                as it was (compression, chunks, schema version, properties)
+    __visible                   true on rows that are messages (a chunked message is its last
+                                chunk's row; its other chunks are false)
+    value, __key, __topic, __messageId, __publishTime, __eventTime, __messageProperties,
+    __producerName, __sequenceId, __redeliveryCount
+                                the Spark data source's columns, so any Spark cluster reads the
+                                files with its own Parquet reader (filter on __visible)
+The payload is therefore held twice (value decompressed and joined, __entry as stored); Parquet's
+zstd compression takes back much of it.
+
+Reading an offloaded ledger needs pyarrow (the spark extra), as writing one does.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import OrderedDict
+
+from store import codec
+from pulsarctl.errors import InvalidValue, PulsarctlError, TopicNotFound
+from pulsarctl.names import TopicName, parse_topic
+
+MANIFEST = "manifest.json"
+EXTRA = ("__ledgerId", "__entryId", "__entry", "__visible")
+
+
+class OffloadUnavailable(PulsarctlError):
+    hint = "install 'pulsarctl[spark]' (pip install 'pulsarctl[spark]'): it brings pyarrow"
+
+
+class OffloadedLedgerMissing(PulsarctlError):
+    hint = ("the Parquet file of an offloaded ledger is gone or damaged; restore it from a "
+            "backup of the offload directory (its path is above)")
+
+
+def _pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise OffloadUnavailable("offloaded ledgers are Parquet files and pyarrow is not "
+                                 "installed") from None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    return pa, pq
+
+
+# -- reading back ------------------------------------------------------------------------------
+# Consumers read an offloaded ledger entry by entry; the file is read whole once and kept (by
+# path and modification time), a few ledgers at a time.
+_CACHE: OrderedDict = OrderedDict()
+_CACHE_LEDGERS = 4
+
+
+def read_ledger(location: str, ledger_id: int, entries: int) -> list[bytes]:
+    """The entries of an offloaded ledger, by entry id (store/ledger.py's offloaded_reader)."""
+    try:
+        st = os.stat(location)
+    except OSError as exc:
+        raise OffloadedLedgerMissing(f"ledger {ledger_id} was offloaded to {location}, which "
+                                     f"cannot be read: {exc.strerror}") from None
+    key = (location, st.st_mtime_ns, st.st_size)
+    got = _CACHE.get(location)
+    if got is not None and got[0] == key:
+        _CACHE.move_to_end(location)
+        return got[1]
+    _pa, pq = _pyarrow()
+    try:
+        table = pq.read_table(location, columns=["__ledgerId", "__entryId", "__entry"])
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds for a bad file
+        raise OffloadedLedgerMissing(f"ledger {ledger_id}: {location} is not a readable "
+                                     f"offloaded ledger ({exc})") from None
+    ids = table.column("__entryId").to_pylist()
+    lids = set(table.column("__ledgerId").to_pylist())
+    if ids != list(range(entries)) or lids - {ledger_id}:
+        raise OffloadedLedgerMissing(f"ledger {ledger_id}: {location} holds other entries "
+                                     f"than the store recorded ({len(ids)}, not {entries})")
+    data = table.column("__entry").to_pylist()
+    _CACHE[location] = (key, data)
+    while len(_CACHE) > _CACHE_LEDGERS:
+        _CACHE.popitem(last=False)
+    return data
+
+
+# -- writing -----------------------------------------------------------------------------------
+def topic_dir(root: str, t: TopicName) -> str:
+    return os.path.join(root, t.tenant, t.namespace_portion, t.local_name)
+
+
+def arrow_schema():
+    pa, _pq = _pyarrow()
+    from pulsarctl.spark._arrow import arrow_schema as columns
+
+    return pa.schema(list(columns()) + [
+        pa.field("__ledgerId", pa.int64()), pa.field("__entryId", pa.int64()),
+        pa.field("__entry", pa.binary()), pa.field("__visible", pa.bool_())])
+
+
+def ledger_table(ctx, info, t: TopicName, row):
+    """The Arrow table of one closed ledger (see the module's docstring)."""
+    pa, _pq = _pyarrow()
+    from pulsarctl.spark._access import _whole_messages
+    from pulsarctl.spark._arrow import arrow_schema as columns, record_batch
+
+    lid, first, n = row[0], row[1], row[2]
+    rows = list(ctx.ledgers.scan(ctx.txn, info, first, first + n))
+    recs = [codec.decode(r[3]) for r in rows]
+    if recs and max(map(len, recs)) > 9:
+        wrows, wrecs = _whole_messages(ctx, info, rows, recs)
+    else:
+        wrows, wrecs = rows, recs
+    msgs = record_batch(pa.schema(list(columns())), str(t), t.partition_index, wrows, wrecs)
+    at = {r[0]: i for i, r in enumerate(wrows)}
+    take = pa.array([at.get(r[0]) for r in rows], pa.int64())
+    cols = msgs.take(take) if len(at) != len(rows) else msgs
+    arrays = list(cols.columns) + [
+        pa.array([lid] * len(rows), pa.int64()),
+        pa.array([r[2] for r in rows], pa.int64()),
+        pa.array([bytes(r[3]) for r in rows], pa.binary()),
+        pa.array([r[0] in at for r in rows], pa.bool_()),
+    ]
+    stamps = [r[0] for r in wrecs]
+    return pa.Table.from_arrays(arrays, schema=arrow_schema()), (
+        min(stamps) if stamps else None, max(stamps) if stamps else None)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(table, path: str) -> None:
+    """Write a Parquet file whole: to a temporary name, fsynced, renamed, directory fsynced."""
+    _pa, pq = _pyarrow()
+    # Private as the store is: the files hold its messages.
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    pq.write_table(table, tmp, compression="zstd")
+    os.chmod(tmp, 0o600)
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path))
+
+
+def write_manifest(directory: str, doc: dict) -> str:
+    path = os.path.join(directory, MANIFEST)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+              encoding="utf-8") as f:
+        json.dump(doc, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(directory)
+    return path
+
+
+# -- choosing ledgers --------------------------------------------------------------------------
+def candidates(ctx, info, size_threshold: int | None, older_than_ms: int | None) -> list:
+    """The closed, not yet offloaded ledgers to offload, oldest first: with a size threshold,
+    the oldest ones until at most that many bytes stay in the store (pulsar-admin topics
+    offload -s); with an age, those whose entries were all published before now - age (a
+    ledger ends when the next one is created)."""
+    closed = info.ledgers[:-1]
+    local = [r for r in closed if not (len(r) > 5 and r[5])]
+    picked = []
+    if size_threshold is not None:
+        keep = sum(r[3] for r in info.ledgers if not (len(r) > 5 and r[5]))
+        for r in local:
+            if keep <= size_threshold:
+                break
+            picked.append(r)
+            keep -= r[3]
+    if older_than_ms is not None:
+        cutoff = ctx.now - older_than_ms
+        nxt = {id(r): info.ledgers[i + 1] for i, r in enumerate(closed)}
+        for r in local:
+            if nxt[id(r)][4] <= cutoff and r not in picked:
+                picked.append(r)
+    picked.sort(key=lambda r: r[1])
+    return [r for r in picked if r[2] > 0]
+
+
+def partitions_of(ctx, topic: TopicName) -> list[TopicName]:
+    from pulsarctl.broker import partitions, topics
+
+    if not topic.persistent:
+        raise InvalidValue(f"{topic} is non-persistent: it has no ledgers to offload",
+                           hint="offload persistent topics")
+    names = [t for t in partitions.expand(ctx, topic) if topics.lookup(ctx, t) is not None]
+    if not names:
+        raise TopicNotFound(f"topic {topic} does not exist")
+    return names
+
+
+def offload(broker, topic: str, to: str, size_threshold: int | None = None,
+            older_than_ms: int | None = None) -> dict:
+    """Offload a topic's (every partition's) chosen ledgers to Parquet under `to`. Returns
+    what was done: {"topic", "directory", "ledgers": [...], "entries", "bytes", "files"}."""
+    from pulsarctl.broker import topics
+
+    if size_threshold is None and older_than_ms is None:
+        raise InvalidValue("say which ledgers to offload: --size-threshold or --older-than")
+    if size_threshold is not None and size_threshold < 0:
+        raise InvalidValue("--size-threshold cannot be negative")
+    if older_than_ms is not None and older_than_ms < 0:
+        raise InvalidValue("--older-than cannot be negative")
+    _pyarrow()
+    root = os.path.abspath(to)
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise InvalidValue(f"{to} is not a directory", hint="give --to a directory")
+    t0 = parse_topic(topic)
+
+    # 1. Write the files, one read transaction per ledger (no transaction spans the writing).
+    plan = broker.read(lambda ctx: [
+        (str(t), topics.lookup(ctx, t).ml_id,
+         [list(r[:5]) for r in candidates(ctx, topics.lookup(ctx, t), size_threshold,
+                                          older_than_ms)])
+        for t in partitions_of(ctx, t0)])
+    written = []
+    for name, ml_id, rows in plan:
+        t = parse_topic(name)
+        directory = topic_dir(root, t)
+        for row in rows:
+            def build(ctx, t=t, ml_id=ml_id, row=row):
+                info = topics.lookup(ctx, t)
+                if info is None or info.ml_id != ml_id:
+                    return None
+                cur = next((r for r in info.ledgers[:-1] if r[0] == row[0]), None)
+                if cur is None or (len(cur) > 5 and cur[5]):
+                    return None  # trimmed or offloaded meanwhile
+                return ledger_table(ctx, info, t, cur)
+            got = broker.read(build)
+            if got is None:
+                continue
+            table, (lo, hi) = got
+            path = os.path.join(directory, f"ledger-{row[0]}.parquet")
+            try:
+                write_file(table, path)
+            except OSError as exc:
+                raise PulsarctlError(f"cannot write {path}: {exc.strerror}",
+                                     hint="check that --to is a writable directory with "
+                                     "room") from None
+            written.append((name, ml_id, row, path, lo, hi))
+
+    # 2. One write transaction: the rows name their files, the entries leave LMDB.
+    def commit(ctx):
+        done = []
+        for name, ml_id, row, path, lo, hi in written:
+            info = topics.lookup(ctx, parse_topic(name))
+            if info is None or info.ml_id != ml_id:
+                continue
+            try:
+                if ctx.ledgers.offload(ctx.txn, info, row[0], row[2], path):
+                    done.append({"topic": name, "ledgerId": row[0], "entries": row[2],
+                                 "size": row[3], "file": path, "firstPublishTime": lo,
+                                 "lastPublishTime": hi})
+            except Exception:  # noqa: BLE001 - trimmed meanwhile: the file is spare
+                continue
+        return done
+    done = broker.write(commit) if written else []
+
+    # 3. Manifests, from what the store now holds.
+    for name, _ml_id, _rows in plan:
+        manifest(broker, name, root)
+    return {"topic": str(t0), "directory": root, "ledgers": done,
+            "entries": sum(d["entries"] for d in done), "bytes": sum(d["size"] for d in done)}
+
+
+def status(broker, topic: str) -> dict:
+    """Per partition: offloaded ledgers (id, entries, size, file) and what stays local."""
+    from pulsarctl.broker import topics
+
+    t0 = parse_topic(topic)
+
+    def run(ctx):
+        out = []
+        for t in partitions_of(ctx, t0):
+            info = topics.lookup(ctx, t)
+            off = [{"ledgerId": r[0], "entries": r[2], "size": r[3], "file": r[5]}
+                   for r in info.ledgers if len(r) > 5 and r[5]]
+            local = [r for r in info.ledgers if not (len(r) > 5 and r[5])]
+            out.append({"topic": str(t), "offloadedLedgers": off,
+                        "offloadedEntries": sum(o["entries"] for o in off),
+                        "offloadedSize": sum(o["size"] for o in off),
+                        "localLedgers": len(local), "localSize": sum(r[3] for r in local)})
+        return out
+    return {"topic": str(t0), "partitions": broker.read(run)}
+
+
+def manifest(broker, name: str, root: str) -> str | None:
+    """Write the manifest of one topic partition's directory under root from the store."""
+    from pulsarctl.broker import topics
+
+    t = parse_topic(name)
+    directory = topic_dir(root, t)
+
+    def run(ctx):
+        info = topics.lookup(ctx, t)
+        if info is None:
+            return None
+        rows = [r for r in info.ledgers if len(r) > 5 and r[5]
+                and os.path.dirname(r[5]) == directory]
+        return {"topic": name, "partition": t.partition_index, "store": broker.path,
+                "managedLedgerId": info.ml_id, "format": "parquet", "version": 1,
+                "visibleColumn": "__visible",
+                "ledgers": [{"ledgerId": r[0], "firstOffset": r[1], "entries": r[2],
+                             "size": r[3], "file": os.path.basename(r[5])} for r in rows]}
+    doc = broker.read(run)
+    if doc is None or not os.path.isdir(directory):
+        return None
+    return write_manifest(directory, doc)
+
+
+def files_of(broker, part_names: list[str]) -> dict:
+    """{partition name: [(ledger id, first offset, entries, file)]} of offloaded ledgers."""
+    from pulsarctl.broker import topics
+
+    def run(ctx):
+        out = {}
+        for name in part_names:
+            info = topics.lookup(ctx, parse_topic(name))
+            if info is not None:
+                out[name] = [(r[0], r[1], r[2], r[5]) for r in info.ledgers
+                             if len(r) > 5 and r[5]]
+        return out
+    return broker.read(run)
