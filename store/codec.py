@@ -32,6 +32,24 @@ def decode(data):
     raise ValueError(f"unknown value encoding {tag}")
 
 
+def decode_many(values: list) -> list:
+    """decode() of each value, faster for many: one unpacker over the values joined. The
+    version byte 1 is msgpack's integer 1, so plain values decode as 1, v, 1, v, ...; anything
+    else (another version) shows there and the values are decoded one by one instead."""
+    n = len(values)
+    if n < 16:
+        return [decode(v) for v in values]
+    u = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
+    u.feed(b"".join(values))
+    try:
+        out = list(u)
+    except (ValueError, msgpack.UnpackException):
+        out = None
+    if out is None or len(out) != 2 * n or out[0::2].count(PLAIN) != n:
+        return [decode(v) for v in values]
+    return out[1::2]
+
+
 def pack_raw(value) -> bytes:
     """msgpack without the version byte, for callers that frame values themselves."""
     return _pack(value)

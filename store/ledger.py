@@ -12,6 +12,7 @@ it go through `offloaded_reader`, so cursors, offsets and positions do not chang
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import islice
 
 from store import codec, keys
 from store.errors import LedgerError
@@ -295,6 +296,42 @@ class ManagedLedgers:
     def offloaded(info: LedgerInfo) -> list:
         """The rows of the offloaded ledgers, oldest first."""
         return [r for r in info.ledgers if len(r) > 5 and r[5]]
+
+    def scan_values(self, txn, info: LedgerInfo, start: int, end: int):
+        """The raw bytes of the entries at offsets [start, end) (clipped to what exists), as
+        (runs, values): runs are (ledger id, first entry id, count) in order, values one list.
+        What scan() gives without a tuple per entry, for bulk readers."""
+        stop = min(end, info.next_offset)
+        start = max(start, info.first_offset)
+        runs, values = [], []
+        if start >= stop:
+            return runs, values
+        cur = txn.cursor(db=self._entries)
+        rows = info.ledgers
+        i = max(bisect_right([r[1] for r in rows], start) - 1, 0)
+        offset = start
+        while offset < stop and i < len(rows):
+            row = rows[i]
+            lid, first, n = row[0], row[1], row[2]
+            i += 1
+            if offset >= first + n:
+                continue
+            k = min(stop, first + n) - offset
+            e0 = offset - first
+            if len(row) > 5 and row[5]:
+                values += self._offloaded(row)[e0:e0 + k]
+            else:
+                if not cur.set_key(_pair(lid, e0)):
+                    raise LedgerError(f"entry {lid}:{e0} is missing")
+                got = list(islice(cur.iternext(keys=False, values=True), k))
+                # Entries of a ledger are written without gaps: the run ends where it must.
+                if len(got) != k or cur.key() != _pair(lid, e0 + k - 1):
+                    raise LedgerError(f"ledger {lid}: entries {e0}..{e0 + k - 1} are not all "
+                                      "there")
+                values += got
+            runs.append((lid, e0, k))
+            offset += k
+        return runs, values
 
     # -- trimming and deleting ----------------------------------------------------------------
     def trim(self, txn, info: LedgerInfo, below_offset: int) -> list[int]:

@@ -12,7 +12,8 @@ import pytest
 pq = pytest.importorskip("pyarrow.parquet")  # the spark extra; CI installs it
 
 import pulsarctl  # noqa: E402
-from pulsarctl.broker import offload, topics  # noqa: E402
+from pulsarctl import offload  # noqa: E402
+from pulsarctl.broker import topics  # noqa: E402
 from pulsarctl.client import CompressionType  # noqa: E402
 from pulsarctl.names import parse_topic  # noqa: E402
 

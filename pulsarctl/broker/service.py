@@ -9,7 +9,8 @@ import os
 from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
 from store import codec
 from pulsarctl import clock as clocks
-from pulsarctl.broker import offload, partitions, policies, producers, tenants, topics
+from pulsarctl import offload
+from pulsarctl.broker import partitions, policies, producers, tenants, topics
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.broker.dlq import DlqAdmin
@@ -758,7 +759,7 @@ class Broker(CursorAdmin, DlqAdmin):
 
     def offload(self, topic: str, to: str, size_threshold: int | None = None,
                 older_than_ms: int | None = None) -> dict:
-        """Offload a topic's oldest closed ledgers to Parquet files (broker/offload.py)."""
+        """Offload a topic's oldest closed ledgers to Parquet files (pulsarctl/offload.py)."""
         return offload.offload(self, topic, to, size_threshold, older_than_ms)
 
     def offload_status(self, topic: str) -> dict:

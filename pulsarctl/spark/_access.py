@@ -201,7 +201,7 @@ class Part:
     first: int                # lowest offset not trimmed
     next: int                 # offset the next entry will get
     ledgers: list = field(default_factory=list)
-    # Offloaded ledgers (broker/offload.py): [(ledger id, first offset, entries, file)]
+    # Offloaded ledgers (pulsarctl/offload.py): [(ledger id, first offset, entries, file)]
     offloaded: list = field(default_factory=list)
 
 
@@ -404,15 +404,33 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
         enabled = gc.isenabled()
         gc.disable()  # a chunk allocates many small lists; the collector only slows it down
         try:
-            rows = list(ctx.ledgers.scan(ctx.txn, info, s, stop))
-            recs = list(map(codec.decode, [r[3] for r in rows]))
+            runs, values = ctx.ledgers.scan_values(ctx.txn, info, s, stop)
+            recs = codec.decode_many(values)
         finally:
             if enabled:
                 gc.enable()
         if recs and max(map(len, recs)) > 9:
+            rows, o = [], s
+            for lid, e0, k in runs:
+                for e in range(e0, e0 + k):
+                    rows.append((o, lid, e, values[o - s]))
+                    o += 1
             rows, recs = _whole_messages(ctx, info, rows, recs)
-        return stop, rows, recs
+            return stop, rows, recs
+        return stop, IdColumns.of(runs), recs
     return b.read(run)
+
+
+class IdColumns(tuple):
+    """(ledger ids, entry ids) of scanned entries, one list each: what record_batch needs of
+    rows, built per run of a ledger rather than per entry."""
+    @classmethod
+    def of(cls, runs):
+        lids, eids = [], []
+        for lid, e0, k in runs:
+            lids += [lid] * k
+            eids += range(e0, e0 + k)
+        return cls((lids, eids))
 
 
 def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:

@@ -96,7 +96,11 @@ def record_batch(schema: pa.Schema, topic: str, partition: int, rows: list, recs
         elif name == "__topic":
             a = pa.array([topic] * n, typ)
         elif name == "__messageId":
-            a = _message_ids([r[1] for r in rows], [r[2] for r in rows], partition).cast(typ)
+            if isinstance(rows, tuple):  # _access.IdColumns: (ledger ids, entry ids)
+                lids, eids = rows
+            else:
+                lids, eids = [r[1] for r in rows], [r[2] for r in rows]
+            a = _message_ids(lids, eids, partition).cast(typ)
         elif name == "__publishTime":
             a = publish.cast(_MS).cast(typ)
         elif name == "__eventTime":

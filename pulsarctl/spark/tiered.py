@@ -1,4 +1,4 @@
-"""Reading a topic whose older ledgers are offloaded (pulsarctl/broker/offload.py): the
+"""Reading a topic whose older ledgers are offloaded (pulsarctl/offload.py): the
 offloaded ledgers through Spark's own Parquet reader, so a cluster reads them where they lie
 (any path its executors can reach), and only the recent tail from the store through the data
 source.
