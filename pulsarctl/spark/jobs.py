@@ -105,7 +105,12 @@ def _dlq_frame(spark, store: str, dlq: str, everything: bool = False, split_entr
                "endingOffsets": json.dumps({part.name: access.boundary_id(part, hi)})}
     if split_entries:
         options["splitEntries"] = str(split_entries)
-    df = _load(spark, store, **options)
+    # The data source itself (offloaded ledgers included, read in its workers): its fixed
+    # splits are what makes a rerun's producers and sequence ids the same.
+    r = spark.read.format("pulsarctl").option("store", store)
+    for k, v in options.items():
+        r = r.option(k, v)
+    df = r.load()
     # Offsets inside the bounds that pulsarctl-dlq already acknowledged are left out.
     gaps = [(a[1], z[0]) for a, z in zip(runs, runs[1:])]
     handled = [i for s, e in gaps for i in access.ids_between(part, s, e)]
