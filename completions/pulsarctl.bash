@@ -14,8 +14,8 @@ _pulsarctl_node() {
             ;;
         "produce")
             subs=""
-            opts="-m --messages -f --files --stdin --ndjson -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id -c --chunking -db --disable-batching --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output -h --help"
-            vopts="-m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output"
+            opts="-m --messages -f --files --stdin --ndjson -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id -c --chunking -db --disable-batching --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output -h --help"
+            vopts="-m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output"
             ;;
         "consume")
             subs=""
@@ -68,7 +68,7 @@ _pulsarctl_node() {
             vopts=""
             ;;
         "topics")
-            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats skip clear-backlog reset-cursor expire-messages terminate examine-message get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
+            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
             opts="-h --help"
             vopts=""
             ;;
@@ -155,6 +155,16 @@ _pulsarctl_node() {
         "topics partitioned-stats")
             subs=""
             opts="--per-partition -o --output -h --help"
+            vopts="-o --output"
+            ;;
+        "topics offload")
+            subs=""
+            opts="--to --size-threshold -s --older-than -o --output -h --help"
+            vopts="--to --size-threshold -s --older-than -o --output"
+            ;;
+        "topics offload-status")
+            subs=""
+            opts="-o --output -h --help"
             vopts="-o --output"
             ;;
         "topics skip")
@@ -569,8 +579,8 @@ _pulsarctl_node() {
             ;;
         "perf produce")
             subs=""
-            opts="-n --num-messages -s --size -b --batch --compression -o --output -h --help"
-            vopts="-n --num-messages -s --size -b --batch --compression -o --output"
+            opts="-n --num-messages -s --size -b --batch --compression -db --disable-batching --batching-max-messages --batching-max-bytes -o --output -h --help"
+            vopts="-n --num-messages -s --size -b --batch --compression --batching-max-messages --batching-max-bytes -o --output"
             ;;
         "perf consume")
             subs=""
@@ -731,6 +741,8 @@ _pulsarctl_values() {
         "topics delete-partitioned-topic|-o"|"topics delete-partitioned-topic|--output") values="text json ndjson" ;;
         "topics list-partitioned-topics|-o"|"topics list-partitioned-topics|--output") values="text json ndjson" ;;
         "topics partitioned-stats|-o"|"topics partitioned-stats|--output") values="text json ndjson" ;;
+        "topics offload|-o"|"topics offload|--output") values="text json ndjson" ;;
+        "topics offload-status|-o"|"topics offload-status|--output") values="text json ndjson" ;;
         "topics skip|-o"|"topics skip|--output") values="text json ndjson" ;;
         "topics clear-backlog|-o"|"topics clear-backlog|--output") values="text json ndjson" ;;
         "topics reset-cursor|-o"|"topics reset-cursor|--output") values="text json ndjson" ;;

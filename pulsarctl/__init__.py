@@ -6,7 +6,7 @@ def __getattr__(name):
     # The client API is imported lazily so that `pulsarctl produce` starts fast.
     if name in ("Client", "ConsumerType", "InitialPosition", "MessageId", "Message",
                 "Producer", "Consumer", "Reader", "ConsumerDeadLetterPolicy",
-                "PartitionsRoutingMode", "HashingScheme"):
+                "PartitionsRoutingMode", "HashingScheme", "BatchingType", "CompressionType"):
         from pulsarctl import client
 
         return getattr(client, name)

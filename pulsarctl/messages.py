@@ -1,11 +1,18 @@
 """MessageId, message metadata and Message, shaped like pulsar-client's.
 
-An entry in the store is a list built here and packed by store/codec.py:
+An entry in the store is a list built here (and, for batches, in broker/batches.py) and packed
+by store/codec.py:
 [publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
-deliverAt, compression code, uncompressed size, schema version, chunk]; trailing fields that are
-unset are left off. chunk is Pulsar's chunk metadata, [uuid, chunk id, num chunks, total chunk
-message size], on each entry of a message split into chunks (the entry's payload is that piece
-of the stored, possibly compressed, payload; the size is the whole message's, uncompressed).
+deliverAt, compression code, uncompressed size, schema version, chunk, numMessagesInBatch,
+highestSequenceId]; trailing fields that are unset are left off. chunk is Pulsar's chunk
+metadata, [uuid, chunk id, num chunks, total chunk message size], on each entry of a message
+split into chunks (the entry's payload is that piece of the stored, possibly compressed,
+payload; the size is the whole message's, uncompressed). A batch entry (numMessagesInBatch set,
+two or more) holds several messages: its sequence id is the first message's, its key and
+ordering key the first message's, and its payload the serialized batch (every message's
+payload, properties, key, ordering key, event time and sequence id), compressed as a whole;
+broker/batches.py builds and expands it (batches.messages_of gives each message's record and
+batch index).
 """
 from __future__ import annotations
 
@@ -105,7 +112,7 @@ def iso_ms(ms: int | None) -> str | None:
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
-                 "sequence_id", "schema_version", "chunks")
+                 "sequence_id", "schema_version", "chunks", "new_batch")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
@@ -121,6 +128,9 @@ class OutgoingMessage:
         # A copy of a chunked message (dead letter, retry moves): its stored pieces, as
         # (compression code, uncompressed size, num chunks, total size, [(chunk id, piece)]).
         self.chunks = None
+        # The producer's batching publish delay ran out before this message came: it starts a
+        # new batch (batches.group).
+        self.new_batch = False
 
     def size(self) -> int:
         return len(self.payload)

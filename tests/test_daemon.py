@@ -629,7 +629,8 @@ def _read_ready(p: subprocess.Popen, timeout: float) -> float:
 def test_kill_9_during_dead_letter_moves_loses_and_duplicates_nothing(run_proc, env, tmp_path,
                                                                        store_path):
     n = 400
-    _ok(run_proc("produce", TOPIC, "--stdin", input="".join(f"m-{i:04d}\n" for i in range(n))))
+    _ok(run_proc("produce", TOPIC, "--stdin", "-db",  # one entry per message
+                 input="".join(f"m-{i:04d}\n" for i in range(n))))
     _ok(run_proc("clock", "simulate", "--at", SIM_START))
     r = _ok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
                      "--max-redeliver-count", "1", "--nack-delay", "1m", "-n", str(n),

@@ -67,7 +67,8 @@ def ndjson_messages(pairs) -> str:
 
 
 def produce_keyed(cli, topic, pairs) -> list[str]:
-    r = ok(cli("produce", topic, "--stdin", "--ndjson", input=ndjson_messages(pairs)))
+    # -db: one entry per message, so Key_Shared routes each by its own key (§9.1).
+    r = ok(cli("produce", topic, "--stdin", "--ndjson", "-db", input=ndjson_messages(pairs)))
     out = r.stdout.split()
     assert len(out) == len(pairs)
     return out
@@ -776,7 +777,8 @@ def test_close_consumer_shared_gives_pending_to_another(cli, run_proc):
     sh = ("-t", "Shared", "-p", "Earliest", "--lease", "10m")
     assert receive(run_proc, "cc", "S", "A", *sh) == []
     assert receive(run_proc, "cc", "S", "B", *sh) == []
-    msg_ids = ok(cli("produce", "cc", "--stdin", input="".join(f"m{i}\n" for i in range(10)))).stdout.split()
+    msg_ids = ok(cli("produce", "cc", "--stdin", "-db",  # one entry per message
+                     input="".join(f"m{i}\n" for i in range(10)))).stdout.split()
     got_a = receive(run_proc, "cc", "S", "A", *sh, n=4)
     got_b = receive(run_proc, "cc", "S", "B", *sh, n=2)
     assert not set(ids(got_a)) & set(ids(got_b))

@@ -117,7 +117,8 @@ def _wait_for(predicate, what: str, timeout: float = 15.0, interval: float = 0.0
 
 
 def _produce_lines(run_proc, payloads, topic="t") -> list[str]:
-    r = run_proc("produce", topic, "--stdin", input="".join(p + "\n" for p in payloads))
+    # -db: one entry per message (what these tests count and hand out).
+    r = run_proc("produce", topic, "--stdin", "-db", input="".join(p + "\n" for p in payloads))
     assert r.returncode == 0, r.stderr
     ids = r.stdout.split()
     assert len(ids) == len(payloads)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from store import codec, keys
 from pulsarctl.broker import topics
 from pulsarctl.errors import InvalidValue, MessageNotFound
-from pulsarctl.messages import MessageId, message_from_entry, parse_message_id
+from pulsarctl.messages import MessageId, parse_message_id
 from pulsarctl.names import TopicName, parse_topic
 
 
@@ -63,7 +63,10 @@ def _advanced(ctx, info, c) -> None:
     """After mark-delete moved forward: drop what it passed, save, trim passed ledgers."""
     from pulsarctl.broker import subscriptions as subs
 
+    from pulsarctl.broker import batches
+
     drop_through(ctx, c, c.mark_delete)
+    batches.forget_through(ctx, c, c.mark_delete)
     ctx.cursors.save(ctx.txn, c)
     subs.maybe_trim(ctx, info, c)
 
@@ -155,10 +158,11 @@ def parse_reset_time(text: str, now_ms: int) -> int:
 def reset(ctx, info, c, next_offset: int) -> None:
     """Deliver again from next_offset: mark-delete just before it, no ack holes above it, and no
     pending, replay or delayed state (a reset disconnects consumers in Pulsar)."""
-    from pulsarctl.broker import delayed, redelivery, subscriptions as subs, timers
+    from pulsarctl.broker import batches, delayed, redelivery, subscriptions as subs, timers
 
     ctx.cursors.seek(ctx.txn, c, next_offset - 1)
     subs.clear_delivery_state(ctx, c)
+    batches.forget_through(ctx, c)  # the ack holes go, partial batch acks with them
     delayed.clear(ctx, c.id)
     # Pulsar's reset clears the dispatcher's redelivery tracker; nack timers go with it.
     redelivery.clear(ctx, c.id)
@@ -225,7 +229,11 @@ def examine(ctx, info, t: TopicName, initial_position: str, n: int):
                               f"from the {pos}", hint=f"use -m 1 to -m {info.entries}")
     p = info.position(o)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-    return message_from_entry(rec, MessageId(p.ledger_id, p.entry_id, t.partition_index), str(t))
+    from pulsarctl.broker import batches
+
+    # Messages are counted in entries (a batch is one) and a batch shows its first message,
+    # as pulsar-admin's examineMessage does.
+    return batches.first_message(rec, p.ledger_id, p.entry_id, t.partition_index, str(t))
 
 
 # -- the Broker's methods -----------------------------------------------------------------------

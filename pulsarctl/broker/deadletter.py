@@ -34,25 +34,29 @@ def producer_name(topic: str, subscription: str, consumer: str) -> str:
     return f"{topic}-{subscription}-{consumer}-{rand}{DLQ_SUFFIX}"
 
 
-def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
+def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | None:
     """Publish the message at offset to the subscription's dead letter topic and ack it. A
     chunk moves with every other chunk of its message: their stored pieces are copied (still
-    compressed), so a consumer of the dead letter topic joins them as it would have here."""
+    compressed), so a consumer of the dead letter topic joins them as it would have here. A
+    batch moves as one dead letter per message. Returns the (first) dead letter's id."""
     policy = c.props.get("policy") or {}
     origin = parse_topic(info.name)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
-    from pulsarctl.broker import chunks
+    from pulsarctl.broker import batches, chunks
 
     copy = chunks.copy_of(ctx, info, offset, rec)
     acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
     pos = info.position(last)
-    mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
-    m = message_from_entry(rec, mid, info.name)
-    props = dict(m.properties_ or {})
-    props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
-    props.setdefault(ORIGIN_MESSAGE_ID, str(mid))
-    props.setdefault(ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
-    props.setdefault(REAL_SUBSCRIPTION, c.name)
+    if batches.is_batch(rec):
+        # The whole entry goes, one dead letter per batch index, acked at the entry level.
+        # With acknowledgmentAtBatchIndexLevelEnabled the acked indexes were never delivered
+        # again, so the client would not have them to forward.
+        skip = batches.acked_indexes(ctx, c, offset) if batches.index_level(ctx) else None
+        msgs = batches.messages(rec, pos.ledger_id, pos.entry_id, origin.partition_index,
+                                info.name, skip=skip)
+    else:
+        msgs = [message_from_entry(
+            rec, MessageId(pos.ledger_id, pos.entry_id, origin.partition_index), info.name)]
     target = parse_topic(dlq_topic(info.name, c.name, policy))
     dlq_info = topics.ensure(ctx, target)
     init = policy.get("initialSubscriptionName")
@@ -60,9 +64,18 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId:
         # PIP-124: the broker creates it whenever it is missing, before the dead letter lands.
         subs.create(ctx, dlq_info, init, "Earliest")
     holder = consumer or "consumer"
-    out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
-    out.chunks = copy[2] if copy else None
-    _name, ids = producers.publish(ctx, target, [out], producer_name(info.name, c.name, holder),
+    outs = []
+    for m in msgs:
+        props = dict(m.properties_ or {})
+        props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
+        props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
+        props.setdefault(ORIGIN_MESSAGE_ID_DEPRECATED, str(m.id))
+        props.setdefault(REAL_SUBSCRIPTION, c.name)
+        out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
+        out.chunks = copy[2] if copy else None
+        outs.append(out)
+    # The DLQ producer does not batch (enableBatching(false)): one entry per dead letter.
+    _name, ids = producers.publish(ctx, target, outs, producer_name(info.name, c.name, holder),
                                    target.partition_index, internal=True)
     subs.ack(ctx, info, c, acked)
-    return ids[0]
+    return ids[0] if ids else None

@@ -122,10 +122,49 @@ def backlog(info, c) -> int:
 
 
 def read_message(ctx, info, t: TopicName, offset: int):
+    """The message at offset (a batch's first message)."""
+    from pulsarctl.broker import batches
+
     p = info.position(offset)
     raw = ctx.ledgers.read(ctx.txn, info, offset)
-    return message_from_entry(codec.decode(raw), MessageId(p.ledger_id, p.entry_id,
-                                                           t.partition_index), str(t))
+    return batches.first_message(codec.decode(raw), p.ledger_id, p.entry_id, t.partition_index,
+                                 str(t))
+
+
+def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:
+    """The messages at offset waiting on pulsarctl-dlq: a batch's messages (each with its
+    batch index) not acknowledged yet, less the indexes in skip."""
+    from pulsarctl.broker import batches
+
+    p = info.position(offset)
+    rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
+    if not batches.is_batch(rec):
+        return [message_from_entry(rec, MessageId(p.ledger_id, p.entry_id, t.partition_index),
+                                   str(t))]
+    done = batches.acked_indexes(ctx, c, offset) if c is not None else set()
+    return batches.messages(rec, p.ledger_id, p.entry_id, t.partition_index, str(t),
+                            skip=done | (skip or set()))
+
+
+def _wanted(ctx, info, ids) -> dict:
+    """{offset: batch indexes wanted, or None for the whole entry} for message ids; an id that
+    names no message of the DLQ is MessageNotFound. Ids in ledgers already trimmed were
+    handled: left out."""
+    from pulsarctl.broker import subscriptions as subs
+
+    out: dict = {}
+    for mid in ids:
+        got = subs.offsets_of(ctx, info, [mid])
+        if not got:
+            continue
+        o = got[0]
+        if mid.batch_index < 0:
+            out[o] = None
+        elif o not in out:
+            out[o] = {mid.batch_index}
+        elif out[o] is not None:
+            out[o].add(mid.batch_index)
+    return out
 
 
 def matches(m, filters) -> bool:
@@ -142,26 +181,37 @@ def id_offsets(ctx, info, ids) -> list[int]:
     return sorted(set(subs.offsets_of(ctx, info, ids)))
 
 
-def select(ctx, info, t, c, after: int, limit: int, filters=None, ids=None, cutoff=None):
-    """Up to limit waiting messages after offset `after` that pass the filters, the id list and
-    the publish-time cutoff. Returns (messages, last offset looked at, done). Publish times
-    never go down along a topic, so the cutoff ends the scan."""
+def select(ctx, info, t, c, after, limit: int, filters=None, ids=None, cutoff=None):
+    """Up to limit waiting messages after the scan position `after` that pass the filters, the
+    id list and the publish-time cutoff. Returns (messages, last position looked at, done). A
+    position is an offset, or (offset, batch index) inside a batch entry, where a limit can
+    fall. Publish times never go down along a topic, so the cutoff ends the scan."""
+    after_o, after_i = after if isinstance(after, (tuple, list)) else (after, None)
+    first = after_o + 1 if after_i is None else after_o
+    wanted = None
     if ids is not None:
-        cands = (o for o in id_offsets(ctx, info, ids)
-                 if o > after and info.contains(o)
+        wanted = _wanted(ctx, info, ids)
+        cands = (o for o in sorted(wanted)
+                 if o >= first and info.contains(o)
                  and not (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)))
     else:
-        cands = unhandled(ctx, info, c, after + 1)
+        cands = unhandled(ctx, info, c, first)
     out, last = [], after
     for o in cands:
         if len(out) >= limit:
             return out, last, False
-        m = read_message(ctx, info, t, o)
-        if cutoff is not None and m.publish_time >= cutoff:
+        skip = set(range(after_i + 1)) if o == after_o and after_i is not None else None
+        msgs = read_messages(ctx, info, t, c, o, skip)
+        if msgs and cutoff is not None and msgs[0].publish_time >= cutoff:
             return out, last, True
+        pick = wanted.get(o) if wanted is not None else None
+        for m in msgs:
+            if len(out) >= limit:
+                return out, last, False
+            last = (o, m.id.batch_index) if m.id.batch_index >= 0 else o
+            if (pick is None or m.id.batch_index in pick) and matches(m, filters):
+                out.append(m)
         last = o
-        if matches(m, filters):
-            out.append(m)
     return out, last, True
 
 
@@ -297,8 +347,7 @@ def stats(ctx, t, info, c, by_property: str | None) -> dict:
     ages = {name: 0 for name, _ in AGE_BUCKETS}
     ages[AGE_OLDEST] = 0
     total, oldest, newest = 0, None, None
-    for o in unhandled(ctx, info, c):
-        m = read_message(ctx, info, t, o)
+    for m in (m for o in unhandled(ctx, info, c) for m in read_messages(ctx, info, t, c, o)):
         props = m.properties_ or {}
         total += 1
         oldest = m.publish_time if oldest is None else oldest
@@ -397,23 +446,34 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
     info, c = open_dlq(ctx, t)
     if not dry_run:
         c = ensure_subscription(ctx, info)
-    offsets = id_offsets(ctx, info, ids)
+    wanted = _wanted(ctx, info, ids)
     to_t = _topic(to) if to else None
     routes = _Routes(ctx)
     retry_topics: dict = {}
-    results, acks = [], []
-    from pulsarctl.broker import chunks
+    results, acks, batch_acks = [], [], []
+    from pulsarctl.broker import batches, chunks
 
-    taken: set = set()  # chunks of a chunked dead letter replayed (or judged) with its first
-    for o in offsets:
-        if o in taken or (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)):
-            continue
-        rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-        copy = chunks.copy_of(ctx, info, o, rec)  # a chunked message is replayed whole
-        group = copy[0] if copy else [o]
-        taken.update(group)
-        m = read_message(ctx, info, t, copy[1]) if copy else message_from_entry(
-            rec, MessageId(*info.position(o), t.partition_index), str(t))
+    def units():
+        """(message, chunk copy, offsets its ack covers; None: ack its batch index)."""
+        taken: set = set()  # chunks of a chunked dead letter replayed (or judged) with its first
+        for o in sorted(wanted):
+            if o in taken or (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)):
+                continue
+            rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+            if batches.is_batch(rec):
+                pick = wanted[o]
+                for m in read_messages(ctx, info, t, c, o):
+                    if pick is None or m.id.batch_index in pick:
+                        yield m, None, None
+                continue
+            copy = chunks.copy_of(ctx, info, o, rec)  # a chunked message is replayed whole
+            group = copy[0] if copy else [o]
+            taken.update(group)
+            m = read_message(ctx, info, t, copy[1]) if copy else message_from_entry(
+                rec, MessageId(*info.position(o), t.partition_index), str(t))
+            yield m, copy, group
+
+    for m, copy, group in units():
         props = dict(m.properties_ or {})
         rc = replay_count(m)
         r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
@@ -463,9 +523,16 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         _name, new_ids = producers.publish(ctx, target, [out], REPLAY_PRODUCER,
                                            target.partition_index)
         r["action"], r["newMessageId"] = "replayed", str(new_ids[0])
-        acks.extend(group)
+        if group is None:
+            batch_acks.append(m.id)
+        else:
+            acks.extend(group)
+    if batch_acks:
+        acks.extend(batches.resolve(ctx, info, c, batch_acks)[0])
     if acks:
         subs.ack(ctx, info, c, acks)
+    elif batch_acks:
+        ctx.cursors.save(ctx.txn, c)
     return results
 
 
@@ -538,6 +605,17 @@ class DlqAdmin:
 
             info, _c = open_dlq(ctx, t)
             c = ensure_subscription(ctx, info)
+            if any(m.batch_index >= 0 for m in ids):
+                # A batch's dead letters are handled one by one: acked by their batch index.
+                from pulsarctl.broker import batches
+
+                offsets, newly, completed, _held = batches.resolve(ctx, info, c, ids)
+                n = newly - completed
+                if offsets:
+                    n += subs.ack(ctx, info, c, sorted(set(offsets)))[0]
+                else:
+                    ctx.cursors.save(ctx.txn, c)
+                return n
             offsets = id_offsets(ctx, info, ids)
             return subs.ack(ctx, info, c, offsets)[0] if offsets else 0
         return self.write(run)

@@ -31,7 +31,7 @@ def new_producer_name(ctx) -> str:
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
             partition: int = -1, internal: bool = False,
             compression: int = 0, schema: str | None = None,
-            chunking: bool = False) -> tuple[str, list[MessageId]]:
+            chunking: bool = False, batching=None) -> tuple[str, list[MessageId]]:
     """Append messages in this transaction. Returns (producer name, message ids); with
     deduplication on, a message whose sequence id this producer already stored is left out
     and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
@@ -40,9 +40,11 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     schema: the producer's schema type (schemas.py), recorded as a version in each message.
     chunking: a stored payload (compressed first, as Pulsar does) over maxMessageSize is split
     into chunks of at most maxMessageSize bytes, one entry each (see split); its id is the last
-    chunk's."""
+    chunk's. batching: a batches.Spec, to store the messages in batch entries (batches.py)."""
     packed = None
-    if compression:
+    if batching is not None and len(messages) > 1:
+        check_sizes(ctx, messages, _stored_sizes(ctx, messages, compression))
+    elif compression:
         from pulsarctl.compression import compress
 
         packed = [(compression, compress(compression, m.payload)) for m in messages]
@@ -76,6 +78,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = -1 if last is None else last
     dedup = _dedup(ctx, info)
+    if batching is not None and len(messages) > 1:
+        return producer_name, _publish_batched(ctx, info, messages, producer_name, seq, dedup,
+                                               partition, compression, batching)
     entries = []
     dups = []
     add = entries.append
@@ -127,6 +132,102 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
 
 
 DUPLICATE = MessageId(-1, -1, -1)
+
+
+def _stored_sizes(ctx, messages, compression: int):
+    """What maxMessageSize is checked against: each payload as it would be stored alone (only a
+    payload over the limit is compressed to see: the batches compress their own payloads)."""
+    if not compression:
+        return None
+    from pulsarctl.compression import compress
+
+    limit = ctx.setting("maxMessageSize")
+    return [len(m.payload) if len(m.payload) <= limit else len(compress(compression, m.payload))
+            for m in messages]
+
+
+def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition, compression,
+                     spec) -> list[MessageId]:
+    """publish's batching half: sequence ids as the producer gives them (the next one after the
+    highest so far, unless set), then batches (batches.group); with deduplication a batch is
+    judged by its first sequence id and records its highest (MessageDeduplication)."""
+    from pulsarctl.broker import batches
+
+    now = ctx.now
+    if all(m.sequence_id is None for m in messages):
+        seqs = list(range(last + 1, last + 1 + len(messages)))
+        rising = True
+    else:
+        seqs = []
+        run = last
+        for m in messages:
+            s = m.sequence_id
+            if s is None:
+                s = run + 1
+            run = max(run, s)
+            seqs.append(s)
+        rising = False
+    limit = ctx.setting("maxMessageSize")
+    groups = batches.group(messages, spec, limit)
+    entries, placed = [], []  # placed: per entry, the message indexes it holds
+    dups: list[int] = []
+    pushed = last
+    for g in groups:
+        first = seqs[g[0]]
+        highest = seqs[g[-1]] if rising else max(seqs[i] for i in g)
+        if dedup and first <= pushed:
+            dups.extend(g)
+            continue
+        pushed = max(pushed, highest)
+        for part in _fitting(now, producer_name, messages, seqs, g, compression, limit):
+            entries.append(part[0])
+            placed.append(part[1])
+    ctx.put(max(pushed, last), "producer", info.ml_id, producer_name)
+    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
+    if rollover is not None:
+        ctx.ledgers.rollover_entries = rollover
+    ids: list = [DUPLICATE] * len(messages)
+    if entries:
+        positions = []
+        for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
+            positions.extend((lid, e) for e in range(e0, e0 + n))
+        extra = 0
+        for (lid, e), g in zip(positions, placed):
+            if len(g) == 1:
+                ids[g[0]] = MessageId(lid, e, partition)
+                continue
+            extra += len(g) - 1
+            j = 0
+            for i in g:
+                ids[i] = MessageId(lid, e, partition, j)
+                j += 1
+        if extra:
+            # msgInCounter counts messages; the ledger counts entries.
+            ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
+    return ids
+
+
+def _fitting(now, producer_name, messages, seqs, g, compression, limit):
+    """(entry, message indexes) for group g: one batch entry, or (when the serialized batch,
+    compressed, is over maxMessageSize) the group halved until each part fits; one message
+    alone is a plain entry, as Pulsar sends a batch of one."""
+    from pulsarctl.broker import batches
+
+    if len(g) == 1:
+        m = messages[g[0]]
+        packed = None
+        if compression:
+            from pulsarctl.compression import compress
+
+            packed = (compression, compress(compression, m.payload))
+        return [(_encode(build_entry(now, producer_name, seqs[g[0]], m, packed)), g)]
+    rec = batches.build_entry(now, producer_name, [messages[i] for i in g],
+                              [seqs[i] for i in g], compression)
+    if len(rec[3]) > limit:
+        half = len(g) // 2
+        return (_fitting(now, producer_name, messages, seqs, g[:half], compression, limit)
+                + _fitting(now, producer_name, messages, seqs, g[half:], compression, limit))
+    return [(_encode(rec), g)]
 
 
 def split(m: OutgoingMessage, packed: tuple | None, limit: int):

@@ -44,22 +44,52 @@ def level_delay_ms(ctx, level: int) -> int:
 
 
 def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | None,
-                    level: int | None = None, increment: bool = False) -> str:
-    """Move one message to the retry topic (or past the limit to the DLQ). Returns where it
-    went. level picks a TDMQ delay level; increment waits one level longer per retry."""
+                    level: int | None = None, increment: bool = False,
+                    batch_index: int = -1) -> list[str]:
+    """Move the message at offset to the retry topic (or past the limit to the DLQ). Returns
+    where each message went. level picks a TDMQ delay level; increment waits one level longer
+    per retry. In a batch, batch_index picks the message (as reconsumeLater takes one message,
+    acked by its index); -1 moves every message of the entry not acked yet."""
     policy = c.props.get("policy") or {}
     if not policy.get("enableRetry"):
         raise Conflict(f"retry is not enabled on subscription '{c.name}' (reconsumeLater method "
                        f"not support!)", hint="consume with --enable-retry first")
     origin = parse_topic(info.name)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
-    from pulsarctl.broker import chunks
+    from pulsarctl.broker import batches, chunks
 
+    if batches.is_batch(rec):
+        pos = info.position(offset)
+        mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index, batch_index)
+        skip = batches.acked_indexes(ctx, c, offset)
+        if batch_index in skip:
+            return []  # acked already: nothing to retry
+        msgs = [m for m in batches.messages(rec, pos.ledger_id, pos.entry_id,
+                                             origin.partition_index, info.name, skip=skip)
+                if batch_index < 0 or m.id.batch_index == batch_index]
+        if batch_index >= 0 and not msgs:
+            batches.resolve(ctx, info, c, [mid])  # raises: the batch has no such index
+        where = [_move(ctx, info, c, m, None, policy, origin, delay_ms, custom, level,
+                       increment) for m in msgs]
+        acked = [offset] if batch_index < 0 else batches.resolve(ctx, info, c, [mid])[0]
+        if acked:
+            subs.ack(ctx, info, c, acked)
+        else:
+            ctx.cursors.save(ctx.txn, c)
+        return where
     copy = chunks.copy_of(ctx, info, offset, rec)  # a chunked message moves whole
     acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
     pos = info.position(last)
     mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index)
     m = message_from_entry(rec, mid, info.name)
+    where = _move(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, increment)
+    subs.ack(ctx, info, c, acked)
+    return [where]
+
+
+def _move(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, increment) -> str:
+    """Publish the retry (or dead letter) copy of message m; returns where it went."""
+    mid = m.id
     props = dict(m.properties_ or {})
     props.setdefault(deadletter.REAL_TOPIC, str(origin.partitioned_topic_name))
     props.setdefault(deadletter.ORIGIN_MESSAGE_ID_DEPRECATED, str(mid))
@@ -88,5 +118,4 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
     out.chunks = copy[2] if copy else None
     producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry", target.partition_index,
                       internal=True)
-    subs.ack(ctx, info, c, acked)
     return where

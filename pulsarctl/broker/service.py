@@ -16,7 +16,7 @@ from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.broker.dlq import DlqAdmin
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
 from pulsarctl.errors import InvalidValue, MessageNotFound, StoreUnavailable, TopicNotFound
-from pulsarctl.messages import MessageId, message_from_entry
+from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName, parse_topic
 
 
@@ -351,8 +351,12 @@ class Broker(CursorAdmin, DlqAdmin):
             info = topics.require(ctx, target)
             mid = MessageId(ledger_id, entry_id, target.partition_index)
             o = subs.offset_of(ctx, info, mid)
-            return message_from_entry(codec.decode(self.ledgers.read(ctx.txn, info, o)), mid,
-                                      str(target))
+            from pulsarctl.broker import batches
+
+            # A batch entry shows its first message, as pulsar-admin's getMessageById does.
+            return batches.first_message(codec.decode(self.ledgers.read(ctx.txn, info, o)),
+                                         ledger_id, entry_id, target.partition_index,
+                                         str(target))
         return self.read(run)
 
     def peek(self, name, subscription: str, n: int = 1):
@@ -361,6 +365,8 @@ class Broker(CursorAdmin, DlqAdmin):
         t = _topic(name)
 
         def run(ctx):
+            from pulsarctl.broker import batches
+
             out = []
             for p, info, c in self._subscribed(ctx, t, subscription):
                 replay = dict(subs.replay_items(ctx, c.id))
@@ -370,9 +376,11 @@ class Broker(CursorAdmin, DlqAdmin):
                         break
                     pos = info.position(o)
                     rc = replay.get(o, pending.get(o, 0))
-                    out.append(message_from_entry(
-                        codec.decode(self.ledgers.read(ctx.txn, info, o)),
-                        MessageId(pos.ledger_id, pos.entry_id, p.partition_index), str(p), rc))
+                    # A batch shows its messages not acked yet, each with its batch index.
+                    out.extend(batches.messages(
+                        codec.decode(self.ledgers.read(ctx.txn, info, o)), pos.ledger_id,
+                        pos.entry_id, p.partition_index, str(p), rc,
+                        skip=batches.acked_indexes(ctx, c, o))[:n - len(out)])
             return out
         return self.read(run)
 
@@ -393,11 +401,12 @@ class Broker(CursorAdmin, DlqAdmin):
 
     @_wakes
     def publish(self, name, messages, producer_name=None, route=None, compression=0,
-                schema=None, chunking=False):
+                schema=None, chunking=False, batching=None):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
         back in message order. compression: a pulsarctl.compression code. chunking: split
-        messages over maxMessageSize into chunks (a chunked message's id is its last chunk's)."""
+        messages over maxMessageSize into chunks (a chunked message's id is its last chunk's).
+        batching: a batches.Spec: the messages go into batch entries, per partition."""
         t = _topic(name)
 
         def run(ctx):
@@ -405,7 +414,7 @@ class Broker(CursorAdmin, DlqAdmin):
             if not n:
                 return producers.publish(ctx, t, messages, producer_name, t.partition_index,
                                          compression=compression, schema=schema,
-                                         chunking=chunking)
+                                         chunking=chunking, batching=batching)
             if route is None:
                 from pulsarctl.broker.hashing import PartitionRouter
 
@@ -425,7 +434,7 @@ class Broker(CursorAdmin, DlqAdmin):
             for i, msgs in groups.items():
                 _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
                                            compression=compression, schema=schema,
-                                           chunking=chunking)
+                                           chunking=chunking, batching=batching)
                 ids_by[i] = ids[::-1]
             return name_out, [ids_by[i].pop() for i in order]
         return self.write(run)
@@ -635,7 +644,20 @@ class Broker(CursorAdmin, DlqAdmin):
         for owner, mids in groups.items():
             info = topics.require(ctx, allowed[owner])
             c = subs.require(ctx, info, subscription)
-            offsets = subs.offsets_of(ctx, info, mids)
+            if any(m.batch_index >= 0 for m in mids):
+                # Batch indexes: acked in part until every index of the entry is.
+                from pulsarctl.broker import batches
+
+                offsets, newly_idx, completed, held = batches.resolve(ctx, info, c, mids,
+                                                                      cumulative)
+                consumers.renew(ctx, c, held)
+                if not offsets:
+                    ctx.cursors.save(ctx.txn, c)
+                    total += newly_idx
+                    continue
+                total += newly_idx - completed
+            else:
+                offsets = subs.offsets_of(ctx, info, mids)
             if not offsets:
                 continue
             if not cumulative:
@@ -675,6 +697,8 @@ class Broker(CursorAdmin, DlqAdmin):
                 info = topics.require(ctx, owner)
                 c = subs.require(ctx, info, subscription)
                 nacks.fire(ctx, info, c)
+                # A batch index names its entry: the whole batch is redelivered (Pulsar's
+                # NegativeAcksTracker collapses indexes to the entry).
                 offsets = subs.offsets_of(ctx, info, mids)
                 rest = chunks.earlier(ctx, info, offsets)  # a chunked message's other chunks
                 if rest:
@@ -706,13 +730,35 @@ class Broker(CursorAdmin, DlqAdmin):
             for owner, mids in self._by_owner(ctx, targets, ids).items():
                 info = topics.require(ctx, owner)
                 c = subs.require(ctx, info, subscription)
-                for o in subs.offsets_of(ctx, info, mids):
-                    if self.cursors.is_acked(ctx.txn, c, o):
+                subs.offsets_of(ctx, info, mids)  # every id names a message, or nothing moves
+                for mid in mids:
+                    got = subs.offsets_of(ctx, info, [mid])
+                    if not got or self.cursors.is_acked(ctx.txn, c, got[0]):
                         continue
-                    out[retry.reconsume_later(ctx, info, c, o, delay_ms, properties, level,
-                                              increment)] += 1
+                    o = got[0]
+                    for where in retry.reconsume_later(ctx, info, c, o, delay_ms, properties,
+                                                       level, increment, mid.batch_index):
+                        out[where] += 1
             return out
         return self.write(run)
+
+    def requeue(self, names, subscription, consumer_name, ids) -> int:
+        """Batch messages a leaving `receive` fetched but did not hand out: kept for the
+        consumer's next fetch, which continues the batch (batches.queue). Returns how many."""
+        ids = list(ids)
+
+        def run(ctx):
+            from pulsarctl.broker import batches
+
+            n = 0
+            for owner, mids in self._by_owner(ctx, self._targets(ctx, names), ids).items():
+                info = topics.lookup(ctx, owner)
+                c = subs.get(ctx, info, subscription) if info is not None else None
+                if c is not None:
+                    n += batches.queue(ctx, info, c, consumer_name, mids)
+                    self.cursors.save(ctx.txn, c)
+            return n
+        return self.write(run) if ids else 0
 
     @_wakes
     def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:
@@ -941,8 +987,11 @@ class Broker(CursorAdmin, DlqAdmin):
         t = _topic(name)
 
         def run(ctx):
+            from pulsarctl.broker import batches
+
             info = topics.require(ctx, t)
             start = start_offset
+            skip_in, skip = None, None
             if start is None:
                 if after_id == MessageId.earliest:
                     start = info.first_offset
@@ -953,12 +1002,17 @@ class Broker(CursorAdmin, DlqAdmin):
                     if o is None:
                         raise MessageNotFound(f"message {after_id} not found on {t}")
                     start = o if inclusive else o + 1
+                    if after_id.batch_index >= 0:
+                        # The reader drops the batch indexes before its start in the start
+                        # entry (isPriorEntryIndex: idx <= start exclusive, < start inclusive).
+                        start, skip_in = o, o
+                        skip = set(range(after_id.batch_index + (0 if inclusive else 1)))
             start = max(start, info.first_offset)
             out = []
             nxt = start
             for o, lid, eid, raw in self.ledgers.scan(ctx.txn, info, start, start + limit):
-                out.append(message_from_entry(codec.decode(raw),
-                                              MessageId(lid, eid, t.partition_index), str(t)))
+                out.extend(batches.messages(codec.decode(raw), lid, eid, t.partition_index,
+                                            str(t), skip=skip if o == skip_in else None))
                 nxt = o + 1
             return out, nxt, info.last_offset
         return self.read(run)
@@ -1023,7 +1077,7 @@ _TOPIC_METHODS = (
     "reconsume_later", "redeliver_unacked", "close_consumer", "disconnect_consumer",
     "subscription_policy", "describe_subscription", "pending_messages", "consumers",
     "read_entries", "topic_exists", "partitions_of", "check_sizes_for", "skip", "clear_backlog",
-    "reset_cursor", "expire_messages", "terminate", "examine_message", "offload",
+    "reset_cursor", "expire_messages", "terminate", "examine_message", "requeue", "offload",
     "offload_status",
 )
 

@@ -175,9 +175,10 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
                 break
             txn.delete(keys.pair(c.id, o), db=rdb)
         newly = ctx.cursors.ack_cumulative(txn, c, upto)
-        from pulsarctl.broker import redelivery
+        from pulsarctl.broker import batches, redelivery
 
         redelivery.forget_through(ctx, c.id, upto)
+        batches.forget_through(ctx, c, c.mark_delete)
     else:
         pair, cid = keys.pair, c.id
         has_replay = next(replay_items(ctx, cid), None) is not None
@@ -196,6 +197,10 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
             from pulsarctl.broker import redelivery
 
             redelivery.forget(ctx, cid, offsets)
+        if c.props.get("batchAcks") or c.props.get("batchQueued"):
+            from pulsarctl.broker import batches
+
+            batches.forget(ctx, c, offsets)
     if newly:
         c.props["lastAck"] = ctx.now
     ctx.cursors.save(txn, c)
@@ -222,10 +227,13 @@ def drop(ctx, info, c) -> None:
 
     from pulsarctl.broker import redelivery, timers
 
+    from pulsarctl.broker import batches
+
     clear_delivery_state(ctx, c)
     delayed.clear(ctx, c.id)
     redelivery.clear(ctx, c.id)
     timers.clear(ctx, c.id)
+    batches.forget_through(ctx, c)
     for k, _ in list(ctx.scan("consumer", c.id)):
         ctx.delete(*k)
     ctx.cursors.delete(ctx.txn, c)

@@ -60,8 +60,21 @@ def produce(
                                                        "first message; then +1 each.")] = None,
     chunking: Annotated[bool, typer.Option("-c", "--chunking", help="Split messages over the "
                                            "maximum size into chunks.")] = False,
-    disable_batching: Annotated[bool, typer.Option("-db", "--disable-batching",
-                                                   help="Send every message as its own entry.")] = False,
+    disable_batching: Annotated[bool, typer.Option(
+        "-db", "--disable-batching", help="Send every message as its own entry (batching is on "
+        "for --stdin, as in pulsar-client).")] = False,
+    batching_max_messages: Annotated[Optional[int], typer.Option(
+        "--batching-max-messages", help="[new] At most N messages per batch (default 1000); "
+        "with -m/-f, asks for batches.", show_default=False)] = None,
+    batching_max_bytes: Annotated[Optional[str], typer.Option(
+        "--batching-max-bytes", help="[new] At most this many payload bytes per batch (default "
+        "128K; 0: only maxMessageSize).", show_default=False)] = None,
+    batching_max_publish_delay: Annotated[Optional[str], typer.Option(
+        "--batching-max-publish-delay", help="[new] A batch waits at most this long for more "
+        "messages (default 1ms).", show_default=False)] = None,
+    batching_type: Annotated[Optional[str], typer.Option(
+        "--batching-type", help="[new] default|key-based: key-based batches per key (for "
+        "Key_Shared subscriptions).", show_default=False)] = None,
     compression: Annotated[str, typer.Option("--compression", help="none|lz4|zlib|zstd|snappy")] = "none",
     access_mode: Annotated[str, typer.Option("--access-mode", help="Shared|Exclusive|"
                                              "WaitForExclusive|ExclusiveWithFencing")] = "Shared",
@@ -80,6 +93,8 @@ def produce(
         ordering_key=ordering_key, properties=properties, event_time=event_time,
         deliver_after=deliver_after, deliver_at=deliver_at, producer_name=producer_name,
         sequence_id=sequence_id, chunking=chunking, disable_batching=disable_batching,
+        batching_max_messages=batching_max_messages, batching_max_bytes=batching_max_bytes,
+        batching_max_publish_delay=batching_max_publish_delay, batching_type=batching_type,
         compression=compression, access_mode=access_mode, routing_mode=routing_mode,
         hashing_scheme=hashing_scheme, value_schema=value_schema)
 

@@ -21,8 +21,10 @@ def _text(r: dict) -> None:
     if lat:
         render.outln("latency ms: " + ", ".join(f"{k} {v}" for k, v in lat.items()))
     if "storedBytesPerMessage" in r:
+        how = (f"batches of {r['batchingMaxMessages']}" if r.get("batching")
+               else "no batching")
         render.outln(f"stored {r['storedBytesPerMessage']} bytes per {r['size']}-byte message "
-                     f"({r['compression']})")
+                     f"({r['compression']}, {how})")
 
 
 def _progress(total: int, label: str):
@@ -36,8 +38,8 @@ def _progress(total: int, label: str):
     return p, (lambda done: p.update(task, completed=done))
 
 
-@perf.command("produce", help="Produce N messages of S bytes in batches; print msg/s, MB/s, "
-              "latency.")
+@perf.command("produce", help="Produce N messages of S bytes, -b per transaction, in batch "
+              "entries unless -db; print msg/s, MB/s, latency, stored bytes per message.")
 def perf_produce(
     ctx: typer.Context,
     topic: Annotated[str, typer.Argument(help="Topic.")] = "perf",
@@ -46,19 +48,32 @@ def perf_produce(
     batch: Annotated[int, typer.Option("-b", "--batch", help="Messages per transaction.")] = 1000,
     compression: Annotated[str, typer.Option("--compression",
                                              help="none|lz4|zlib|zstd|snappy")] = "none",
+    disable_batching: Annotated[bool, typer.Option(
+        "-db", "--disable-batching", help="Store every message as its own entry (batching is "
+        "on by default, as in pulsar-perf).")] = False,
+    batching_max_messages: Annotated[int, typer.Option(
+        "--batching-max-messages", help="Messages per batch.")] = 1000,
+    batching_max_bytes: Annotated[str, typer.Option(
+        "--batching-max-bytes", help="Payload bytes per batch (0: only maxMessageSize).")] = "128K",
     output: Output = None,
 ):
     from pulsarctl import perf as bench
+    from pulsarctl.broker.batches import check
     from pulsarctl.compression import code_of
+    from pulsarctl.units import parse_size
 
     code_of(compression)
 
     positive(num, "-n", allow_zero=False)
     positive(size, "-s")
     positive(batch, "-b", allow_zero=False)
+    max_bytes = parse_size(batching_max_bytes, "--batching-max-bytes")
+    check(batching_max_messages, max_bytes, 0, names=(
+        "--batching-max-messages", "--batching-max-bytes", "", ""))
     p, cb = _progress(num, "producing")
     try:
-        r = bench.produce(state(ctx).client(), topic, num, size, batch, cb, compression)
+        r = bench.produce(state(ctx).client(), topic, num, size, batch, cb, compression,
+                          not disable_batching, batching_max_messages, max_bytes)
     finally:
         if p:
             p.stop()

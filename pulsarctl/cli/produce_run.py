@@ -29,7 +29,47 @@ def _paced(msgs, rate: float):
         i = j
 
 
-def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, ndjson, out):
+CLI_DELAY_MS = 1  # pulsar-client (Java): batchingMaxPublishDelay 1 ms
+
+
+def _batching_options(max_messages, max_bytes, delay, batching_type):
+    """The --batching-* options as the Producer takes them, with pulsar-client's defaults."""
+    from pulsarctl.units import parse_duration_ms, parse_size
+
+    kind = None
+    if batching_type is not None:
+        kind = {"default": "Default", "key-based": "KeyBased", "keybased": "KeyBased",
+                "key_based": "KeyBased"}.get(str(batching_type).lower())
+        if kind is None:
+            raise InvalidValue(f"unknown --batching-type {batching_type!r}",
+                               hint="use default or key-based")
+    from pulsarctl.client import batcher
+
+    opts = {
+        "batching_max_messages": max_messages,
+        "batching_max_bytes": (parse_size(max_bytes, "--batching-max-bytes")
+                               if max_bytes is not None else None),
+        "batching_max_publish_delay_ms": (
+            parse_duration_ms(delay, "--batching-max-publish-delay") if delay is not None
+            else CLI_DELAY_MS),
+        "batching_type": kind,
+    }
+    from pulsarctl.broker.batches import check
+
+    check(batcher.DEFAULT_MAX_MESSAGES if max_messages is None else max_messages,
+          batcher.DEFAULT_MAX_BYTES if opts["batching_max_bytes"] is None
+          else opts["batching_max_bytes"],
+          opts["batching_max_publish_delay_ms"], kind or batcher.DEFAULT,
+          names=("--batching-max-messages", "--batching-max-bytes",
+                 "--batching-max-publish-delay", "--batching-type"))
+    return opts.items()
+
+
+def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, ndjson, out,
+                batch_bodies=False, window_ms=p.BATCH_MS, delay_ms=None):
+    """batch_bodies: -m/-f messages go into batches too (else one entry each, as
+    pulsar-client's synchronous sends store them); window_ms: how long stdin lines gather
+    before a commit; delay_ms: the batching publish delay (None: not batching stdin)."""
     collected = [] if out == render.JSON else None
     seq = sequence_id
     dups = 0
@@ -50,16 +90,19 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
         # Every size is checked before anything is written.
         producer.check_sizes(msgs)
         for group in _paced(msgs, rate):
-            emit(producer.send_many(group))
+            emit(producer.send_many(group, batching=batch_bodies))
     if from_stdin:
         lineno = 0
-        for lines in p.stdin_batches(sys.stdin):
+        times: list = []
+        for lines in p.stdin_batches(sys.stdin, max_ms=window_ms, times=times):
             if not lines:
                 continue
             if ndjson:
                 msgs = [p.record_to_message(ln, template, lineno + i + 1) for i, ln in enumerate(lines)]
             else:
                 msgs = [template.make(ln) for ln in lines]
+            if delay_ms is not None:
+                p.mark_delays(msgs, times, delay_ms, None)
             if seq is not None:
                 for m in msgs:
                     m.sequence_id = seq
@@ -79,13 +122,27 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
                  separator=None, num_produce=1, rate=0.0, key=None, ordering_key=None,
                  properties=None, event_time=None, deliver_after=None, deliver_at=None,
                  producer_name=None, sequence_id=None, chunking=False, disable_batching=False,
+                 batching_max_messages=None, batching_max_bytes=None,
+                 batching_max_publish_delay=None, batching_type=None,
                  compression="none", access_mode="Shared", routing_mode="RoundRobinPartition",
                  hashing_scheme="JavaStringHash", value_schema=None) -> int:
-    """The whole of `produce` after parsing; the typer command and the fast path both call it."""
+    """The whole of `produce` after parsing; the typer command and the fast path both call it.
+
+    Batching is on unless -db or -c, as in pulsar-client (whose -c turns batching off). Its
+    synchronous sends store each -m/-f message alone (a batch of one is a plain message), so
+    -m/-f messages go into batches only when a --batching-* option asks for them; the bulk
+    input, --stdin, is sent asynchronously and batched by count, bytes and publish delay."""
     if num_produce < 0:
         raise InvalidValue(f"-n/--num-produce must be zero or more, not {num_produce}")
     if rate < 0:
         raise InvalidValue("-r/--rate must be zero or more")
+    batching_opts = dict(_batching_options(batching_max_messages, batching_max_bytes,
+                                           batching_max_publish_delay, batching_type))
+    asked = any(v is not None for v in (batching_max_messages, batching_max_bytes,
+                                        batching_max_publish_delay, batching_type))
+    if chunking and asked and not disable_batching:
+        raise InvalidValue("Batching and chunking of messages can't be enabled together",
+                           hint="drop the --batching-* options, or -c")
     from pulsarctl.compression import code_of
 
     compression_code = code_of(compression)
@@ -112,11 +169,18 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
                           deliver_at, now_ms=now)
     from pulsarctl.client.producer import Producer
 
+    # Only what is batched makes a batching producer (whose round robin routing switches
+    # partitions by time, as Pulsar's does when batching): -m/-f alone are sent one by one.
+    batching = not (disable_batching or chunking) and (asked or from_stdin)
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
                         hashing_scheme=hashing_scheme, compression_type=compression_code,
-                        access_mode=access_mode, schema=value_schema, chunking=chunking)
+                        access_mode=access_mode, schema=value_schema, chunking=chunking,
+                        batching=batching, **batching_opts)
+    delay = batching_opts["batching_max_publish_delay_ms"]
     try:
         return run_produce(producer, template, bodies, num_produce, sequence_id, rate,
-                           from_stdin, ndjson, out)
+                           from_stdin, ndjson, out, batch_bodies=batching and asked,
+                           window_ms=max(p.BATCH_MS, delay) if batching else p.BATCH_MS,
+                           delay_ms=delay if batching else None)
     finally:
         producer.close()  # an exclusive producer lets go of the topic

@@ -2,7 +2,7 @@
 
 __all__ = ["Client", "Consumer", "ConsumerType", "InitialPosition", "Producer", "Reader",
            "Message", "MessageId", "ConsumerDeadLetterPolicy", "PartitionsRoutingMode",
-           "HashingScheme", "CompressionType", "ProducerAccessMode"]
+           "HashingScheme", "CompressionType", "ProducerAccessMode", "BatchingType"]
 
 
 def __getattr__(name):

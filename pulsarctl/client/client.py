@@ -116,6 +116,12 @@ class CompressionType(enum.Enum):
     SNAPPY = 4
 
 
+class BatchingType(enum.Enum):
+    """pulsar-client's BatchingType: one batch in send order, or one batch per key."""
+    Default = 0
+    KeyBased = 1
+
+
 class PartitionsRoutingMode(enum.Enum):
     RoundRobinDistribution = "RoundRobinPartition"
     UseSinglePartition = "SinglePartition"
@@ -152,15 +158,26 @@ class Client:
                         hashing_scheme: str = "JavaStringHash", compression_type=None,
                         send_timeout_millis: int = 30_000, access_mode="Shared",
                         schema=None, chunking_enabled: bool = False,
-                        batching_enabled: bool = False, **_ignored) -> "Producer":
+                        batching_enabled: bool = False, batching_max_messages: int = 1000,
+                        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+                        batching_max_publish_delay_ms: int = 10,
+                        batching_type=None, **_ignored) -> "Producer":
         """chunking_enabled: a message over maxMessageSize is sent in chunks, which consumers
-        and readers join (not together with batching_enabled, as in Pulsar)."""
+        and readers join (not together with batching_enabled, as in Pulsar).
+        batching_enabled (off by default, as in pulsar-client-python): messages sent with
+        send_async (or send_many) go into batch entries of at most batching_max_messages
+        messages and batching_max_allowed_size_in_bytes bytes, waiting at most
+        batching_max_publish_delay_ms for more; batching_type=BatchingType.KeyBased batches per
+        key (for Key_Shared subscriptions). A send() goes alone."""
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
                      hashing_scheme=_enum_value(hashing_scheme),
                      send_timeout_ms=send_timeout_millis, compression_type=compression_type,
                      access_mode=access_mode, schema=schema, chunking=chunking_enabled,
-                     batching=batching_enabled)
+                     batching=batching_enabled, batching_max_messages=batching_max_messages,
+                     batching_max_bytes=batching_max_allowed_size_in_bytes,
+                     batching_max_publish_delay_ms=batching_max_publish_delay_ms,
+                     batching_type=batching_type)
         self._open.append(p)
         return p
 
@@ -438,8 +455,14 @@ class Consumer:
 
     def detach(self) -> None:
         """Leave a leased consumer connected (its messages stay pending until the lease ends):
-        what `receive` does between shell commands."""
+        what `receive` does between shell commands. Messages of a batch it fetched but did not
+        hand out are kept for its next receive, which continues the batch."""
         self.flush_acks()
+        left = [m.id for m in self._queue[self._qi:]
+                if type(m) is Message and m.id is not None and m.id.batch_index >= 0]
+        self._queue, self._qi = [], 0
+        if left and self._topics:
+            self._broker.requeue(self._topics, self._subscription, self._name, left)
         self._closed = True
 
 

@@ -56,6 +56,22 @@ def payloads(messages=(), files=(), separator=None) -> list[bytes]:
     return out
 
 
+def mark_delays(msgs: list, times: list, delay_ms: int, start: float | None) -> float | None:
+    """Mark the messages that arrived more than the batching publish delay after the first
+    message of the batch being filled: each starts a new batch, as Pulsar's batch timer would
+    have sent the earlier one. times: arrival times in ms (line_batches); start: the arrival of
+    the open batch's first message (None: none open). Returns the new start."""
+    if len(times) != len(msgs):
+        return start
+    for m, t in zip(msgs, times):
+        if start is None:
+            start = t
+        elif t - start >= max(delay_ms, 0.001):
+            m.new_batch = True
+            start = t
+    return start
+
+
 def build(template: Template, bodies: list[bytes], num: int = 1, sequence_id=None):
     msgs = []
     seq = sequence_id
@@ -67,18 +83,22 @@ def build(template: Template, bodies: list[bytes], num: int = 1, sequence_id=Non
     return msgs
 
 
-def stdin_batches(stream, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
+def stdin_batches(stream, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS,
+                  times: list | None = None):
     """line_batches over a text stream's file descriptor; a stream without one (an in-memory
-    stdin, as test runners give) is read line by line, batched by count only."""
+    stdin, as test runners give) is read line by line, batched by count only. times: see
+    line_batches (an in-memory stream's lines all arrive at once)."""
     try:
         fd = stream.fileno()
     except (AttributeError, OSError, ValueError):
         fd = None
     if fd is not None:
-        yield from line_batches(fd, max_lines, max_ms)
+        yield from line_batches(fd, max_lines, max_ms, times)
         return
     raw = getattr(stream, "buffer", stream)
     batch = []
+    if times is not None:
+        times.clear()  # no arrival times: the publish delay never cuts a batch
     for line in raw:
         if isinstance(line, str):
             line = line.encode()
@@ -91,15 +111,26 @@ def stdin_batches(stream, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
         yield batch
 
 
-def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
+def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS,
+                 times: list | None = None):
     """Yield lists of lines (bytes, newline stripped) from fd as they arrive: a batch ends at
-    max_lines, or max_ms after its first line, or at end of input."""
+    max_lines, or max_ms after its first line, or at end of input. times: a list that, with
+    each batch yielded, holds when each of its lines arrived (monotonic ms), for the
+    producer's batching publish delay."""
     import select
 
     buf = b""
     batch: list[bytes] = []
+    stamps: list[float] = []
     deadline = None
     eof = False
+
+    def out(lines):
+        if times is not None:
+            times[:] = stamps[:len(lines)]
+            del stamps[:len(lines)]
+        return lines
+
     while not eof:
         timeout = None if deadline is None else max(0.0, deadline - clocks.monotonic())
         if timeout is not None:
@@ -108,28 +139,31 @@ def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS):
             except (OSError, ValueError):
                 ready = [fd]
             if not ready:
-                yield batch
+                yield out(batch)
                 batch, deadline = [], None
                 continue
         chunk = os.read(fd, 1 << 16)
+        now = clocks.monotonic() * 1000
         if not chunk:
             eof = True
             if buf:
                 batch.append(buf[:-1] if buf.endswith(b"\r") else buf)
+                stamps.append(now)
                 buf = b""
         else:
             buf += chunk
             *lines, buf = buf.split(b"\n")
             for ln in lines:
                 batch.append(ln[:-1] if ln.endswith(b"\r") else ln)
+            stamps.extend([now] * len(lines))
             if batch and deadline is None:
                 deadline = clocks.monotonic() + max_ms / 1000
         while len(batch) >= max_lines:
-            yield batch[:max_lines]
+            yield out(batch[:max_lines])
             batch = batch[max_lines:]
             deadline = clocks.monotonic() + max_ms / 1000 if batch else None
     if batch:
-        yield batch
+        yield out(batch)
 
 
 def record_to_message(line: bytes, template: Template, lineno: int) -> OutgoingMessage:

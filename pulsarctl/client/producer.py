@@ -1,5 +1,8 @@
 """Producer, as pulsar-client's: send() is synchronous and durable; send_async() buffers until
-flush() or batch_size messages, so bulk producing commits many messages per transaction.
+flush() or batch_size messages, so bulk producing commits many messages per transaction. With
+batching enabled, what goes out together is stored in batch entries (client/batcher.py); a
+message sent with send() goes alone, a plain entry, as a synchronous send of a batching Pulsar
+producer does (its batch of one is sent as a plain message).
 
 Kept apart from client.py so that one-shot `produce` imports nothing else."""
 from __future__ import annotations
@@ -17,11 +20,28 @@ class Producer:
                  message_routing_mode: str = "RoundRobinPartition",
                  hashing_scheme: str = "JavaStringHash", send_timeout_ms: int = 30_000,
                  compression_type=None, access_mode="Shared", schema=None,
-                 chunking: bool = False, batching: bool = False):
+                 chunking: bool = False, batching: bool = False,
+                 batching_max_messages: int | None = None, batching_max_bytes: int | None = None,
+                 batching_max_publish_delay_ms: int | None = None, batching_type=None):
         if chunking and batching:
             raise InvalidValue("Batching and chunking of messages can't be enabled together",
                                hint="disable batching (batching_enabled=False, or -db)")
         self._chunking = bool(chunking)
+        self._batcher = None
+        given = (batching_max_messages, batching_max_bytes, batching_max_publish_delay_ms,
+                 batching_type)
+        if batching or any(v is not None for v in given):
+            # Settings given are checked even when batching is off, as pulsar-client does.
+            from pulsarctl.client import batcher as batchers
+
+            b = batchers.Batcher(
+                batchers.DEFAULT_MAX_MESSAGES if batching_max_messages is None
+                else batching_max_messages,
+                batchers.DEFAULT_MAX_BYTES if batching_max_bytes is None else batching_max_bytes,
+                batchers.DEFAULT_DELAY_MS if batching_max_publish_delay_ms is None
+                else batching_max_publish_delay_ms,
+                batchers.DEFAULT if batching_type is None else batching_type)
+            self._batcher = b if batching else None
         self._broker = broker
         self._topic = topic
         self._name = producer_name
@@ -78,12 +98,18 @@ class Producer:
         m = self._message(self._encode(content), properties, partition_key, ordering_key,
                           sequence_id,
                           event_timestamp, deliver_at, deliver_after)
-        return self._publish([m])[0]
+        return self._publish([m], False)[0]
 
     def send_async(self, content, callback=None, **kw) -> None:
         self._buffer.append(self._message(self._encode(content), **kw))
         self._callbacks.append(callback)
-        if len(self._buffer) >= self.batch_size:
+        b = self._batcher
+        if b is None:
+            if len(self._buffer) >= self.batch_size:
+                self.flush()
+            return
+        b.added()
+        if len(self._buffer) >= max(self.batch_size, b.spec.max_messages) or b.due():
             self.flush()
 
     def _encode(self, content):
@@ -100,10 +126,11 @@ class Producer:
         """Raise MessageTooLarge before anything is written."""
         self._broker.check_sizes(messages, self._compression, self._chunking)
 
-    def send_many(self, messages: list[OutgoingMessage]) -> list[MessageId]:
-        """Publish prepared messages in one transaction."""
+    def send_many(self, messages: list[OutgoingMessage], batching: bool = True) -> list[MessageId]:
+        """Publish prepared messages in one transaction (in batches, when the producer batches;
+        batching=False stores each alone, as send() does)."""
         self.flush()
-        return self._publish(messages)
+        return self._publish(messages, batching)
 
     def _route(self, n: int):
         """The router for a partitioned topic of n partitions, kept across sends as a Java
@@ -111,16 +138,18 @@ class Producer:
         if self._router is None or self._router.num_partitions != n:
             from pulsarctl.broker.hashing import PartitionRouter
 
-            self._router = PartitionRouter(n, *self._routing)
+            b = self._batcher
+            self._router = PartitionRouter(n, *self._routing, batching=b is not None,
+                                           switch_ms=b.switch_ms if b is not None else 10)
         return self._router.choose
 
-    def _publish(self, msgs) -> list[MessageId]:
-        name, ids = self._held(msgs)
+    def _publish(self, msgs, batching: bool = True) -> list[MessageId]:
+        name, ids = self._held(msgs, batching)
         self._name = name
         self.last_ids = ids
         return ids
 
-    def _held(self, msgs):
+    def _held(self, msgs, batching: bool = True):
         """Publish; while a producer_request_hold backlog quota holds the producer, try again
         until the send timeout, then fail as Pulsar's ProducerBlockedQuotaExceededError."""
         from pulsarctl.broker.backlog_quota import BacklogQuotaHold
@@ -129,7 +158,9 @@ class Producer:
         while True:
             try:
                 return self._broker.publish(self._topic, msgs, self._name, self._route,
-                                            self._compression, self._schema, self._chunking)
+                                            self._compression, self._schema, self._chunking,
+                                            self._batcher.spec if self._batcher and batching
+                                            else None)
             except BacklogQuotaHold:
                 now = clocks.monotonic()
                 if deadline is None:
@@ -143,6 +174,8 @@ class Producer:
             return []
         msgs, cbs = self._buffer, self._callbacks
         self._buffer, self._callbacks = [], []
+        if self._batcher is not None:
+            self._batcher.sent()
         ids = self._publish(msgs)
         for cb, mid in zip(cbs, ids):
             if cb is not None:

@@ -19,7 +19,25 @@ _SELECTORS = {
 
 def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
           partition: int = -1):
-    """Give consumer up to max_n messages; they stay pending for it until acked."""
+    """Give consumer up to max_n messages (a batch entry goes whole, so a few more may come);
+    they stay pending for it until acked."""
+    if max_n <= 0:
+        return []
+    if c.props.get("batchQueued"):
+        # A receive that stopped inside a batch left the rest for this consumer: those first.
+        from pulsarctl.broker import batches
+
+        queued = batches.take_queued(ctx, info, c, consumer["name"], max_n, topic_name,
+                                     partition)
+        if queued:
+            ctx.cursors.save(ctx.txn, c)
+            return queued + (_fetch(ctx, info, c, consumer, live, max_n - len(queued),
+                                    topic_name, partition) if len(queued) < max_n else [])
+    return _fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+
+
+def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
+           partition: int = -1):
     if max_n <= 0:
         return []
     typ = c.props.get("type", subs.EXCLUSIVE)
@@ -35,7 +53,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
         if got is not None:
             if got and reached is not _NOTHING:
-                reached(len(got))
+                reached(len({(m.id.ledger_id, m.id.entry_id) for m in got}))
                 ctx.cursors.save(ctx.txn, c)
             return got
         typ = subs.SHARED
@@ -53,8 +71,17 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     hold_until = delayed.cutoff(ctx, info.name) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     select = _SELECTORS[typ]
     scanned = 0
-    while True:
-        chosen = select(ctx, info, c, consumer, live, max_n - len(out))
+    batch = None  # batches.Delivery, once a batch entry comes by
+    # max_n counts messages, as a consumer's permits do; on a topic that has batches, entries
+    # are chosen a few at a time, by its average batch size, so a fetch does not take far
+    # more than max_n messages (a batch goes whole, so it may end a few over).
+    extra = ctx.get("msgInExtra", info.ml_id)
+    per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
+    while len(out) < max_n:
+        want = max_n - len(out)
+        if per_entry > 1:
+            want = max(1, int(want / per_entry))
+        chosen = select(ctx, info, c, consumer, live, want)
         if not chosen:
             break
         deferred = 0
@@ -65,7 +92,18 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
                 if v is None:
                     v = held[rc] = encode([name, now, rc])
                 records.append((pair(cid, o), v))
-                m = message_from_entry(_decode(raw), MessageId(lid, eid, partition), topic_name,
+                rec = _decode(raw)
+                if len(rec) > 13 and rec[13]:  # a batch: every message, never delayed
+                    if batch is None:
+                        from pulsarctl.broker import batches
+
+                        batch = batches.Delivery(ctx, c)
+                    ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
+                    delivered.append((o, rc))
+                    nbytes += sum(len(m.payload) for m in ms)
+                    out.extend(ms)
+                    continue
+                m = message_from_entry(rec, MessageId(lid, eid, partition), topic_name,
                                        rc, sub, name)
                 if hold_until is not None and m.deliver_at > hold_until:
                     records.pop()
@@ -78,7 +116,8 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         scanned += len(chosen)
         # Entries that went to the delayed index gave the consumer nothing: read on, as
         # Pulsar's dispatcher reads more entries, within a bound on the work of one call.
-        if not deferred or len(out) >= max_n or scanned >= MAX_SCAN_PER_FETCH:
+        if (not deferred and per_entry == 1) or len(out) >= max_n \
+                or scanned >= MAX_SCAN_PER_FETCH:
             break
     if not records:
         if scanned:
@@ -89,7 +128,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         from pulsarctl.broker import unacked
 
         unacked.track(ctx, c, name, delivered)
-    reached(len(out))
+    reached(len(records))  # the limits count pending entries
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now

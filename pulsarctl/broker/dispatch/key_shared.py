@@ -118,19 +118,30 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     nbytes = 0
 
     count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
+    batch = None  # batches.Delivery, once a batch entry comes by
 
     def take(o, rec, rc, from_replay):
-        nonlocal nbytes
+        nonlocal nbytes, batch
         if count_of:
             rc = count_of(o)
-        m = message_from_entry(rec, MessageId(*info.position(o), partition), topic_name, rc,
-                               c.name, me)
+        pos = info.position(o)
+        if len(rec) > 13 and rec[13]:
+            # A batch goes whole to the consumer of its entry's key (its first message's).
+            if batch is None:
+                from pulsarctl.broker import batches
+
+                batch = batches.Delivery(ctx, c)
+            ms = batch.messages(o, rec, pos.ledger_id, pos.entry_id, partition, topic_name,
+                                rc, c.name, me)
+        else:
+            ms = [message_from_entry(rec, MessageId(pos.ledger_id, pos.entry_id, partition),
+                                     topic_name, rc, c.name, me)]
         txn.put(pair(cid, o), codec.encode([me, now, rc]), db=pdb)
         if from_replay:
             txn.delete(pair(cid, o), db=rdb)
-        nbytes += len(m.payload)
-        out.append(m)
-        taken.append(o)
+        nbytes += sum(len(m.payload) for m in ms)
+        out.extend(ms)
+        taken.append((o, rc))
 
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
@@ -180,7 +191,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
         from pulsarctl.broker import unacked
 
-        unacked.track(ctx, c, me, [(o, m.redelivery_count_) for o, m in zip(taken, out)])
+        unacked.track(ctx, c, me, taken)
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now
