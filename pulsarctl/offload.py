@@ -10,11 +10,13 @@ transaction, records the file in the ledger's row and deletes its entries from L
 the ledger stays in the store. After the commit, the topic's manifest.json is written again from
 the store's rows, so it always lists what the store holds.
 
-A file has one row per entry, in entry order, with
+A file has one row per message (a batch entry gives one per batch index), in entry order, plus
+one row for each entry that is no message by itself (a chunk before a message's last), with
     __ledgerId, __entryId       where the entry was
-    __entry                     the stored entry, byte for byte: what consumers, readers and
-                                peek read back, so an offloaded message is delivered exactly
-                                as it was (compression, chunks, schema version, properties)
+    __entry                     the stored entry, byte for byte, on the entry's first row (null
+                                on the others): what consumers, readers and peek read back, so
+                                an offloaded message is delivered exactly as it was
+                                (compression, batches, chunks, schema version, properties)
     __visible                   true on rows that are messages (a chunked message is its last
                                 chunk's row; its other chunks are false)
     value, __key, __topic, __messageId, __publishTime, __eventTime, __messageProperties,
@@ -86,6 +88,7 @@ def read_ledger(location: str, ledger_id: int, entries: int) -> list[bytes]:
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many kinds for a bad file
         raise OffloadedLedgerMissing(f"ledger {ledger_id}: {location} is not a readable "
                                      f"offloaded ledger ({exc})") from None
+    table = table.filter(table.column("__entry").is_valid())  # one row per entry has it
     ids = table.column("__entryId").to_pylist()
     lids = set(table.column("__ledgerId").to_pylist())
     if ids != list(range(entries)) or lids - {ledger_id}:
@@ -126,14 +129,23 @@ def ledger_table(ctx, info, t: TopicName, row):
     else:
         wrows, wrecs = rows, recs
     msgs = record_batch(pa.schema(list(columns())), str(t), t.partition_index, wrows, wrecs)
-    at = {r[0]: i for i, r in enumerate(wrows)}
-    take = pa.array([at.get(r[0]) for r in rows], pa.int64())
-    cols = msgs.take(take) if len(at) != len(rows) else msgs
+    # A row per message (a batch gives several per entry) and one per entry that is no message
+    # (a chunk before the last); the entry's bytes go on its first row only.
+    at: dict = {}
+    for i, r in enumerate(wrows):
+        at.setdefault(r[0], []).append(i)
+    take, eids, raws = [], [], []
+    for r in rows:
+        idx = at.get(r[0]) or [None]
+        take += idx
+        eids += [r[2]] * len(idx)
+        raws += [bytes(r[3])] + [None] * (len(idx) - 1)
+    cols = msgs.take(pa.array(take, pa.int64())) if take != list(range(len(wrows))) else msgs
     arrays = list(cols.columns) + [
-        pa.array([lid] * len(rows), pa.int64()),
-        pa.array([r[2] for r in rows], pa.int64()),
-        pa.array([bytes(r[3]) for r in rows], pa.binary()),
-        pa.array([r[0] in at for r in rows], pa.bool_()),
+        pa.array([lid] * len(take), pa.int64()),
+        pa.array(eids, pa.int64()),
+        pa.array(raws, pa.binary()),
+        pa.array([i is not None for i in take], pa.bool_()),
     ]
     stamps = [r[0] for r in wrecs]
     return pa.Table.from_arrays(arrays, schema=arrow_schema()), (

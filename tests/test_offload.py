@@ -236,3 +236,26 @@ def test_partitioned_topic_offloads_every_partition(broker, tmp_path):
     assert len(st["partitions"]) == 2
     t = parse_topic("pt-partition-0")
     assert broker.read(lambda ctx: topics.lookup(ctx, t).first_offset) == 0
+
+
+def test_batched_entries_offload_and_read_back_exactly(broker, tmp_path):
+    broker.update_setting("managedLedgerMaxEntriesPerLedger", "3")
+    broker.ledgers.rollover_entries = 3
+    c = pulsarctl.Client(broker=broker)
+    p = c.create_producer(T, batching_enabled=True, batching_max_messages=5)
+    for i in range(40):
+        p.send_async(b"b%d" % i, properties={"i": str(i)})
+    p.flush()
+    c.close()
+    before = read_all(broker)
+    assert len(before) == 40 and before[0][0].endswith(":0")
+    r = broker.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    assert r["entries"] == 6  # 8 batch entries in ledgers of 3: two closed ledgers
+    assert read_all(broker) == before
+    d = tmp_path / "tier" / "public" / "default" / "tier"
+    rows = []
+    for f in sorted(d.glob("ledger-*.parquet")):
+        rows += pq.read_table(str(f)).to_pylist()
+    assert len(rows) == 30 and all(x["__visible"] for x in rows)
+    assert sum(x["__entry"] is not None for x in rows) == 6
+    assert sorted(x["__messageId"] for x in rows) == sorted(m[0] for m in before[:30])

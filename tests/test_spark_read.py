@@ -295,3 +295,32 @@ def test_compressed_and_chunked_messages_read_whole(spark, tmp_path):
         assert [x["value"] for x in rows] == [b"z" * 300] + big + [b"tail"]
         assert [x["__messageId"] for x in rows] == [str(i) for i in small + ids + after]
         assert [x["__key"] for x in rows[1:4]] == ["big0", "big1", "big2"]
+
+
+def test_batched_messages_read_one_row_each_with_their_batch_index(spark, tmp_path):
+    """A batch entry gives a row per message, its id ledger:entry:partition:batchIndex, its own
+    key, properties and payload (the batch decompressed as a whole)."""
+    import pulsarctl
+    from pulsarctl.client import CompressionType
+
+    path = str(tmp_path / "store")
+    b = Broker(path)
+    c = pulsarctl.Client(broker=b)
+    p = c.create_producer("batched", batching_enabled=True, batching_max_messages=4,
+                          compression_type=CompressionType.LZ4)
+    for i in range(10):
+        p.send_async(f"b{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}")
+    ids = [str(x) for x in p.flush()]
+    one = c.create_producer("batched").send(b"alone")
+    c.close()
+    b.close()
+    rows = (spark.read.format("pulsarctl").option("store", path).option("topic", "batched")
+            .load().collect())
+    by_id = {r["__messageId"]: r for r in rows}
+    assert len(rows) == 11 and set(by_id) == set(ids) | {str(one)}
+    assert ids[0].endswith(":0") and ids[5].endswith(":1")  # batches of 4: 0..3, 0..3, 0..1
+    for i, mid in enumerate(ids):
+        assert by_id[mid]["value"] == f"b{i}".encode()
+        assert by_id[mid]["__key"] == f"k{i}"
+        assert by_id[mid]["__messageProperties"] == {"i": str(i)}
+    assert by_id[str(one)]["value"] == b"alone"

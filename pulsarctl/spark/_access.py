@@ -434,16 +434,23 @@ class IdColumns(tuple):
 
 
 def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
-    """Entries as a reader sees messages: a compressed payload decompressed, and a chunked
+    """Entries as a reader sees messages: a batch as its messages (rows get a fifth field, the
+    batch index), a compressed payload decompressed, and a chunked
     message as one message with its whole payload at its last chunk (its id is the last
     chunk's, as the broker has it); its other chunks, and a message whose chunks cannot all be
     found (trimmed), give no row."""
     from pulsarctl import compression
-    from pulsarctl.broker import chunks
+    from pulsarctl.broker import batches, chunks
 
     here = None
     out_rows, out_recs = [], []
     for row, r in zip(rows, recs):
+        if batches.is_batch(r):
+            # One row per message of the batch, its id with the batch index (row[4]).
+            for i, m in batches.messages_of(r, f"{row[1]}:{row[2]}"):
+                out_rows.append((row[0], row[1], row[2], row[3], i))
+                out_recs.append(m)
+            continue
         if len(r) > 9:
             meta = chunks.meta(r)
             code, size = r[9], r[10]

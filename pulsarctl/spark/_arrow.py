@@ -69,12 +69,18 @@ def _properties(values, typ) -> pa.Array:
         return pa.array(fixed, typ)
 
 
-def _message_ids(lids: list, eids: list, partition: int) -> pa.Array:
+def _message_ids(lids: list, eids: list, partition: int, bidx: list | None = None) -> pa.Array:
+    """ledger:entry:partition, and :batchIndex for the messages of a batch."""
     if not lids:
         return pa.array([], pa.string())
     ledger = pa.array(lids, pa.int64()).cast(pa.string())
     entry = pa.array(eids, pa.int64()).cast(pa.string())
-    return pc.binary_join_element_wise(ledger, entry, pa.scalar(str(partition)), ":")
+    ids = pc.binary_join_element_wise(ledger, entry, pa.scalar(str(partition)), ":")
+    if bidx is not None:
+        b = pa.array(bidx, pa.int64())
+        with_index = pc.binary_join_element_wise(ids, b.cast(pa.string()), ":")
+        ids = pc.if_else(pc.greater_equal(b, 0), with_index, ids)
+    return ids
 
 
 def record_batch(schema: pa.Schema, topic: str, partition: int, rows: list, recs: list,
@@ -94,13 +100,16 @@ def record_batch(schema: pa.Schema, topic: str, partition: int, rows: list, recs
         elif name == "__key":
             a = pa.array(cols[_KEY], typ)
         elif name == "__topic":
-            a = pa.array([topic] * n, typ)
+            a = pa.repeat(pa.scalar(topic, typ), n)
         elif name == "__messageId":
+            bidx = None
             if isinstance(rows, tuple):  # _access.IdColumns: (ledger ids, entry ids)
                 lids, eids = rows
             else:
                 lids, eids = [r[1] for r in rows], [r[2] for r in rows]
-            a = _message_ids(lids, eids, partition).cast(typ)
+                if any(len(r) > 4 for r in rows):  # messages of batches
+                    bidx = [r[4] if len(r) > 4 else -1 for r in rows]
+            a = _message_ids(lids, eids, partition, bidx).cast(typ)
         elif name == "__publishTime":
             a = publish.cast(_MS).cast(typ)
         elif name == "__eventTime":
