@@ -59,7 +59,7 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
     A message nobody holds (never received, or already acked) is left alone: Pulsar never
     redelivers or dead-letters a message that was not received."""
     policy = c.props.get("policy") or {}
-    pending = dict(subs.pending_items(ctx, c.id))
+    pending = subs.pending_map(ctx, c.id)
     done, holders = 0, set()
     mask = ~((1 << NACK_PRECISION_BITS) - 1)
     for o in offsets:
@@ -89,7 +89,7 @@ def fire(ctx, info, c) -> int:
     # A nack timer dies with its consumer, as the client's does: the consumer's going away
     # already gave the message back, uncounted (unless it settled its nacks, see settle).
     live = {r["name"] for r in consumers.sweep(ctx, info, c)}
-    pending = dict(subs.pending_items(ctx, c.id))
+    pending = subs.pending_map(ctx, c.id)
     todo, holders = [], {}
     for _due, o, value in due:
         holder = value[3] if len(value) > 3 else None
@@ -150,7 +150,7 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> 
             if not ctx.cursors.is_acked(ctx.txn, c, o):
                 deadletter.move(ctx, info, c, o, (holders or {}).get(o))
             continue
-        n = redelivery.increment(ctx, c.id, o)
+        n = redelivery.increment(ctx, c.id, o, rc)
         again.append(o)
         if typ not in subs.SINGLE_ACTIVE:
             k = keys.pair(c.id, o)

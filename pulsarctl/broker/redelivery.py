@@ -34,8 +34,9 @@ def lookup(ctx, cid: int):
     return count
 
 
-def increment(ctx, cid: int, offset: int) -> int:
-    n = get(ctx, cid, offset) + 1
+def increment(ctx, cid: int, offset: int, current: int | None = None) -> int:
+    """Count one more redelivery (current: the count, when the caller has just read it)."""
+    n = (get(ctx, cid, offset) if current is None else current) + 1
     ctx.txn.put(_pair(cid, offset), codec.encode(n), db=ctx.env.db["redelivery"])
     return n
 

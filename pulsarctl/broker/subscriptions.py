@@ -120,6 +120,22 @@ def pending_items(ctx, cid: int):
     return _items(ctx, "pending", cid)
 
 
+def pending_map(ctx, cid: int) -> dict:
+    """{offset: [consumer name, delivered at, redelivery count]}, all at once (decoded in one
+    go: what a timer sweep over many messages wants)."""
+    cur = ctx.env.cursor(ctx.txn, "pending")
+    prefix = keys.u64(cid)
+    offs, vals = [], []
+    if cur.set_range(prefix):
+        unpair = keys.unpack_pair
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            offs.append(unpair(k)[1])
+            vals.append(v)
+    return dict(zip(offs, codec.decode_many(vals)))
+
+
 def pending_count(ctx, cid: int) -> int:
     """How many messages are pending on the subscription (keys only: nothing decoded)."""
     cur = ctx.env.cursor(ctx.txn, "pending")

@@ -22,20 +22,21 @@ def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, i
     cid due at or before now."""
     cur = ctx.txn.cursor(db=ctx.env.db["timers"])
     prefix = keys.u64(cid)
-    out = []
+    at, vals = [], []
     if not cur.set_range(prefix):
-        return out
-    while len(out) < limit:
+        return []
+    while len(at) < limit:
         k = cur.key()
         if not k or not k.startswith(prefix):
             break
         _c, due, o = _untriple(k)
         if due > now:
             break
-        out.append((due, o, codec.decode(cur.value())))
+        at.append((due, o))
+        vals.append(cur.value())
         if not cur.delete():
             break
-    return out
+    return [(due, o, v) for (due, o), v in zip(at, codec.decode_many(vals))]
 
 
 def pending(ctx, cid: int) -> dict[int, list[tuple[int, list]]]:
