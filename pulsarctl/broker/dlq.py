@@ -21,7 +21,7 @@ import os
 from contextlib import contextmanager
 
 from store import codec
-from pulsarctl.broker import topics
+from pulsarctl.broker import chunks, topics
 from pulsarctl.errors import (
     Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
     UsageError,
@@ -131,6 +131,23 @@ def read_message(ctx, info, t: TopicName, offset: int):
                                  str(t))
 
 
+def _joined(ctx, info, offset: int, rec: list):
+    """A chunked dead letter as one message, as consumers see it: at its last chunk, the
+    pieces joined (and decompressed by message_from_entry), its id the last chunk's; None at
+    its other chunks (acking the message acks them: see dlq_ack) or when a chunk is gone."""
+    m = chunks.meta(rec)
+    if m[1] != m[2] - 1:
+        return None
+    found = chunks.group(ctx, info, offset, rec)
+    if len(found) < m[2]:
+        return None
+    pieces = [rec[3] if o == offset else codec.decode(ctx.ledgers.read(ctx.txn, info, o))[3]
+              for _cid, o in sorted(found.items())]
+    whole = list(rec[:12])
+    whole[3] = b"".join(pieces)
+    return whole
+
+
 def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:
     """The messages at offset waiting on pulsarctl-dlq: a batch's messages (each with its
     batch index) not acknowledged yet, less the indexes in skip."""
@@ -139,6 +156,10 @@ def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:
     p = info.position(offset)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
     if not batches.is_batch(rec):
+        if chunks.meta(rec) is not None:
+            rec = _joined(ctx, info, offset, rec)
+            if rec is None:
+                return []
         return [message_from_entry(rec, MessageId(p.ledger_id, p.entry_id, t.partition_index),
                                    str(t))]
     done = batches.acked_indexes(ctx, c, offset) if c is not None else set()
@@ -617,7 +638,12 @@ class DlqAdmin:
                     ctx.cursors.save(ctx.txn, c)
                 return n
             offsets = id_offsets(ctx, info, ids)
-            return subs.ack(ctx, info, c, offsets)[0] if offsets else 0
+            if not offsets:
+                return 0
+            # A chunked dead letter's id is its last chunk's: its other chunks go with it.
+            rest = chunks.earlier(ctx, info, offsets)
+            n = subs.ack(ctx, info, c, sorted(set(offsets) | set(rest)))[0]
+            return n - len(rest) if rest else n
         return self.write(run)
 
     def dlq_replay(self, topic, ids, *, to=None, subscription: str | None = None,
