@@ -241,6 +241,8 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
         raise InvalidValue("--size-threshold cannot be negative")
     if older_than_ms is not None and older_than_ms < 0:
         raise InvalidValue("--older-than cannot be negative")
+    if not str(to).strip():
+        raise InvalidValue("--to is empty", hint="give --to the directory for the Parquet files")
     _pyarrow()
     root = os.path.abspath(to)
     if os.path.exists(root) and not os.path.isdir(root):

@@ -213,6 +213,7 @@ def test_cli(cli, tmp_path, store_path):
     assert_error(cli("topics", "offload", "c", "--to", to, "-s", "lots"), 2)
     assert_error(cli("topics", "offload", "c", "--to", to, "--older-than", "-3d"), 2)
     assert_error(cli("topics", "offload", "nope", "--to", to, "-s", "0"), 3)
+    assert_error(cli("topics", "offload", "c", "--to", "", "-s", "0"), 2)
     (tmp_path / "file").write_text("x")
     assert_error(cli("topics", "offload", "c", "--to", str(tmp_path / "file"), "-s", "0"), 2)
     assert_error(cli("topics", "offload", "non-persistent://public/default/np", "--to", to,
