@@ -571,7 +571,29 @@ def test_processes_receive_a_batch_in_one_and_ack_it_in_others(run_proc):
     assert [r["payload"] for r in got] == ["a", "b"]
     run("ack", "p", "-s", "s", "1:0:-1:1")
     st = json.loads(run("topics", "stats", "p", "-o", "json"))["subscriptions"]["s"]
-    assert st["msgBacklog"] == 1 and st["unackedMessages"] == 1
+    # The entry waits; both its messages count as unacked until the whole batch is acked
+    # (index-level acks are off).
+    assert st["msgBacklog"] == 1 and st["unackedMessages"] == 2
     run("ack", "p", "-s", "s", "-", input=got[0]["messageId"] + "\n")
     st = json.loads(run("topics", "stats", "p", "-o", "json"))["subscriptions"]["s"]
     assert st["msgBacklog"] == 0 and st["unackedMessages"] == 0
+
+
+@pytest.mark.parametrize("index_level", [False, True])
+def test_unacked_messages_count_a_batch_s_messages(broker, index_level):
+    """As Pulsar's stats: a delivered batch of 3 is 3 unacked messages; acking one by index
+    leaves 2 with index-level acks on, and still 3 with them off (the client holds such acks
+    until the whole batch is acked, so the broker still counts the batch)."""
+    if index_level:
+        broker.update_setting(batches.INDEX_LEVEL, "true")
+    sub(broker, "t", "s", "c")
+    got = publish(broker, "t", msgs(3))
+    publish(broker, "t", msgs(1, prefix="plain"))
+    assert len(broker.fetch("t", "s", "c", 10)) == 4
+    st = sub_stats(broker, "t", "s")
+    assert st["unackedMessages"] == 4 and st["consumers"][0]["unackedMessages"] == 4
+    assert st["msgBacklog"] == 2  # entries, as Pulsar's backlog
+    broker.ack("t", "s", got[:1])
+    assert sub_stats(broker, "t", "s")["unackedMessages"] == (3 if index_level else 4)
+    broker.ack("t", "s", got[1:])
+    assert sub_stats(broker, "t", "s")["unackedMessages"] == 1
