@@ -217,16 +217,18 @@ def candidates(ctx, info, size_threshold: int | None, older_than_ms: int | None)
     return [r for r in picked if r[2] > 0]
 
 
-def partitions_of(ctx, topic: TopicName) -> list[TopicName]:
+def partitions_of(ctx, topic: TopicName) -> list[tuple]:
+    """(partition, its LedgerInfo) for every existing partition of topic (or the topic)."""
     from pulsarctl.broker import partitions, topics
 
     if not topic.persistent:
         raise InvalidValue(f"{topic} is non-persistent: it has no ledgers to offload",
                            hint="offload persistent topics")
-    names = [t for t in partitions.expand(ctx, topic) if topics.lookup(ctx, t) is not None]
-    if not names:
+    found = [(t, topics.lookup(ctx, t)) for t in partitions.expand(ctx, topic)]
+    found = [(t, info) for t, info in found if info is not None]
+    if not found:
         raise TopicNotFound(f"topic {topic} does not exist")
-    return names
+    return found
 
 
 def offload(broker, topic: str, to: str, size_threshold: int | None = None,
@@ -251,10 +253,9 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
 
     # 1. Write the files, one read transaction per ledger (no transaction spans the writing).
     plan = broker.read(lambda ctx: [
-        (str(t), topics.lookup(ctx, t).ml_id,
-         [list(r[:5]) for r in candidates(ctx, topics.lookup(ctx, t), size_threshold,
-                                          older_than_ms)])
-        for t in partitions_of(ctx, t0)])
+        (str(t), info.ml_id,
+         [list(r[:5]) for r in candidates(ctx, info, size_threshold, older_than_ms)])
+        for t, info in partitions_of(ctx, t0)])
     written = []
     for name, ml_id, rows in plan:
         t = parse_topic(name)
@@ -307,14 +308,11 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
 
 def status(broker, topic: str) -> dict:
     """Per partition: offloaded ledgers (id, entries, size, file) and what stays local."""
-    from pulsarctl.broker import topics
-
     t0 = parse_topic(topic)
 
     def run(ctx):
         out = []
-        for t in partitions_of(ctx, t0):
-            info = topics.lookup(ctx, t)
+        for t, info in partitions_of(ctx, t0):
             off = [{"ledgerId": r[0], "entries": r[2], "size": r[3], "file": r[5]}
                    for r in info.ledgers if len(r) > 5 and r[5]]
             local = [r for r in info.ledgers if not (len(r) > 5 and r[5])]
