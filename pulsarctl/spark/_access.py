@@ -374,12 +374,14 @@ def chunk_entries(info, offset: int, max_entries: int, max_bytes: int) -> int:
 
 
 def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
-               max_bytes: int, fail_on_loss: bool):
+               max_bytes: int, fail_on_loss: bool, columnar=None):
     """One chunk of the offsets [start, end) in one read transaction: up to max_entries
     entries, fewer when they are large (see chunk_entries). Returns (next offset, rows,
     records): rows are (offset, ledger id, entry id, raw) and records the decoded entries,
     [publishTime, producer, sequenceId, payload, properties, key, orderingKey, eventTime, ...]
-    (pulsarctl/messages.py's layout) with payloads as readers see them (_whole_messages)."""
+    (pulsarctl/messages.py's layout) with payloads as readers see them (_whole_messages).
+    With columnar, (fields, types) for spark/_columnar.py, records may instead be a
+    _columnar.Columns of those fields, when every entry of the chunk is a plain one."""
     from pulsarctl.broker import topics
 
     t = parse_topic(name)
@@ -401,10 +403,16 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             # Offsets never go down on a managed ledger: a topic shorter than planned is a
             # recreated one (caught above), so there is nothing left to read.
             return end, [], []
+        runs, values = ctx.ledgers.scan_values(ctx.txn, info, s, stop)
+        if columnar is not None:
+            from pulsarctl.spark import _columnar
+
+            cols = _columnar.decode(values, *columnar)
+            if cols is not None:
+                return stop, IdColumns.of(runs), cols
         enabled = gc.isenabled()
         gc.disable()  # a chunk allocates many small lists; the collector only slows it down
         try:
-            runs, values = ctx.ledgers.scan_values(ctx.txn, info, s, stop)
             recs = codec.decode_many(values)
         finally:
             if enabled:
@@ -421,16 +429,12 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
     return b.read(run)
 
 
-class IdColumns(tuple):
-    """(ledger ids, entry ids) of scanned entries, one list each: what record_batch needs of
-    rows, built per run of a ledger rather than per entry."""
+class IdColumns(list):
+    """The runs (ledger id, first entry id, count) of scanned entries: what record_batch needs
+    of rows to make message ids, without a tuple per entry."""
     @classmethod
     def of(cls, runs):
-        lids, eids = [], []
-        for lid, e0, k in runs:
-            lids += [lid] * k
-            eids += range(e0, e0 + k)
-        return cls((lids, eids))
+        return cls(runs)
 
 
 def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:

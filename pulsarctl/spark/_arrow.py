@@ -83,43 +83,124 @@ def _message_ids(lids: list, eids: list, partition: int, bidx: list | None = Non
     return ids
 
 
-def record_batch(schema: pa.Schema, topic: str, partition: int, rows: list, recs: list,
+# The stored entry field each column is read from (the others are made without one).
+_FIELD_OF = {"value": _PAYLOAD, "__key": _KEY, "__publishTime": _PUBLISH,
+             "__eventTime": _EVENT, "__messageProperties": _PROPS,
+             "__producerName": _PRODUCER, "__sequenceId": _SEQ}
+
+
+def fields_for(schema: pa.Schema) -> tuple:
+    """What spark/_columnar.decode needs to read a chunk for these columns: the entry fields
+    (the publish time always: time bounds filter on it) and the Arrow types of the string,
+    binary and map ones."""
+    need = {_PUBLISH}
+    types = {}
+    for f in schema:
+        i = _FIELD_OF.get(f.name)
+        if i is not None:
+            need.add(i)
+            if i in (_PAYLOAD, _KEY, _PROPS, _PRODUCER):
+                types[i] = f.type
+    return frozenset(need), types
+
+
+class _Decoded:
+    """Columns by entry field from records (a list per entry, as codec decodes them)."""
+
+    def __init__(self, recs: list):
+        n = len(recs)
+        cols = list(zip_longest(*recs)) if n else []
+        self.cols = cols + [(None,) * n] * (_EVENT + 1 - len(cols))
+
+    def publish(self):
+        return pa.array(self.cols[_PUBLISH], pa.int64())
+
+    def get(self, field: int, typ):
+        values = self.cols[field]
+        if field == _PAYLOAD:
+            return _binary(values, typ)
+        if field == _EVENT:
+            return _timestamps(values, typ)
+        if field == _PROPS:
+            return _properties(values, typ)
+        return pa.array(values, typ)
+
+
+class _FromColumns:
+    """The same from spark/_columnar.py's arrays."""
+
+    def __init__(self, cols):
+        self.arrays = cols.arrays
+
+    def publish(self):
+        return self.arrays[_PUBLISH]
+
+    def get(self, field: int, typ):
+        a = self.arrays[field]
+        if field == _EVENT:
+            if a.null_count < len(a):
+                a = pc.if_else(pc.equal(a, pa.scalar(0, pa.int64())),
+                               pa.scalar(None, pa.int64()), a)
+            return a.cast(_MS).cast(typ)
+        return a if a.type == typ else a.cast(typ)
+
+
+def _run_ids(runs, partition: int) -> pa.Array:
+    """ledger:entry:partition for runs (ledger id, first entry id, count) of entries. Each
+    run's entry ids are cast to digits in one kernel; one take then lays out prefix, digits,
+    suffix+prefix, digits, .., suffix, which is every id back to back."""
+    from pulsarctl.spark._columnar import _arange, _s, _splice
+
+    suffix = f":{partition}".encode()
+    parts = []
+    for lid, e0, k in runs:
+        if k <= 0:
+            continue
+        prefix = f"{lid}:".encode()
+        digits = pc.add(_arange(k), _s(e0)).cast(pa.string())
+        pieces = pa.concat_arrays([pa.array([prefix, suffix + prefix, suffix], pa.binary()),
+                                   digits.cast(pa.binary())])
+        joined = pc.take(pieces, _splice(k))
+        starts = pa.Array.from_buffers(pa.int32(), k + 1, [None, digits.buffers()[1]])
+        offsets = pc.add(starts.cast(pa.int64()),
+                         pc.multiply(_arange(k + 1), _s(len(prefix) + len(suffix))))
+        parts.append(pa.Array.from_buffers(pa.string(), k, [
+            None, offsets.cast(pa.int32()).buffers()[1], joined.buffers()[2]]))
+    if not parts:
+        return pa.array([], pa.string())
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def record_batch(schema: pa.Schema, topic: str, partition: int, rows, recs,
                  lo_ms: int | None = None, hi_ms: int | None = None) -> pa.RecordBatch:
     """The columns schema asks for, in its order, from one chunk of one topic partition: rows
-    are the scanned (offset, ledger id, entry id, raw) and recs the decoded entries. Entries
-    published outside [lo_ms, hi_ms) are left out."""
+    are the scanned (offset, ledger id, entry id, raw) or an _access.IdColumns, and recs the
+    decoded entries or a spark/_columnar.Columns. Entries published outside [lo_ms, hi_ms)
+    are left out."""
+    from pulsarctl.spark._access import IdColumns
+    from pulsarctl.spark._columnar import Columns
+
     n = len(recs)
-    cols = list(zip_longest(*recs)) if n else []
-    cols += [(None,) * n] * (_EVENT + 1 - len(cols))
-    publish = pa.array(cols[_PUBLISH], pa.int64())
+    src = _FromColumns(recs) if isinstance(recs, Columns) else _Decoded(recs)
+    publish = src.publish()
     arrays = []
     for f in schema:
         name, typ = f.name, f.type
-        if name == "value":
-            a = _binary(cols[_PAYLOAD], typ)
-        elif name == "__key":
-            a = pa.array(cols[_KEY], typ)
+        if name in _FIELD_OF and name != "__publishTime":
+            a = src.get(_FIELD_OF[name], typ)
         elif name == "__topic":
             a = pa.repeat(pa.scalar(topic, typ), n)
         elif name == "__messageId":
-            bidx = None
-            if isinstance(rows, tuple):  # _access.IdColumns: (ledger ids, entry ids)
-                lids, eids = rows
+            if isinstance(rows, IdColumns):
+                a = _run_ids(rows, partition).cast(typ)
             else:
+                bidx = None
                 lids, eids = [r[1] for r in rows], [r[2] for r in rows]
                 if any(len(r) > 4 for r in rows):  # messages of batches
                     bidx = [r[4] if len(r) > 4 else -1 for r in rows]
-            a = _message_ids(lids, eids, partition, bidx).cast(typ)
+                a = _message_ids(lids, eids, partition, bidx).cast(typ)
         elif name == "__publishTime":
             a = publish.cast(_MS).cast(typ)
-        elif name == "__eventTime":
-            a = _timestamps(cols[_EVENT], typ)
-        elif name == "__messageProperties":
-            a = _properties(cols[_PROPS], typ)
-        elif name == "__producerName":
-            a = pa.array(cols[_PRODUCER], typ)
-        elif name == "__sequenceId":
-            a = pa.array(cols[_SEQ], typ)
         elif name == "__redeliveryCount":
             a = pa.nulls(n, typ)
         else:  # the reader refuses other columns before it gets here
@@ -129,9 +210,9 @@ def record_batch(schema: pa.Schema, topic: str, partition: int, rows: list, recs
     if lo_ms is not None or hi_ms is not None:
         keep = None
         if lo_ms is not None:
-            keep = pc.greater_equal(publish, lo_ms)
+            keep = pc.greater_equal(publish, pa.scalar(lo_ms, pa.int64()))
         if hi_ms is not None:
-            below = pc.less(publish, hi_ms)
+            below = pc.less(publish, pa.scalar(hi_ms, pa.int64()))
             keep = below if keep is None else pc.and_(keep, below)
         batch = batch.filter(keep)
     return batch

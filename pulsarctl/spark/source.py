@@ -121,14 +121,15 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
         return
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from pulsarctl.spark._arrow import record_batch
+    from pulsarctl.spark._arrow import fields_for, record_batch
 
     pa_schema = to_arrow_schema(schema, timezone="UTC")
+    columnar = fields_for(pa_schema)
     b = access.broker(store)
     o = split.start
     while o < split.end:
         nxt, rows, recs = access.scan_chunk(b, split.name, split.ml_id, o, split.end, chunk,
-                                            CHUNK_BYTES, fail_on_loss and split.fail)
+                                            CHUNK_BYTES, fail_on_loss and split.fail, columnar)
         if recs:
             # Transposing a chunk makes tuples by the thousand and no cycles: the collector
             # would only walk them (it took half of record_batch's time).

@@ -1,0 +1,444 @@
+"""Stored entries read into Arrow columns by Arrow's own kernels.
+
+Decoding a chunk of entries with msgpack makes a Python object per field of every entry (ten
+per message), and turning those into Arrow columns walks them all again: that was most of a
+split's read time. Here the chunk's raw entries are joined into one buffer and msgpack is
+parsed for all entries at once, one field at a time: a field's header bytes are gathered with
+take(), its size and value found by table lookups and integer kernels, and each string or
+binary column is cut from the joined buffer by offsets. No Python object is made per entry.
+
+Only what plain entries hold is read here (store/codec.py's version 1; at most 9 fields, i.e.
+no compression, chunk or batch metadata; str/bin/int/nil where pulsarctl/messages.py puts
+them; string properties). decode() returns None for any other chunk, and the caller decodes it
+in Python as before, so what this reads and what the Python path reads are the same rows.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import accumulate
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# The fields of a stored entry (pulsarctl/messages.py) this reads, by index.
+PUBLISH, PRODUCER, SEQ, PAYLOAD, PROPS, KEY, OKEY, EVENT = range(8)
+_KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "map",
+         KEY: "str", OKEY: "any", EVENT: "int"}
+MAX_FIELDS = 9  # a tenth field is compression metadata: the Python path reads those
+_PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
+_PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
+
+
+@lru_cache(maxsize=None)
+def _s(v: int) -> pa.Scalar:
+    """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
+    conversion tries to import dateutil each time it is missing (slower than the kernel)."""
+    return pa.scalar(v, pa.int64())
+
+
+def _table(fn) -> pa.Array:
+    return pa.array([fn(h) for h in range(256)], pa.int64())
+
+
+def _int_size(h):
+    if h <= 0x7F or h >= 0xE0 or h == 0xC0:
+        return 1
+    return {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}.get(h, 0)
+
+
+# msgpack headers as tables indexed by the header byte. Integers: total size (0: not an
+# integer), how far to shift the 8 bytes after the header right, the mask for unsigned values,
+# and the value of a fixint.
+INT_SIZE = _table(_int_size)
+INT_SHIFT = _table(lambda h: 64 - 8 * (_int_size(h) - 1) if _int_size(h) > 1 else 0)
+INT_MASK = _table(lambda h: (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE)
+                  else -1)
+INT_FIX = _table(lambda h: h if h <= 0x7F else h - 256 if h >= 0xE0 else 0)
+# Strings and binaries: header size (0: not one), bytes of the length after the first header
+# byte, and a fixstr's length.
+_STR = {0xD9: 1, 0xDA: 2, 0xDB: 4}
+_BIN = {0xC4: 1, 0xC5: 2, 0xC6: 4}
+STR_HEAD = _table(lambda h: 1 if 0xA0 <= h <= 0xBF or h == 0xC0 else 1 + _STR.get(h, -1))
+BIN_HEAD = _table(lambda h: 1 if h == 0xC0 else 1 + _BIN.get(h, -1))
+ANY_HEAD = _table(lambda h: 1 if 0xA0 <= h <= 0xBF or h == 0xC0
+                  else 1 + _STR.get(h, _BIN.get(h, -1)))
+LEN_BYTES = _table(lambda h: _STR.get(h, _BIN.get(h, 0)))
+FIX_LEN = _table(lambda h: h & 0x1F if 0xA0 <= h <= 0xBF else 0)
+MAP_HEAD = _table(lambda h: 1 if 0x80 <= h <= 0x8F or h == 0xC0 else
+                  {0xDE: 3, 0xDF: 5}.get(h, 0))
+MAP_FIX = _table(lambda h: h & 0x0F if 0x80 <= h <= 0x8F else 0)
+NIL = 0xC0
+_TRUE = pa.scalar(True, pa.bool_())
+_FALSE = pa.scalar(False, pa.bool_())
+
+
+class Unsupported(Exception):
+    """A chunk holds an entry this decoder does not read."""
+
+
+_PATTERNS: dict = {}
+
+
+def _pattern(kind: str, k: int, length: int, make) -> pa.Array:
+    """The first `length` items of an index pattern that only grows (made for at least 16,384
+    items, remade bigger when asked for more), so chunks of any size share it."""
+    have = _PATTERNS.get((kind, k))
+    if have is None or len(have) < length:
+        have = _PATTERNS[(kind, k)] = make(max(length, 16384 * max(k, 1)))
+    return have.slice(0, length)
+
+
+def _arange(n: int) -> pa.Array:
+    """0, 1, .., n-1."""
+    return _pattern("arange", 0, n, lambda size: pa.array(range(size), pa.int64()))
+
+
+def _repeat_rows(n: int, k: int) -> pa.Array:
+    """0,..,0, 1,..,1, ..: each row index k times."""
+    return _pattern("rep", k, n * k, lambda size: pa.array(
+        [i for i in range(size // k) for _ in range(k)], pa.int64()))
+
+
+def _tile(n: int, k: int) -> pa.Array:
+    """0,..,k-1 for each of n rows."""
+    return _pattern("tile", k, n * k, lambda size: pa.array(list(range(k)) * (size // k),
+                                                             pa.int64()))
+
+
+def _even(n: int) -> pa.Array:
+    return _pattern("even", 0, n, lambda size: pa.array(range(0, 2 * size, 2), pa.int64()))
+
+
+def _splice(k: int) -> pa.Array:
+    """For _arrow._run_ids: 0, 3, 1, 4, 1, .., 3+k-1, 2 (prefix, digits, suffix+prefix, ..,
+    digits, suffix), for pieces [prefix, suffix+prefix, suffix, digits...]."""
+    body = _pattern("splice", 0, 2 * k, lambda size: pa.array(
+        [3 + i // 2 if i % 2 == 0 else 1 for i in range(size)], pa.int64()))
+    return pa.concat_arrays([pa.array([0], pa.int64()), body.slice(0, 2 * k - 1),
+                             pa.array([2], pa.int64())])
+
+
+def _interleave_index(n: int, m: int) -> pa.Array:
+    """Where item (row r, column j) of m columns of n, stacked column after column, is taken
+    from when they are laid out row after row: j * n + r."""
+    return pc.add(_repeat_rows(n, m), pc.multiply(_tile(n, m), _s(n)))
+
+
+class Columns:
+    """The decoded fields of one chunk: ints as int64 arrays with nulls, strings and binaries
+    as Arrow arrays, properties as a map array; what record_batch takes instead of records."""
+
+    def __init__(self, n: int, arrays: dict):
+        self.n = n
+        self.arrays = arrays
+
+    def __len__(self):
+        return self.n
+
+
+class _Chunk:
+    """A chunk's entries joined in one buffer (plus padding), with each entry's bounds."""
+
+    def __init__(self, values: list):
+        self.n = n = len(values)
+        joined = pa.array(values + [_PAD], pa.binary())  # joins in C, and gives the offsets
+        offs = pa.Array.from_buffers(pa.int32(), n + 2, [None, joined.buffers()[1]]
+                                     ).cast(pa.int64())
+        self.buf = joined.buffers()[2]
+        self.u8 = pa.Array.from_buffers(pa.uint8(), offs[n + 1].as_py(), [None, self.buf])
+        self.starts = offs.slice(0, n)
+        self.ends = offs.slice(1, n)
+
+    def byte(self, pos) -> pa.Array:
+        return pc.take(self.u8, pos).cast(pa.int64())
+
+    def be(self, pos, k: int) -> pa.Array:
+        """The k bytes (1, 2, 4 or 8) at each position as a big-endian number: gathered last
+        byte first, so that the gathered buffer is the little-endian number. Eight bytes
+        give the two's complement int64."""
+        if k == 1:
+            return self.byte(pos)
+        idx = pc.subtract(pc.take(pc.add(pos, _s(k - 1)), _repeat_rows(self.n, k)),
+                          _tile(self.n, k))
+        raw = pc.take(self.u8, idx)
+        typ = {2: pa.uint16(), 4: pa.uint32(), 8: pa.int64()}[k]
+        out = pa.Array.from_buffers(typ, self.n, [None, raw.buffers()[1]])
+        return out if k == 8 else out.cast(pa.int64())
+
+
+def _min_max(a) -> tuple:
+    mm = pc.min_max(a)
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def _when(present, new, old):
+    """new where present (None: everywhere), old elsewhere."""
+    return new if present is None else pc.if_else(present, new, old)
+
+
+def _and(present, mask):
+    return mask if present is None else pc.and_(present, mask)
+
+
+class _Walk:
+    """Every entry's position at its current field, moved field by field. Where all entries
+    share one encoding of a field (the usual case: one producer, one client) it is read with
+    a few kernels; otherwise by table lookups per entry."""
+
+    def __init__(self, chunk: _Chunk):
+        self.c = chunk
+        if _min_max(chunk.byte(chunk.starts)) != (_PLAIN, _PLAIN):
+            raise Unsupported("an entry is not plain msgpack")
+        head = chunk.byte(pc.add(chunk.starts, _s(1)))
+        lo, hi = _min_max(head)
+        if lo < 0x90 or hi > 0x90 + MAX_FIELDS:
+            raise Unsupported("an entry has metadata beyond its event time")
+        self.fewest, self.most = lo - 0x90, hi - 0x90
+        self.fields = pc.subtract(head, _s(0x90)) if lo != hi else None
+        self.pos = pc.add(chunk.starts, _s(2))
+
+    def presence(self, f: int):
+        """None: every entry has field f; False: none has; else a mask of those that do."""
+        if f < self.fewest:
+            return None
+        if f >= self.most:
+            return False
+        return pc.greater(self.fields, _s(f))
+
+    def _check(self, size, present, f):
+        ok = pc.greater(size, _s(0))
+        if present is not None:
+            ok = pc.or_(pc.invert(present), ok)
+        if pc.all(ok).as_py() is False:
+            raise Unsupported(f"field {f} has an unexpected type")
+
+    def int(self, f: int, present):
+        n = self.c.n
+        if present is False:
+            return pa.nulls(n, pa.int64())
+        h = self.c.byte(self.pos)
+        if present is None:
+            lo, hi = _min_max(h)
+            if lo == hi and lo == NIL:
+                self.pos = pc.add(self.pos, _s(1))
+                return pa.nulls(n, pa.int64())
+            if hi <= 0x7F:
+                self.pos = pc.add(self.pos, _s(1))
+                return h
+            if lo == hi and INT_SIZE[lo].as_py() > 1:
+                size = INT_SIZE[lo].as_py()
+                v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
+                if lo == 0xCF and _min_max(v8)[0] < 0:
+                    raise Unsupported("an unsigned 64-bit value beyond int64")
+                value = v8
+                if size < 9:
+                    value = pc.shift_right(value, _s(64 - 8 * (size - 1)))
+                    if lo in (0xCC, 0xCD, 0xCE):
+                        value = pc.bit_wise_and(value, _s((1 << 8 * (size - 1)) - 1))
+                self.pos = pc.add(self.pos, _s(size))
+                return value
+        size = pc.take(INT_SIZE, h)
+        self._check(size, present, f)
+        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        value = pc.take(INT_FIX, h)
+        wide = pc.and_(valid, pc.greater(size, _s(1)))
+        if pc.any(wide).as_py():
+            v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
+            big = pc.and_(wide, pc.and_(pc.equal(h, _s(0xCF)), pc.less(v8, _s(0))))
+            if pc.any(big).as_py():
+                raise Unsupported("an unsigned 64-bit value beyond int64")
+            shifted = pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
+                                      pc.take(INT_MASK, h))
+            value = pc.if_else(wide, shifted, value)
+        self.pos = _when(present, pc.add(self.pos, size), self.pos)
+        return pc.if_else(valid, value, pa.scalar(None, pa.int64()))
+
+    def bytes(self, f: int, table: pa.Array, present):
+        """(start, end, valid) of a str/bin field in the buffer; valid None: all are."""
+        if present is False:
+            return self.pos, self.pos, pa.repeat(_FALSE, self.c.n)
+        h = self.c.byte(self.pos)
+        if present is None:
+            lo, hi = _min_max(h)
+            fix = table is not BIN_HEAD
+            if fix and lo >= 0xA0 and hi <= 0xBF:
+                start = pc.add(self.pos, _s(1))
+                self.pos = pc.add(start, pc.bit_wise_and(h, _s(0x1F)))
+                return start, self.pos, None
+            if lo == hi and lo == NIL:
+                self.pos = pc.add(self.pos, _s(1))
+                return self.pos, self.pos, pa.repeat(_FALSE, self.c.n)
+            if lo == hi and LEN_BYTES[lo].as_py() == 1 and table[lo].as_py() == 2:
+                start = pc.add(self.pos, _s(2))
+                self.pos = pc.add(start, self.c.byte(pc.add(self.pos, _s(1))))
+                return start, self.pos, None
+        head = pc.take(table, h)
+        self._check(head, present, f)
+        width = pc.take(LEN_BYTES, h)
+        length = pc.take(FIX_LEN, h)
+        after = pc.add(self.pos, _s(1))
+        for k in (1, 2, 4):
+            has = _and(present, pc.equal(width, _s(k)))
+            if pc.any(has).as_py():
+                length = pc.if_else(has, self.c.be(after, k), length)
+        start = _when(present, pc.add(self.pos, head), self.pos)
+        end = _when(present, pc.add(start, length), self.pos)
+        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        self.pos = end
+        return start, end, valid
+
+    def properties(self, f: int, present):
+        """(count, valid, keys, values): count per entry (an int when every entry has as
+        many), valid None when none is nil, keys and values (start, end, valid) per item
+        index j, for the entries with more than j items."""
+        n = self.c.n
+        if present is False:
+            return 0, None, [], []
+        h = self.c.byte(self.pos)
+        if present is None:
+            lo, hi = _min_max(h)
+            if lo == hi and (0x80 <= lo <= 0x8F or lo == NIL):
+                self.pos = pc.add(self.pos, _s(1))
+                count = lo & 0x0F if lo != NIL else 0
+                keys, vals = [], []
+                for _j in range(count):
+                    k = self.bytes(f, STR_HEAD, None)
+                    if k[2] is not None and pc.all(k[2]).as_py() is False:
+                        raise Unsupported("a property key is nil")
+                    keys.append(k)
+                    vals.append(self.bytes(f, STR_HEAD, None))
+                return count, None, keys, vals
+        head = pc.take(MAP_HEAD, h)
+        self._check(head, present, f)
+        count = pc.take(MAP_FIX, h)
+        after = pc.add(self.pos, _s(1))
+        for code, k in ((0xDE, 2), (0xDF, 4)):
+            has = _and(present, pc.equal(h, _s(code)))
+            if pc.any(has).as_py():
+                count = pc.if_else(has, self.c.be(after, k), count)
+        if present is not None:
+            count = pc.if_else(present, count, _s(0))
+        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        self.pos = _when(present, pc.add(self.pos, head), self.pos)
+        m = pc.max(count).as_py() or 0
+        keys, vals = [], []
+        for j in range(m):
+            active = pc.greater(count, _s(j))
+            k = self.bytes(f, STR_HEAD, active)
+            if pc.all(pc.or_(pc.invert(active), k[2])).as_py() is False:
+                raise Unsupported("a property key is nil")
+            keys.append(k)
+            vals.append(self.bytes(f, STR_HEAD, active))
+        return count, valid, keys, vals
+
+    def check_within(self):
+        if pc.all(pc.less_equal(self.pos, self.c.ends)).as_py() is False:
+            raise Unsupported("an entry is shorter than its fields")
+
+
+def _bounds_index(n: int) -> pa.Array:
+    """0, n, 1, n+1, .., n-1, 2n-1, 2n-1: start and end of each row from [starts, ends], then
+    the last end again (a binary array of 2n pieces has 2n+1 offsets)."""
+    return _BOUNDS(n)
+
+
+@lru_cache(maxsize=8)
+def _BOUNDS(n: int) -> pa.Array:
+    idx = pc.add(_repeat_rows(n, 2), pc.multiply(_tile(n, 2), _s(n)))
+    return pa.concat_arrays([idx, pa.array([2 * n - 1], pa.int64())])
+
+
+def _cut(buf, start, end, valid, typ) -> pa.Array:
+    """The bytes [start, end) of buf for each row as a binary or string array (null where
+    valid is false). The pieces lie in order in the buffer, so one binary array whose elements
+    are piece, gap, piece, gap, ... covers them all, and its even elements are the pieces."""
+    n = len(start)
+    if n == 0:
+        return pa.array([], typ)
+    both = pa.concat_arrays([start, end]).cast(pa.int32())
+    offsets = pc.take(both, _bounds_index(n))
+    whole = pa.Array.from_buffers(pa.binary(), 2 * n, [None, offsets.buffers()[1], buf])
+    out = pc.take(whole, _even(n))
+    if valid is not None and pc.all(valid).as_py() is False:
+        out = pc.if_else(valid, out, pa.scalar(None, pa.binary()))
+    if typ != pa.binary():
+        try:
+            out = out.cast(typ)
+        except pa.ArrowInvalid as e:  # not UTF-8: the Python path decides what to do
+            raise Unsupported(str(e)) from None
+    return out
+
+
+def _stack(parts: list, n: int, keep) -> pa.Array:
+    """Arrays of n (one per item index), laid out entry after entry, keeping the items keep
+    marks (None: all)."""
+    m = len(parts)
+    out = parts[0] if m == 1 else pc.take(pa.concat_arrays(parts), _interleave_index(n, m))
+    return out if keep is None else out.filter(keep)
+
+
+def _properties(c: _Chunk, count, valid, keys, vals, typ) -> pa.Array:
+    n = c.n
+    m = len(keys)
+    if m == 0:
+        # No entry has a property (messages.py stores none as nil): null, as the Python path.
+        return pa.nulls(n, typ)
+    if isinstance(count, int):  # every entry has m items
+        offsets = pc.multiply(_arange(n + 1), _s(m)).cast(pa.int32())
+        keep = None
+    else:
+        offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(count)]
+                                   ).cast(pa.int32())
+        keep = pc.greater(count, _s(0)) if m == 1 else pc.take(
+            pa.concat_arrays([pc.greater(count, _s(j)) for j in range(m)]),
+            _interleave_index(n, m))
+    ks, ke = (_stack([k[i] for k in keys], n, keep) for i in (0, 1))
+    vs, ve = (_stack([v[i] for v in vals], n, keep) for i in (0, 1))
+    vv = None
+    if any(v[2] is not None for v in vals):
+        vv = _stack([pa.repeat(_TRUE, n) if v[2] is None else v[2] for v in vals],
+                    n, keep)
+    k_arr = _cut(c.buf, ks, ke, None, pa.string())
+    v_arr = _cut(c.buf, vs, ve, vv, pa.string())
+    if valid is not None and pc.all(valid).as_py() is False:
+        # A nil map is a null row: it holds no items, so its offsets repeat.
+        return pa.MapArray.from_arrays(offsets, k_arr, v_arr, type=typ, mask=pc.invert(valid))
+    return pa.MapArray.from_arrays(offsets, k_arr, v_arr, type=typ)
+
+
+def decode(values: list, need: frozenset, types: dict) -> Columns | None:
+    """The fields need (indexes above) of every entry as Arrow arrays, or None when an entry
+    is outside what this reads. types gives the Arrow type of the string and binary fields
+    (PRODUCER, PAYLOAD, KEY, PROPS)."""
+    if not values:
+        return None
+    try:
+        c = _Chunk(values)
+        w = _Walk(c)
+        out = {}
+        last = max(need) if need else -1
+        for f in range(last + 1):
+            kind = _KIND[f]
+            present = w.presence(f)
+            if kind == "int":
+                got = w.int(f, present)
+            elif kind == "map":
+                got = w.properties(f, present)
+            else:
+                table = STR_HEAD if kind == "str" else BIN_HEAD if kind == "bin" else ANY_HEAD
+                got = w.bytes(f, table, present)
+            if f in need:
+                out[f] = got
+        w.check_within()
+        arrays = {}
+        for f, v in out.items():
+            kind = _KIND[f]
+            if kind == "int":
+                arrays[f] = v
+            elif kind == "map":
+                arrays[f] = _properties(c, *v, types[f])
+            else:
+                arrays[f] = _cut(c.buf, *v, types[f])
+        return Columns(c.n, arrays)
+    except (Unsupported, pa.ArrowException, IndexError, OverflowError):
+        return None

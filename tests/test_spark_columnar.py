@@ -1,0 +1,207 @@
+"""spark/_columnar.py reads stored entries into Arrow columns with Arrow kernels. Whatever it
+reads must be exactly what the Python path (codec.decode_many + record_batch) makes, and what
+it does not read it must hand back (None) rather than guess."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from pulsarctl.spark import _arrow, _columnar  # noqa: E402
+from pulsarctl.spark._access import IdColumns  # noqa: E402
+from store import codec  # noqa: E402
+
+SCHEMA = _arrow.arrow_schema()
+TOPIC = "persistent://public/default/t"
+
+
+def both(entries, schema=SCHEMA, runs=None, lo=None, hi=None):
+    """(columnar batch or None, Python path batch) for the encoded entries."""
+    values = [codec.encode(e) for e in entries]
+    runs = IdColumns(runs or [(7, 0, len(values))])
+    python = _arrow.record_batch(schema, TOPIC, -1, runs, codec.decode_many(values), lo, hi)
+    cols = _columnar.decode(values, *_arrow.fields_for(schema))
+    fast = None if cols is None else _arrow.record_batch(schema, TOPIC, -1, runs, cols, lo, hi)
+    return fast, python
+
+
+def assert_same(entries, **kw):
+    fast, python = both(entries, **kw)
+    assert fast is not None, "the columnar decoder refused entries it should read"
+    fast.validate(full=True)
+    assert fast.schema == python.schema
+    assert fast.to_pylist() == python.to_pylist()
+    assert fast.equals(python)
+
+
+def entry(i, **over):
+    e = [1_790_000_000_000 + i, "standalone-0-0", i, b"x" * 10, {"source": "bench"},
+         f"key-{i}", None, None]
+    for k, v in over.items():
+        e[int(k[1:])] = v
+    while e and e[-1] is None:  # messages.py leaves unset trailing fields off
+        e.pop()
+    return e
+
+
+def test_plain_entries_read_the_same_as_the_python_path():
+    assert_same([entry(i) for i in range(50)])
+
+
+def test_every_integer_encoding():
+    ints = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, -1, -32, -33,
+            -128, -129, -32768, -32769, -2**31, -2**31 - 1, -2**63]
+    assert_same([entry(i, f2=v) for i, v in enumerate(ints)])
+    # Publish and event times of every size, and a publish time of zero.
+    assert_same([entry(i, f0=v, f7=v) for i, v in enumerate([0, 5, 200, 70_000, 2**40])])
+
+
+def test_uniform_encodings_take_the_short_paths():
+    # One header for the whole chunk: each integer width, str8 strings, bin16 payloads.
+    for v in (5, 200, 60_000, 4_000_000_000, 2**40, -5, -100, -30_000, -2**31, -2**40):
+        assert_same([entry(i, f2=v) for i in range(20)])
+    assert_same([entry(i, f1="p" * 40, f5="k" * 200) for i in range(20)])
+    assert_same([entry(i, f1="q" * 31, f5="k" * (i + 12)) for i in range(20)])  # fixstr
+    assert_same([entry(i, f3=b"y" * 300) for i in range(20)])
+
+
+def test_strings_of_every_length_and_unicode():
+    keys = ["", "k", "a" * 31, "a" * 32, "a" * 255, "a" * 256, "é" * 40_000, "键", None]
+    assert_same([entry(i, f5=k, f1=(k or "p")) for i, k in enumerate(keys)])
+
+
+def test_payloads_of_every_length():
+    sizes = [0, 1, 31, 255, 256, 65_535, 65_536, 200_000]
+    assert_same([entry(i, f3=bytes([i]) * s) for i, s in enumerate(sizes)])
+
+
+def test_properties_nil_empty_many_and_mixed():
+    props = [None, {"a": "1"}, {f"k{j}": f"v{j}" for j in range(20)},  # map16
+             {"é": "ü", "": ""}, None, {"x": "y", "z": "w"}]
+    assert_same([entry(i, f4=p) for i, p in enumerate(props)])
+    # All nil: null maps, as the Python path makes them.
+    assert_same([entry(i, f4=None) for i in range(5)])
+    # Every entry has the same number of properties (the short path), more than one.
+    assert_same([entry(i, f4={"a": str(i), "b": "c" * i}) for i in range(10)])
+
+
+def test_entries_with_fewer_and_more_fields():
+    entries = [
+        [1, "p", 0, b"a"],                                   # no properties or key
+        entry(1),
+        entry(2, f6=b"ordering", f7=1_790_000_000_123),      # ordering key, event time
+        entry(3, f7=0),                                      # event time 0 is unset
+        entry(4) + [None, None, 1_790_000_999_000],          # deliverAt (9 fields)
+        [2, "p", 1, b"b", None, None, "ok-as-str"],          # ordering key as str
+    ]
+    assert_same(entries)
+
+
+def test_random_entries(seed=7):
+    rnd = random.Random(seed)
+
+    def s(n):
+        return "".join(rnd.choice("abcé键") for _ in range(n))
+
+    def one(i):
+        e = [rnd.choice([0, rnd.randrange(2**41), 1_790_000_000_000 + i]),
+             rnd.choice([s(rnd.randrange(40)), "standalone-0-1"]),
+             rnd.choice([i, rnd.randrange(-2**40, 2**40), -1]),
+             bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 3, 40, 300]))),
+             rnd.choice([None, {s(3): s(5) for _ in range(rnd.randrange(1, 18))}]),
+             rnd.choice([None, s(rnd.randrange(70))]),
+             rnd.choice([None, b"ok"]),
+             rnd.choice([None, 0, rnd.randrange(2**41)])]
+        cut = rnd.choice([4, 5, 6, 8, 8, 8])
+        e = e[:cut]
+        while len(e) > 4 and e[-1] is None:
+            e.pop()
+        return e
+
+    for _ in range(20):
+        assert_same([one(i) for i in range(rnd.randrange(1, 60))])
+
+
+def test_narrow_schemas_and_time_bounds():
+    entries = [entry(i, f0=1000 + i) for i in range(30)]
+    for ddl in (["value"], ["__publishTime"], ["__key", "__sequenceId"],
+                ["__messageProperties"], ["__eventTime", "__topic", "__messageId"]):
+        schema = pa.schema([SCHEMA.field(n) for n in ddl])
+        assert_same(entries, schema=schema)
+    assert_same(entries, lo=1005, hi=1020)
+
+
+def test_message_ids_across_ledgers_and_partitions():
+    entries = [entry(i) for i in range(12)]
+    values = [codec.encode(e) for e in entries]
+    cols = _columnar.decode(values, *_arrow.fields_for(SCHEMA))
+    runs = IdColumns([(3, 998, 2), (4, 0, 9), (12_345_678_901, 10**9, 1)])
+    ids = _arrow.record_batch(SCHEMA, TOPIC + "-partition-2", 2, runs, cols).column(3)
+    assert ids.to_pylist() == ["3:998:2", "3:999:2"] + [f"4:{e}:2" for e in range(9)] + [
+        "12345678901:1000000000:2"]
+
+
+@pytest.mark.parametrize("bad", [
+    entry(0) + [None, None, None, 1, 100],    # compression metadata: the Python path
+    entry(0, f2=2**64 - 1),                   # a uint64 beyond a Spark bigint
+    entry(0, f4={"n": 1}),                    # a property that is not a string
+    entry(0, f3="payload as str"),            # payloads are binaries
+    entry(0, f1=7),                           # a producer name that is not a string
+])
+def test_what_it_does_not_read_goes_back_to_the_python_path(bad):
+    values = [codec.encode(entry(1)), codec.encode(bad)]
+    assert _columnar.decode(values, *_arrow.fields_for(SCHEMA)) is None
+
+
+def test_other_encodings_and_broken_entries_go_back():
+    fields = _arrow.fields_for(SCHEMA)
+    assert _columnar.decode([codec.encode_compressed(entry(0))], *fields) is None
+    good = codec.encode(entry(0))
+    assert _columnar.decode([good[:-3]], *fields) is None          # cut short
+    assert _columnar.decode([good, b"\x01\xc0"], *fields) is None   # not an array
+    assert _columnar.decode([b"\x01\x95\xc4\xff"], *fields) is None  # a length past the end
+    # Invalid UTF-8 where a string is expected.
+    raw = bytearray(codec.encode(entry(0, f5="abc")))
+    raw[raw.index(b"abc")] = 0xFF
+    assert _columnar.decode([bytes(raw)], *fields) is None
+    assert _columnar.decode([], *fields) is None
+
+
+def test_a_split_read_from_a_real_store_uses_it_and_matches(tmp_path, monkeypatch):
+    """Messages published through the broker (keys, properties, event and delivery times,
+    ordering keys, two producers, ledgers of 7 entries) read by source.read_split through the
+    columnar decoder, then again with it turned off: the same batches."""
+    from pulsarctl.broker import Broker
+    from pulsarctl.clock import SimulatedClock
+    from pulsarctl.messages import OutgoingMessage
+    from pulsarctl.spark import _access as access
+    from pulsarctl.spark import source
+
+    path = str(tmp_path / "store")
+    clock = SimulatedClock(1_790_000_000_000)
+    b = Broker(path, clock)
+    b.update_setting("managedLedgerMaxEntriesPerLedger", "7")
+    for i in range(60):
+        m = OutgoingMessage(f"m-{i}".encode() * (i % 7), {"n": str(i)} if i % 3 else None,
+                            key=f"k{i}" if i % 4 else None, event_time=i % 2 and 1000 + i,
+                            ordering_key=b"ok" if i % 5 == 0 else None,
+                            deliver_at=clock.now_ms() + 10 if i % 11 == 0 else 0)
+        b.publish(NS_T, [m], producer_name="p1" if i < 30 else "producer-two")
+        clock.advance(1)
+    b.close()
+    part = access.resolve_parts(access.broker(path), "names", [access.parse_topic(NS_T)])[0]
+    split = source.Split(part.name, part.partition, part.ml_id, part.first, part.next)
+    seen = []
+    real = _columnar.decode
+    monkeypatch.setattr(_columnar, "decode", lambda *a: seen.append(real(*a)) or seen[-1])
+    fast = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    assert seen and all(c is not None for c in seen)
+    monkeypatch.setattr(_columnar, "decode", lambda *a: None)
+    slow = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    assert sum(x.num_rows for x in fast) == 60
+    assert [x.to_pylist() for x in fast] == [x.to_pylist() for x in slow]
+
+
+NS_T = "persistent://public/default/columnar"
