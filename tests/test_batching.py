@@ -279,6 +279,88 @@ def test_cumulative_ack_of_a_batchs_last_index_acks_the_entry(broker):
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 1
 
 
+# -- the unacked-message limits count messages ------------------------------------------------
+def _limits(broker, per_consumer=0, per_subscription=0):
+    from pulsarctl.broker import policies as P
+
+    if per_consumer:
+        broker.set_policy("topic", "t", P.MAX_UNACKED_CONSUMER, per_consumer)
+    if per_subscription:
+        broker.set_policy("topic", "t", P.MAX_UNACKED_SUBSCRIPTION, per_subscription)
+
+
+def test_max_unacked_per_consumer_counts_the_messages_of_batches(broker):
+    """As Pulsar's Consumer.addAndGetUnAckedMsgs: a batch adds its message count. Ten batches of
+    four with a limit of 10: the fetch that reaches 10 (three whole batches) blocks the
+    consumer; acking two batches brings it to 4, at most half, and unblocks it."""
+    sub(broker, "t", "s", "c1")
+    sub(broker, "t", "s", "c2")
+    for i in range(10):
+        publish(broker, "t", msgs(4, prefix=f"b{i}-"))
+    _limits(broker, per_consumer=10)
+    got = broker.fetch("t", "s", "c1", 100)
+    assert len(got) == 12
+    assert sub_stats(broker, "t", "s")["unackedMessages"] == 12
+    assert broker.fetch("t", "s", "c1", 100) == []         # blocked: 12 >= 10
+    assert len(broker.fetch("t", "s", "c2", 4)) == 4       # its own count
+    assert broker.ack("t", "s", [m.message_id() for m in got[:8]]) == 8  # 4 left
+    again = broker.fetch("t", "s", "c1", 100)
+    assert 0 < len(again) and len(again) % 4 == 0
+    assert broker.fetch("t", "s", "c1", 100) == []
+
+
+def test_max_unacked_per_subscription_counts_the_messages_of_batches(broker):
+    sub(broker, "t", "s", "c1")
+    sub(broker, "t", "s", "c2")
+    for i in range(5):
+        publish(broker, "t", msgs(4, prefix=f"b{i}-"))
+    _limits(broker, per_subscription=8)
+    assert len(broker.fetch("t", "s", "c1", 8)) == 8
+    assert broker.fetch("t", "s", "c2", 100) == []         # the subscription holds 8
+
+
+def test_index_acks_lower_the_count_only_at_index_level(store_path, clock):
+    for level in (False, True):
+        b = Broker(store_path + ("-on" if level else "-off"), clock)
+        if level:
+            b.update_setting(INDEX_LEVEL, "true")
+        sub(b, "t", "s", "c1")
+        got = publish(b, "t", msgs(4, prefix="a")) + publish(b, "t", msgs(4, prefix="b"))
+        _limits(b, per_consumer=8)
+        assert len(b.fetch("t", "s", "c1", 100)) == 8      # blocked at 8
+        publish(b, "t", msgs(4, prefix="c"))
+        b.ack("t", "s", got[:2] + got[4:6])                 # two indexes of each batch
+        # Index level: 4 left, at most half of 8: unblocked. Otherwise the batches still
+        # count whole until all their indexes are acked, as the client's acker sends nothing.
+        assert len(b.fetch("t", "s", "c1", 100)) == (4 if level else 0)
+        b.close()
+
+
+def test_max_unacked_on_key_shared_counts_batch_messages(broker):
+    sub(broker, "t", "s", "c1", typ="Key_Shared")
+    sub(broker, "t", "s", "c2", typ="Key_Shared")
+    for i in range(6):
+        publish(broker, "t", msgs(3, prefix=f"b{i}-", key="k"), key_based=True)
+    _limits(broker, per_consumer=5)
+    got = broker.fetch("t", "s", "c1", 100) or broker.fetch("t", "s", "c2", 100)
+    assert len(got) == 6                                   # two batches of three: 6 >= 5
+    assert broker.fetch("t", "s", "c1", 100) == [] and broker.fetch("t", "s", "c2", 100) == []
+
+
+def test_a_nack_keeps_the_batch_size_in_the_pending_record(broker):
+    """A nack rewrites the pending record (marked nacked); the batch must still count its
+    four messages until it is redelivered, or the consumer would be let through early."""
+    sub(broker, "t", "s", "c1", settings={"negativeAckRedeliveryDelayMs": 60_000})
+    a = publish(broker, "t", msgs(4))
+    b = publish(broker, "t", msgs(4, prefix="x"))
+    _limits(broker, per_consumer=8)
+    assert len(broker.fetch("t", "s", "c1", 100)) == 8     # blocked at 8
+    assert broker.nack("t", "s", a[:1] + b[:1]) == 2
+    assert sub_stats(broker, "t", "s")["unackedMessages"] == 8
+    publish(broker, "t", msgs(4, prefix="y"))
+    assert broker.fetch("t", "s", "c1", 100) == []         # still 8 unacked, not 2
+
+
 # -- Key_Shared, delayed messages, deduplication -------------------------------------------
 def _key_shared_owners(broker, topic, key_based):
     sub(broker, topic, "ks", "c1", "Key_Shared")

@@ -70,7 +70,8 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
         due = (ctx.now + delay_ms(policy, rc)) & mask
         timers.schedule(ctx, c, due, o, timers.NACK, prec[0], prec[1])
         # Marked nacked: its ack timeout no longer applies (a nack cancels it, as in Pulsar).
-        ctx.txn.put(keys.pair(c.id, o), codec.encode([prec[0], prec[1], rc, 1]),
+        # (A batch's size, [4], stays: the unacked limits count its messages.)
+        ctx.txn.put(keys.pair(c.id, o), codec.encode([prec[0], prec[1], rc, 1, *prec[4:5]]),
                     db=ctx.env.db["pending"])
         holders.add(prec[0])
         done += 1

@@ -53,7 +53,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
         got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
         if got is not None:
             if got and reached is not _NOTHING:
-                reached(len({(m.id.ledger_id, m.id.entry_id) for m in got}))
+                reached(len(got))
                 ctx.cursors.save(ctx.txn, c)
             return got
         typ = subs.SHARED
@@ -99,6 +99,10 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
 
                         batch = batches.Delivery(ctx, c)
                     ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
+                    # The pending record keeps the batch's size: the unacked limits count
+                    # messages (unacked_allowance).
+                    records[-1] = (records[-1][0],
+                                   encode([name, now, rc, 0, batches.size(rec)]))
                     delivered.append((o, rc))
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
@@ -128,7 +132,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
         from pulsarctl.broker import unacked
 
         unacked.track(ctx, c, name, delivered)
-    reached(len(records))  # the limits count pending entries
+    reached(len(out))  # the limits count messages, a batch's each
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now
@@ -136,12 +140,30 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
     return out
 
 
+def unacked_messages(ctx, c) -> dict:
+    """Unacked messages per consumer from the pending records, as Pulsar counts them: a batch
+    entry counts the messages it had when delivered (its record keeps the size), less the
+    indexes acked since when acknowledgmentAtBatchIndexLevelEnabled is on."""
+    from pulsarctl.broker import batches
+
+    by_index = batches.index_level(ctx) and c.props.get("batchAcks")
+    per: dict = {}
+    for o, rec in subs.pending_map(ctx, c.id).items():
+        n = rec[4] if len(rec) > 4 and rec[4] else 1
+        if by_index and n > 1:
+            n -= len(batches.acked_indexes(ctx, c, o))
+        per[rec[0]] = per.get(rec[0], 0) + n
+    return per
+
+
 def unacked_allowance(ctx, info, c, name: str, max_n: int):
     """How many more messages the consumer may get under maxUnackedMessagesPerConsumer and
     maxUnackedMessagesPerSubscription (Shared and Key_Shared only, as in Pulsar), and a
     function to call with how many it got. Like Pulsar, a consumer or subscription that
     reaches its limit is blocked until its unacked messages drop to half of it; the blocks
-    are kept in the cursor's properties."""
+    are kept in the cursor's properties. Both limits count messages: on a topic with batches
+    the pending records are read for their sizes; elsewhere an entry is a message and only
+    the keys are counted."""
     from pulsarctl.broker import policies
 
     per_c = policies.effective(ctx, info.name, policies.MAX_UNACKED_CONSUMER) or 0
@@ -151,7 +173,8 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
         props.pop("blocked", None)
         props.pop("blockedSub", None)
         return max_n, _NOTHING
-    total = subs.pending_count(ctx, c.id)
+    per = unacked_messages(ctx, c) if ctx.get("msgInExtra", info.ml_id) else None
+    total = sum(per.values()) if per is not None else subs.pending_count(ctx, c.id)
     if per_s:
         if props.get("blockedSub") and total <= per_s // 2:
             props.pop("blockedSub")
@@ -163,7 +186,8 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
     if per_c:
         blocked = props.get("blocked") or []
         if name in blocked or total + max_n >= per_c:  # else it cannot reach the limit
-            mine = sum(1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
+            mine = per.get(name, 0) if per is not None else sum(
+                1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
             if name in blocked and mine <= per_c // 2:
                 blocked.remove(name)
             if name in blocked or mine >= per_c:

@@ -125,7 +125,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         if count_of:
             rc = count_of(o)
         pos = info.position(o)
-        if len(rec) > 13 and rec[13]:
+        batch_entry = len(rec) > 13 and rec[13]
+        size = rec[13] if batch_entry else 1
+        if batch_entry:
             # A batch goes whole to the consumer of its entry's key (its first message's).
             if batch is None:
                 from pulsarctl.broker import batches
@@ -136,7 +138,9 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         else:
             ms = [message_from_entry(rec, MessageId(pos.ledger_id, pos.entry_id, partition),
                                      topic_name, rc, c.name, me)]
-        txn.put(pair(cid, o), codec.encode([me, now, rc]), db=pdb)
+        # A batch's pending record keeps its size (the unacked limits count messages).
+        txn.put(pair(cid, o), codec.encode([me, now, rc, 0, size] if batch_entry
+                                           else [me, now, rc]), db=pdb)
         if from_replay:
             txn.delete(pair(cid, o), db=rdb)
         nbytes += sum(len(m.payload) for m in ms)
