@@ -36,6 +36,11 @@ def _s(v: int) -> pa.Scalar:
     return pa.scalar(v, pa.int64())
 
 
+@lru_cache(maxsize=None)
+def _u8(v: int) -> pa.Scalar:
+    return pa.scalar(v, pa.uint8())
+
+
 def _table(fn) -> pa.Array:
     return pa.array([fn(h) for h in range(256)], pa.int64())
 
@@ -142,6 +147,8 @@ class _Chunk:
     def __init__(self, values: list):
         self.n = n = len(values)
         joined = pa.array(values + [_PAD], pa.binary())  # joins in C, and gives the offsets
+        if not isinstance(joined, pa.BinaryArray):  # past 2 GiB: int32 offsets cannot say
+            raise Unsupported("a chunk too large for one buffer")
         offs = pa.Array.from_buffers(pa.int32(), n + 2, [None, joined.buffers()[1]]
                                      ).cast(pa.int64())
         self.buf = joined.buffers()[2]
@@ -150,14 +157,21 @@ class _Chunk:
         self.ends = offs.slice(1, n)
 
     def byte(self, pos) -> pa.Array:
-        return pc.take(self.u8, pos).cast(pa.int64())
+        """The byte at each position, as uint8 (compared with _u8 scalars: a scalar of
+        another type would cast the whole array first)."""
+        return pc.take(self.u8, pos)
 
     def be(self, pos, k: int) -> pa.Array:
         """The k bytes (1, 2, 4 or 8) at each position as a big-endian number: gathered last
         byte first, so that the gathered buffer is the little-endian number. Eight bytes
         give the two's complement int64."""
         if k == 1:
-            return self.byte(pos)
+            return self.byte(pos).cast(pa.int64())
+        if k == 8:
+            # Cut the eight bytes out as binaries and reverse each: a third of the work of
+            # gathering byte by byte.
+            rev = pc.binary_reverse(_pieces(self.buf, pos, pc.add(pos, _s(8))))
+            return pa.Array.from_buffers(pa.int64(), self.n, [None, rev.buffers()[2]])
         idx = pc.subtract(pc.take(pc.add(pos, _s(k - 1)), _repeat_rows(self.n, k)),
                           _tile(self.n, k))
         raw = pc.take(self.u8, idx)
@@ -194,7 +208,7 @@ class _Walk:
         if lo < 0x90 or hi > 0x90 + MAX_FIELDS:
             raise Unsupported("an entry has metadata beyond its event time")
         self.fewest, self.most = lo - 0x90, hi - 0x90
-        self.fields = pc.subtract(head, _s(0x90)) if lo != hi else None
+        self.fields = pc.subtract(head.cast(pa.int64()), _s(0x90)) if lo != hi else None
         self.pos = pc.add(chunk.starts, _s(2))
 
     def presence(self, f: int):
@@ -224,7 +238,7 @@ class _Walk:
                 return pa.nulls(n, pa.int64())
             if hi <= 0x7F:
                 self.pos = pc.add(self.pos, _s(1))
-                return h
+                return h.cast(pa.int64())
             if lo == hi and INT_SIZE[lo].as_py() > 1:
                 size = INT_SIZE[lo].as_py()
                 v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
@@ -239,12 +253,12 @@ class _Walk:
                 return value
         size = pc.take(INT_SIZE, h)
         self._check(size, present, f)
-        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        valid = _and(present, pc.not_equal(h, _u8(NIL)))
         value = pc.take(INT_FIX, h)
         wide = pc.and_(valid, pc.greater(size, _s(1)))
         if pc.any(wide).as_py():
             v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
-            big = pc.and_(wide, pc.and_(pc.equal(h, _s(0xCF)), pc.less(v8, _s(0))))
+            big = pc.and_(wide, pc.and_(pc.equal(h, _u8(0xCF)), pc.less(v8, _s(0))))
             if pc.any(big).as_py():
                 raise Unsupported("an unsigned 64-bit value beyond int64")
             shifted = pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
@@ -263,14 +277,14 @@ class _Walk:
             fix = table is not BIN_HEAD
             if fix and lo >= 0xA0 and hi <= 0xBF:
                 start = pc.add(self.pos, _s(1))
-                self.pos = pc.add(start, pc.bit_wise_and(h, _s(0x1F)))
+                self.pos = pc.add(start, pc.take(FIX_LEN, h))
                 return start, self.pos, None
             if lo == hi and lo == NIL:
                 self.pos = pc.add(self.pos, _s(1))
                 return self.pos, self.pos, pa.repeat(_FALSE, self.c.n)
             if lo == hi and LEN_BYTES[lo].as_py() == 1 and table[lo].as_py() == 2:
                 start = pc.add(self.pos, _s(2))
-                self.pos = pc.add(start, self.c.byte(pc.add(self.pos, _s(1))))
+                self.pos = pc.add(start, self.c.be(pc.add(self.pos, _s(1)), 1))
                 return start, self.pos, None
         head = pc.take(table, h)
         self._check(head, present, f)
@@ -283,7 +297,7 @@ class _Walk:
                 length = pc.if_else(has, self.c.be(after, k), length)
         start = _when(present, pc.add(self.pos, head), self.pos)
         end = _when(present, pc.add(start, length), self.pos)
-        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        valid = _and(present, pc.not_equal(h, _u8(NIL)))
         self.pos = end
         return start, end, valid
 
@@ -313,12 +327,12 @@ class _Walk:
         count = pc.take(MAP_FIX, h)
         after = pc.add(self.pos, _s(1))
         for code, k in ((0xDE, 2), (0xDF, 4)):
-            has = _and(present, pc.equal(h, _s(code)))
+            has = _and(present, pc.equal(h, _u8(code)))
             if pc.any(has).as_py():
                 count = pc.if_else(has, self.c.be(after, k), count)
         if present is not None:
             count = pc.if_else(present, count, _s(0))
-        valid = _and(present, pc.not_equal(h, _s(NIL)))
+        valid = _and(present, pc.not_equal(h, _u8(NIL)))
         self.pos = _when(present, pc.add(self.pos, head), self.pos)
         m = pc.max(count).as_py() or 0
         keys, vals = [], []
@@ -336,29 +350,23 @@ class _Walk:
             raise Unsupported("an entry is shorter than its fields")
 
 
-def _bounds_index(n: int) -> pa.Array:
-    """0, n, 1, n+1, .., n-1, 2n-1, 2n-1: start and end of each row from [starts, ends], then
-    the last end again (a binary array of 2n pieces has 2n+1 offsets)."""
-    return _BOUNDS(n)
-
-
-@lru_cache(maxsize=8)
-def _BOUNDS(n: int) -> pa.Array:
-    idx = pc.add(_repeat_rows(n, 2), pc.multiply(_tile(n, 2), _s(n)))
-    return pa.concat_arrays([idx, pa.array([2 * n - 1], pa.int64())])
+def _pieces(buf, start, end) -> pa.Array:
+    """buf[start:end] of each row as a binary array (start and end int64, in order, < 2 GiB).
+    start + (end << 32) as int64 is, in memory, the int32 pair (start, end): the offsets of a
+    binary array of piece, gap, piece, .., piece (2n-1 elements) over buf, made without a
+    gather; its even elements are the pieces."""
+    n = len(start)
+    pairs = pc.add(start, pc.shift_left(end, _s(32)))
+    whole = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pairs.buffers()[1], buf])
+    return pc.take(whole, _even(n))
 
 
 def _cut(buf, start, end, valid, typ) -> pa.Array:
     """The bytes [start, end) of buf for each row as a binary or string array (null where
-    valid is false). The pieces lie in order in the buffer, so one binary array whose elements
-    are piece, gap, piece, gap, ... covers them all, and its even elements are the pieces."""
-    n = len(start)
-    if n == 0:
+    valid is false)."""
+    if len(start) == 0:
         return pa.array([], typ)
-    both = pa.concat_arrays([start, end]).cast(pa.int32())
-    offsets = pc.take(both, _bounds_index(n))
-    whole = pa.Array.from_buffers(pa.binary(), 2 * n, [None, offsets.buffers()[1], buf])
-    out = pc.take(whole, _even(n))
+    out = _pieces(buf, start, end)
     if valid is not None and pc.all(valid).as_py() is False:
         out = pc.if_else(valid, out, pa.scalar(None, pa.binary()))
     if typ != pa.binary():
