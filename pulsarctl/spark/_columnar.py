@@ -15,7 +15,6 @@ in Python as before, so what this reads and what the Python path reads are the s
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import accumulate
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -169,9 +168,16 @@ class _Chunk:
             return self.byte(pos).cast(pa.int64())
         if k == 8:
             # Cut the eight bytes out as binaries and reverse each: a third of the work of
-            # gathering byte by byte.
-            rev = pc.binary_reverse(_pieces(self.buf, pos, pc.add(pos, _s(8))))
-            return pa.Array.from_buffers(pa.int64(), self.n, [None, rev.buffers()[2]])
+            # gathering byte by byte. The walk has not been checked yet, so the pieces are
+            # first checked to lie in order inside the buffer (a binary array over it with
+            # offsets out of order would read out of bounds); otherwise gather them.
+            end = pc.add(pos, _s(8))
+            lo, _hi = _min_max(pos)
+            n = self.n
+            if lo >= 0 and _min_max(end)[1] <= len(self.u8) and (n < 2 or pc.all(
+                    pc.less_equal(end.slice(0, n - 1), pos.slice(1))).as_py()):
+                rev = pc.binary_reverse(_pieces(self.buf, pos, end))
+                return pa.Array.from_buffers(pa.int64(), n, [None, rev.buffers()[2]])
         idx = pc.subtract(pc.take(pc.add(pos, _s(k - 1)), _repeat_rows(self.n, k)),
                           _tile(self.n, k))
         raw = pc.take(self.u8, idx)
@@ -351,7 +357,8 @@ class _Walk:
 
 
 def _pieces(buf, start, end) -> pa.Array:
-    """buf[start:end] of each row as a binary array (start and end int64, in order, < 2 GiB).
+    """buf[start:end] of each row as a binary array. The caller makes sure that the pieces
+    lie in order inside buf (start <= end <= the next start; buf is under 2 GiB).
     start + (end << 32) as int64 is, in memory, the int32 pair (start, end): the offsets of a
     binary array of piece, gap, piece, .., piece (2n-1 elements) over buf, made without a
     gather; its even elements are the pieces."""
