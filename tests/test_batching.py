@@ -117,7 +117,9 @@ def test_backlog_counts_entries_and_msg_in_counter_counts_messages(broker):
 
 def test_the_python_api_batches_send_async_and_send_goes_alone(store_path, clock):
     client = pulsarctl.Client(broker=Broker(store_path, clock))
-    p = client.create_producer("t", batching_enabled=True, batching_max_messages=3)
+    # A publish delay longer than the test: batches close by count, not by the flusher.
+    p = client.create_producer("t", batching_enabled=True, batching_max_messages=3,
+                               batching_max_publish_delay_ms=60_000)
     got = []
     for i in range(4):
         p.send_async(f"a{i}".encode(), lambda res, mid: got.append(str(mid)))
@@ -125,9 +127,96 @@ def test_the_python_api_batches_send_async_and_send_goes_alone(store_path, clock
     assert got == ["1:0:-1:0", "1:0:-1:1", "1:0:-1:2", "1:1:-1"]
     assert str(p.send(b"alone")) == "1:2:-1"
     plain = client.create_producer("t")  # batching is off by default, as in pulsar-client
+    sent = []
     for i in range(3):
-        plain.send_async(b"x")
-    assert [str(i) for i in plain.flush()] == ["1:3:-1", "1:4:-1", "1:5:-1"]
+        plain.send_async(b"x", lambda res, mid: sent.append(str(mid)))
+    plain.flush()  # sends what the flusher has not, and waits for every callback
+    assert sent == ["1:3:-1", "1:4:-1", "1:5:-1"]
+    client.close()
+
+
+def _collector(n):
+    """A send_async callback that records (result, id) and an Event set after n calls."""
+    import threading
+
+    got, done = [], threading.Event()
+
+    def cb(res, mid):
+        got.append((res, None if mid is None else str(mid), threading.current_thread().name))
+        if len(got) >= n:
+            done.set()
+    return got, done, cb
+
+
+def test_send_async_is_sent_when_the_publish_delay_runs_out_without_a_flush(store_path, clock):
+    """As pulsar-client's batch timer: the callbacks come from the producer's own thread once
+    the delay has passed; nobody calls flush()."""
+    client = pulsarctl.Client(broker=Broker(store_path, clock))
+    p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=20)
+    got, done, cb = _collector(3)
+    for i in range(3):
+        p.send_async(f"m{i}".encode(), cb)
+    assert done.wait(10), "the batch was never sent"
+    assert [g[:2] for g in got] == [("Ok", f"1:0:-1:{i}") for i in range(3)]
+    assert all(g[2].startswith("pulsarctl-producer-") for g in got)
+    assert [m.data() for m in read_all(client.broker, "t")] == [b"m0", b"m1", b"m2"]
+    client.close()
+
+
+def test_send_async_without_batching_goes_at_once(store_path, clock):
+    client = pulsarctl.Client(broker=Broker(store_path, clock))
+    p = client.create_producer("t")
+    got, done, cb = _collector(1)
+    p.send_async(b"x", cb)
+    assert done.wait(10)
+    assert got[0][:2] == ("Ok", "1:0:-1")
+    client.close()
+
+
+def test_a_failed_async_send_reaches_its_callback(store_path, clock):
+    broker = Broker(store_path, clock)
+    broker.update_setting("maxMessageSize", "100")
+    client = pulsarctl.Client(broker=broker)
+    p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=5)
+    got, done, cb = _collector(1)
+    p.send_async(b"x" * 500, cb)
+    assert done.wait(10)
+    assert got[0][:2] == ("MessageTooLarge", None)
+    assert not broker.topic_exists("t") or read_all(broker, "t") == []
+    p.send_async(b"fine", cb)  # the producer goes on
+    p.flush()
+    assert got[-1][:2] == ("Ok", "1:0:-1")
+    client.close()
+
+
+def test_async_sends_keep_their_order_while_the_flusher_runs(store_path, clock):
+    client = pulsarctl.Client(broker=Broker(store_path, clock))
+    p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=1,
+                               batching_max_messages=7)
+    got, done, cb = _collector(300)
+    for i in range(300):
+        p.send_async(b"%d" % i, cb)
+    assert done.wait(30)
+    ids = [parse_message_id(g[1]) for g in got]
+    assert ids == sorted(ids) and len(set(ids)) == 300
+    assert [m.data() for m in read_all(client.broker, "t")] == [b"%d" % i for i in range(300)]
+    client.close()
+
+
+def test_close_sends_the_rest_and_stops_the_flusher(store_path, clock):
+    import threading
+
+    client = pulsarctl.Client(broker=Broker(store_path, clock))
+    p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=60_000)
+    got, done, cb = _collector(2)
+    p.send_async(b"a", cb)
+    p.send_async(b"b", cb)
+    flusher = p._flusher
+    assert flusher is not None and flusher.is_alive() and not done.is_set()
+    p.close()
+    assert done.is_set() and [g[1] for g in got] == ["1:0:-1:0", "1:0:-1:1"]
+    assert not flusher.is_alive()
+    assert not any(t.name.startswith("pulsarctl-producer-") for t in threading.enumerate())
     client.close()
 
 
@@ -146,7 +235,7 @@ def test_the_python_api_checks_batching_settings(store_path, clock):
 
 def test_the_python_api_key_based_batcher_and_a_consumer(store_path, clock):
     client = pulsarctl.Client(broker=Broker(store_path, clock))
-    p = client.create_producer("t", batching_enabled=True,
+    p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=60_000,
                                batching_type=BatchingType.KeyBased)
     for i in range(6):
         p.send_async(f"m{i}".encode(), partition_key=f"k{i % 2}")

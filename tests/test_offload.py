@@ -243,7 +243,8 @@ def test_batched_entries_offload_and_read_back_exactly(broker, tmp_path):
     broker.update_setting("managedLedgerMaxEntriesPerLedger", "3")
     broker.ledgers.rollover_entries = 3
     c = pulsarctl.Client(broker=broker)
-    p = c.create_producer(T, batching_enabled=True, batching_max_messages=5)
+    p = c.create_producer(T, batching_enabled=True, batching_max_messages=5,
+                          batching_max_publish_delay_ms=60_000)
     for i in range(40):
         p.send_async(b"b%d" % i, properties={"i": str(i)})
     p.flush()

@@ -307,6 +307,7 @@ def test_batched_messages_read_one_row_each_with_their_batch_index(spark, tmp_pa
     b = Broker(path)
     c = pulsarctl.Client(broker=b)
     p = c.create_producer("batched", batching_enabled=True, batching_max_messages=4,
+                          batching_max_publish_delay_ms=60_000,
                           compression_type=CompressionType.LZ4)
     for i in range(10):
         p.send_async(f"b{i}".encode(), properties={"i": str(i)}, partition_key=f"k{i}")

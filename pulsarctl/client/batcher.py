@@ -7,8 +7,9 @@ sends each message to its key's consumer.
 
 The grouping itself happens in the broker's publish (pulsarctl/broker/batches.py), per
 partition after routing, inside the transaction that stores the batches; this side decides
-when the buffered messages go out. Pulsar's client runs a timer thread for the delay; here the
-delay is checked whenever a message is sent, and flush() or close() sends what is left."""
+when the buffered messages go out: when a message is sent after the delay ran out, on flush()
+or close(), and (for producers made by Client.create_producer) from the producer's flusher
+thread once the delay has run out, as Pulsar's batch timer does."""
 from __future__ import annotations
 
 from pulsarctl import clock as clocks
@@ -53,6 +54,12 @@ class Batcher:
         """Whether the buffered messages have waited the publish delay (real time)."""
         return self._since is not None and (
             clocks.monotonic() - self._since) * 1000 >= self.delay_ms
+
+    def left_s(self) -> float:
+        """Seconds until the buffered messages have waited the publish delay (0: now)."""
+        if self._since is None:
+            return 0.0
+        return max(0.0, self._since + self.delay_ms / 1000 - clocks.monotonic())
 
     def sent(self) -> None:
         self._since = None

@@ -168,7 +168,10 @@ class Client:
         send_async (or send_many) go into batch entries of at most batching_max_messages
         messages and batching_max_allowed_size_in_bytes bytes, waiting at most
         batching_max_publish_delay_ms for more; batching_type=BatchingType.KeyBased batches per
-        key (for Key_Shared subscriptions). A send() goes alone."""
+        key (for Key_Shared subscriptions). A send() goes alone. What send_async buffers is
+        sent without a flush() too, as pulsar-client sends it: once the publish delay has run
+        out, or at once without batching; the callback gets ("Ok", message id), or the error's
+        name and None, from the producer's thread."""
         p = Producer(self.broker, topic, producer_name,
                      message_routing_mode=_enum_value(message_routing_mode),
                      hashing_scheme=_enum_value(hashing_scheme),
@@ -177,7 +180,7 @@ class Client:
                      batching=batching_enabled, batching_max_messages=batching_max_messages,
                      batching_max_bytes=batching_max_allowed_size_in_bytes,
                      batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-                     batching_type=batching_type)
+                     batching_type=batching_type, auto_flush=True)
         self._open.append(p)
         return p
 

@@ -4,8 +4,15 @@ batching enabled, what goes out together is stored in batch entries (client/batc
 message sent with send() goes alone, a plain entry, as a synchronous send of a batching Pulsar
 producer does (its batch of one is sent as a plain message).
 
+A producer made by Client.create_producer (auto_flush) also sends what send_async buffered
+without being asked, as pulsar-client does: a daemon thread sends it once the batching publish
+delay has run out, or at once when batching is off, and calls the callbacks from that thread
+("Ok" and the message id, or the error's name and None when the send failed).
+
 Kept apart from client.py so that one-shot `produce` imports nothing else."""
 from __future__ import annotations
+
+import threading
 
 from pulsarctl import clock as clocks
 from pulsarctl.errors import InvalidValue
@@ -22,7 +29,8 @@ class Producer:
                  compression_type=None, access_mode="Shared", schema=None,
                  chunking: bool = False, batching: bool = False,
                  batching_max_messages: int | None = None, batching_max_bytes: int | None = None,
-                 batching_max_publish_delay_ms: int | None = None, batching_type=None):
+                 batching_max_publish_delay_ms: int | None = None, batching_type=None,
+                 auto_flush: bool = False):
         if chunking and batching:
             raise InvalidValue("Batching and chunking of messages can't be enabled together",
                                hint="disable batching (batching_enabled=False, or -db)")
@@ -64,6 +72,12 @@ class Producer:
         if self._mode != SHARED:
             self._acquire()
         self.last_ids: list[MessageId] = []
+        # send_async, flush and the flusher thread take turns on the buffer.
+        self._cond = threading.Condition(threading.RLock())
+        self._auto_flush = auto_flush
+        self._flusher: threading.Thread | None = None
+        self._closing = False
+        self._reporting = 0  # flusher sends whose callbacks are running
 
     def topic(self) -> str:
         return self._topic
@@ -94,6 +108,12 @@ class Producer:
 
     def send(self, content, properties=None, partition_key=None, ordering_key=None,
              sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
+        with self._cond:
+            return self._send(content, properties, partition_key, ordering_key, sequence_id,
+                              event_timestamp, deliver_at, deliver_after)
+
+    def _send(self, content, properties, partition_key, ordering_key, sequence_id,
+              event_timestamp, deliver_at, deliver_after) -> MessageId:
         self.flush()
         m = self._message(self._encode(content), properties, partition_key, ordering_key,
                           sequence_id,
@@ -101,16 +121,65 @@ class Producer:
         return self._publish([m], False)[0]
 
     def send_async(self, content, callback=None, **kw) -> None:
-        self._buffer.append(self._message(self._encode(content), **kw))
-        self._callbacks.append(callback)
-        b = self._batcher
-        if b is None:
-            if len(self._buffer) >= self.batch_size:
-                self.flush()
-            return
-        b.added()
-        if len(self._buffer) >= max(self.batch_size, b.spec.max_messages) or b.due():
-            self.flush()
+        m = self._message(self._encode(content), **kw)
+        with self._cond:
+            self._buffer.append(m)
+            self._callbacks.append(callback)
+            b = self._batcher
+            if b is None:
+                if len(self._buffer) >= self.batch_size:
+                    self.flush()
+            else:
+                b.added()
+                if len(self._buffer) >= max(self.batch_size, b.spec.max_messages) or b.due():
+                    self.flush()
+            if self._auto_flush and self._buffer:
+                self._wake_flusher()
+
+    def _wake_flusher(self) -> None:
+        if self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush_loop, daemon=True,
+                                             name=f"pulsarctl-producer-{self._topic}")
+            self._flusher.start()
+        self._cond.notify()
+
+    def _flush_loop(self) -> None:
+        """Send what send_async left once it has waited the publish delay (at once without
+        batching), as pulsar-client's batch timer does. The callbacks run after the lock is
+        let go, so a callback may send again."""
+        while True:
+            with self._cond:
+                while True:
+                    if self._closing:
+                        return
+                    if not self._buffer:
+                        self._cond.wait()
+                        continue
+                    left = self._batcher.left_s() if self._batcher is not None else 0.0
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                cbs, ids, err = self._take_and_publish()
+                self._reporting += 1
+            try:
+                _report(cbs, ids, err)
+            finally:
+                with self._cond:
+                    self._reporting -= 1
+                    self._cond.notify_all()
+
+    def _take_and_publish(self):
+        """Publish the buffer (under the lock, so sends keep their order): (callbacks, ids,
+        None), or (callbacks, None, the error) when the send failed; the buffer is emptied
+        either way, as a failed send_async is reported, not retried."""
+        msgs, cbs = self._buffer, self._callbacks
+        self._buffer, self._callbacks = [], []
+        if self._batcher is not None:
+            self._batcher.sent()
+        try:
+            return cbs, self._publish(msgs), None
+        except Exception as exc:  # noqa: BLE001 - reported to each message's callback
+            return cbs, None, exc
 
     def _encode(self, content):
         """A JSON-schema producer also takes what json.dumps takes (pulsar-client takes a
@@ -129,8 +198,9 @@ class Producer:
     def send_many(self, messages: list[OutgoingMessage], batching: bool = True) -> list[MessageId]:
         """Publish prepared messages in one transaction (in batches, when the producer batches;
         batching=False stores each alone, as send() does)."""
-        self.flush()
-        return self._publish(messages, batching)
+        with self._cond:
+            self.flush()
+            return self._publish(messages, batching)
 
     def _route(self, n: int):
         """The router for a partitioned topic of n partitions, kept across sends as a Java
@@ -170,16 +240,17 @@ class Producer:
                 clocks.sleep(min(0.1, deadline - now))
 
     def flush(self) -> list[MessageId]:
-        if not self._buffer:
-            return []
-        msgs, cbs = self._buffer, self._callbacks
-        self._buffer, self._callbacks = [], []
-        if self._batcher is not None:
-            self._batcher.sent()
-        ids = self._publish(msgs)
-        for cb, mid in zip(cbs, ids):
-            if cb is not None:
-                cb("Ok", mid)
+        """Send what send_async buffered and wait until every callback has run (also those of
+        what the flusher thread sent meanwhile); returns the ids of what this call sent. A
+        failure is reported to the callbacks and raised here."""
+        with self._cond:
+            cbs, ids, err = self._take_and_publish() if self._buffer else ([], [], None)
+            if threading.current_thread() is not self._flusher:
+                while self._reporting:
+                    self._cond.wait()
+        _report(cbs, ids, err)
+        if err is not None:
+            raise err
         return ids
 
     def _acquire(self) -> None:
@@ -206,6 +277,12 @@ class Producer:
             waiter.sleep(0.1)
 
     def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        t = self._flusher
+        if t is not None and t is not threading.current_thread():
+            t.join()
         try:
             self.flush()
         finally:
@@ -214,3 +291,13 @@ class Producer:
 
                 self._held_topic = False
                 self._broker.producer_release(self._topic, self._name, *this_process())
+
+
+def _report(callbacks: list, ids, err) -> None:
+    """Each send_async callback gets ("Ok", its message id), or (the error's name, None)."""
+    for i, cb in enumerate(callbacks):
+        if cb is not None:
+            if err is None:
+                cb("Ok", ids[i])
+            else:
+                cb(type(err).__name__, None)
