@@ -5,31 +5,9 @@ from pulsarctl.broker import backlog_quota, consumers, delayed, policies, subscr
 from pulsarctl.messages import iso_ms
 
 
-def _pending_by_consumer(ctx, info, c) -> dict:
-    """Unacked messages per consumer, counted as Pulsar counts them: a pending batch entry
-    counts its messages (less those acked by index, with index-level acks on)."""
-    counts: dict = {}
-    batched = bool(ctx.get("msgInExtra", info.ml_id))  # the topic has batch entries
-    if batched:
-        from store import codec
-        from pulsarctl.broker import batches
-
-        by_index = batches.index_level(ctx)
-    for o, rec in subs.pending_items(ctx, c.id):
-        n = 1
-        if batched:
-            raw = ctx.ledgers.read(ctx.txn, info, o)
-            if raw is not None:
-                n = batches.size(codec.decode(raw))
-                if by_index and n > 1:
-                    n -= len(batches.acked_indexes(ctx, c, o))
-        counts[rec[0]] = counts.get(rec[0], 0) + n
-    return counts
-
-
 def subscription_stats(ctx, info, c, live=None) -> dict:
     live = consumers.records(ctx, c) if live is None else live
-    pend = _pending_by_consumer(ctx, info, c)
+    pend = subs.unacked_by_consumer(ctx, info, c)
     queue = ctx.setting("receiverQueueSize")
     cons = []
     for r in sorted(live, key=lambda r: (r.get("priority", 0), r["name"])):

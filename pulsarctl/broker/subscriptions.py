@@ -136,6 +136,36 @@ def pending_map(ctx, cid: int) -> dict:
     return dict(zip(offs, codec.decode_many(vals)))
 
 
+def pending_record(consumer: str, delivered_at: int, rc: int, size: int = 1) -> list:
+    """A pending record: [consumer, delivered at, redelivery count], and for a batch entry
+    [.., nacked flag, its message count] (the unacked counts need the size)."""
+    return [consumer, delivered_at, rc] if size <= 1 else [consumer, delivered_at, rc, 0, size]
+
+
+def unacked_by_consumer(ctx, info, c) -> dict:
+    """Unacked messages per consumer, counted as Pulsar counts them: a pending batch entry
+    counts its messages (its record keeps the count; a record written before it did is sized
+    from the entry), less the indexes acked with acknowledgmentAtBatchIndexLevelEnabled on."""
+    counts: dict = {}
+    batched = bool(ctx.get("msgInExtra", info.ml_id))  # the topic has batch entries
+    if batched:
+        from pulsarctl.broker import batches
+
+        by_index = batches.index_level(ctx)
+    for o, rec in pending_map(ctx, c.id).items():
+        n = 1
+        if batched:
+            if len(rec) > 4:
+                n = rec[4]
+            else:
+                raw = ctx.ledgers.read(ctx.txn, info, o)
+                n = batches.size(codec.decode(raw)) if raw is not None else 1
+            if by_index and n > 1:
+                n -= len(batches.acked_indexes(ctx, c, o))
+        counts[rec[0]] = counts.get(rec[0], 0) + n
+    return counts
+
+
 def pending_count(ctx, cid: int) -> int:
     """How many messages are pending on the subscription (keys only: nothing decoded)."""
     cur = ctx.env.cursor(ctx.txn, "pending")

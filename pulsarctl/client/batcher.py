@@ -52,8 +52,7 @@ class Batcher:
 
     def due(self) -> bool:
         """Whether the buffered messages have waited the publish delay (real time)."""
-        return self._since is not None and (
-            clocks.monotonic() - self._since) * 1000 >= self.delay_ms
+        return self._since is not None and self.left_s() == 0
 
     def left_s(self) -> float:
         """Seconds until the buffered messages have waited the publish delay (0: now)."""

@@ -108,17 +108,11 @@ class Producer:
 
     def send(self, content, properties=None, partition_key=None, ordering_key=None,
              sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
-        with self._cond:
-            return self._send(content, properties, partition_key, ordering_key, sequence_id,
-                              event_timestamp, deliver_at, deliver_after)
-
-    def _send(self, content, properties, partition_key, ordering_key, sequence_id,
-              event_timestamp, deliver_at, deliver_after) -> MessageId:
-        self.flush()
         m = self._message(self._encode(content), properties, partition_key, ordering_key,
-                          sequence_id,
-                          event_timestamp, deliver_at, deliver_after)
-        return self._publish([m], False)[0]
+                          sequence_id, event_timestamp, deliver_at, deliver_after)
+        with self._cond:
+            self.flush()
+            return self._publish([m], False)[0]
 
     def send_async(self, content, callback=None, **kw) -> None:
         m = self._message(self._encode(content), **kw)

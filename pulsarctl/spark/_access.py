@@ -409,7 +409,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
 
             cols = _columnar.decode(values, *columnar)
             if cols is not None:
-                return stop, IdColumns.of(runs), cols
+                return stop, IdColumns(runs), cols
         enabled = gc.isenabled()
         gc.disable()  # a chunk allocates many small lists; the collector only slows it down
         try:
@@ -425,16 +425,13 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
                     o += 1
             rows, recs = _whole_messages(ctx, info, rows, recs)
             return stop, rows, recs
-        return stop, IdColumns.of(runs), recs
+        return stop, IdColumns(runs), recs
     return b.read(run)
 
 
 class IdColumns(list):
     """The runs (ledger id, first entry id, count) of scanned entries: what record_batch needs
     of rows to make message ids, without a tuple per entry."""
-    @classmethod
-    def of(cls, runs):
-        return cls(runs)
 
 
 def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:

@@ -14,6 +14,8 @@ from itertools import accumulate, zip_longest
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsarctl.spark._columnar import Columns, _arange, _pattern, _s
+
 COLUMNS = ("value", "__key", "__topic", "__messageId", "__publishTime", "__eventTime",
            "__messageProperties", "__producerName", "__sequenceId", "__redeliveryCount")
 DDL = ("value binary, __key string, __topic string, __messageId string, __publishTime "
@@ -145,11 +147,19 @@ class _FromColumns:
         return a if a.type == typ else a.cast(typ)
 
 
+def _splice(k: int) -> pa.Array:
+    """For _run_ids: 0, 3, 1, 4, 1, .., 3+k-1, 2 (prefix, digits, suffix+prefix, ..,
+    digits, suffix), for pieces [prefix, suffix+prefix, suffix, digits...]."""
+    body = _pattern("splice", 0, 2 * k, lambda size: pa.array(
+        [3 + i // 2 if i % 2 == 0 else 1 for i in range(size)], pa.int64()))
+    return pa.concat_arrays([pa.array([0], pa.int64()), body.slice(0, 2 * k - 1),
+                             pa.array([2], pa.int64())])
+
+
 def _run_ids(runs, partition: int) -> pa.Array:
     """ledger:entry:partition for runs (ledger id, first entry id, count) of entries. Each
     run's entry ids are cast to digits in one kernel; one take then lays out prefix, digits,
     suffix+prefix, digits, .., suffix, which is every id back to back."""
-    from pulsarctl.spark._columnar import _arange, _s, _splice
 
     suffix = f":{partition}".encode()
     parts = []
@@ -178,7 +188,6 @@ def record_batch(schema: pa.Schema, topic: str, partition: int, rows, recs,
     decoded entries or a spark/_columnar.Columns. Entries published outside [lo_ms, hi_ms)
     are left out."""
     from pulsarctl.spark._access import IdColumns
-    from pulsarctl.spark._columnar import Columns
 
     n = len(recs)
     src = _FromColumns(recs) if isinstance(recs, Columns) else _Decoded(recs)

@@ -113,15 +113,6 @@ def _even(n: int) -> pa.Array:
     return _pattern("even", 0, n, lambda size: pa.array(range(0, 2 * size, 2), pa.int64()))
 
 
-def _splice(k: int) -> pa.Array:
-    """For _arrow._run_ids: 0, 3, 1, 4, 1, .., 3+k-1, 2 (prefix, digits, suffix+prefix, ..,
-    digits, suffix), for pieces [prefix, suffix+prefix, suffix, digits...]."""
-    body = _pattern("splice", 0, 2 * k, lambda size: pa.array(
-        [3 + i // 2 if i % 2 == 0 else 1 for i in range(size)], pa.int64()))
-    return pa.concat_arrays([pa.array([0], pa.int64()), body.slice(0, 2 * k - 1),
-                             pa.array([2], pa.int64())])
-
-
 def _interleave_index(n: int, m: int) -> pa.Array:
     """Where item (row r, column j) of m columns of n, stacked column after column, is taken
     from when they are laid out row after row: j * n + r."""

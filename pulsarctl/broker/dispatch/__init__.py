@@ -102,7 +102,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                     # The pending record keeps the batch's size: the unacked limits count
                     # messages (unacked_allowance).
                     records[-1] = (records[-1][0],
-                                   encode([name, now, rc, 0, batches.size(rec)]))
+                                   encode(subs.pending_record(name, now, rc, batches.size(rec))))
                     delivered.append((o, rc))
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
@@ -140,22 +140,6 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
     return out
 
 
-def unacked_messages(ctx, c) -> dict:
-    """Unacked messages per consumer from the pending records, as Pulsar counts them: a batch
-    entry counts the messages it had when delivered (its record keeps the size), less the
-    indexes acked since when acknowledgmentAtBatchIndexLevelEnabled is on."""
-    from pulsarctl.broker import batches
-
-    by_index = batches.index_level(ctx) and c.props.get("batchAcks")
-    per: dict = {}
-    for o, rec in subs.pending_map(ctx, c.id).items():
-        n = rec[4] if len(rec) > 4 and rec[4] else 1
-        if by_index and n > 1:
-            n -= len(batches.acked_indexes(ctx, c, o))
-        per[rec[0]] = per.get(rec[0], 0) + n
-    return per
-
-
 def unacked_allowance(ctx, info, c, name: str, max_n: int):
     """How many more messages the consumer may get under maxUnackedMessagesPerConsumer and
     maxUnackedMessagesPerSubscription (Shared and Key_Shared only, as in Pulsar), and a
@@ -173,7 +157,7 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
         props.pop("blocked", None)
         props.pop("blockedSub", None)
         return max_n, _NOTHING
-    per = unacked_messages(ctx, c) if ctx.get("msgInExtra", info.ml_id) else None
+    per = subs.unacked_by_consumer(ctx, info, c) if ctx.get("msgInExtra", info.ml_id) else None
     total = sum(per.values()) if per is not None else subs.pending_count(ctx, c.id)
     if per_s:
         if props.get("blockedSub") and total <= per_s // 2:

@@ -125,9 +125,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         if count_of:
             rc = count_of(o)
         pos = info.position(o)
-        batch_entry = len(rec) > 13 and rec[13]
-        size = rec[13] if batch_entry else 1
-        if batch_entry:
+        if len(rec) > 13 and rec[13]:
             # A batch goes whole to the consumer of its entry's key (its first message's).
             if batch is None:
                 from pulsarctl.broker import batches
@@ -135,12 +133,13 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
                 batch = batches.Delivery(ctx, c)
             ms = batch.messages(o, rec, pos.ledger_id, pos.entry_id, partition, topic_name,
                                 rc, c.name, me)
+            size = rec[13]
         else:
+            size = 1
             ms = [message_from_entry(rec, MessageId(pos.ledger_id, pos.entry_id, partition),
                                      topic_name, rc, c.name, me)]
         # A batch's pending record keeps its size (the unacked limits count messages).
-        txn.put(pair(cid, o), codec.encode([me, now, rc, 0, size] if batch_entry
-                                           else [me, now, rc]), db=pdb)
+        txn.put(pair(cid, o), codec.encode(subs.pending_record(me, now, rc, size)), db=pdb)
         if from_replay:
             txn.delete(pair(cid, o), db=rdb)
         nbytes += sum(len(m.payload) for m in ms)
