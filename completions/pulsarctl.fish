@@ -909,7 +909,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'export' -d 'Write a topic\'s messages to Parquet or JSON files (the bounds are fixed when the job starts).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'dlq-report' -d 'Count a DLQ\'s waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, a reason property and hour.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'dlq-reprocess' -d 'Pass a DLQ\'s waiting dead letters through a transform and write them to their REAL_TOPIC (or the __topic the transform sets), then acknowledge them on pulsarctl-dlq.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'bench' -d 'Read N messages through the data source and from Parquet, write N rows; print rows per second.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'bench' -d 'Read N messages through the data source, through a data source that does no work, and from Parquet; write N rows; print rows per second.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl spark export
@@ -942,7 +942,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 # pulsarctl spark bench
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s n -l num-messages -x -d 'Messages.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s s -l size -x -d 'Payload bytes.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l repeat -x -d 'Timed runs after a warm-up.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l repeat -x -d 'Timed rounds of every read after a warm-up.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s h -l help -d 'Show this message and exit.'

@@ -190,13 +190,15 @@ def dlq_reprocess_cmd(
         render.data(r, of)
 
 
-@spark_app.command("bench", help="Read N messages through the data source and from Parquet, "
-                   "write N rows; print rows per second.")
+@spark_app.command("bench", help="Read N messages through the data source, through a data "
+                   "source that does no work, and from Parquet; write N rows; print rows per "
+                   "second.")
 def bench_cmd(
     ctx: typer.Context,
     num: Annotated[int, typer.Option("-n", "--num-messages", help="Messages.")] = 1_000_000,
     size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
-    repeat: Annotated[int, typer.Option("--repeat", help="Timed runs after a warm-up.")] = 2,
+    repeat: Annotated[int, typer.Option("--repeat", help="Timed rounds of every read after "
+                                        "a warm-up.")] = 3,
     master: Master = None,
     output: Output = None,
 ):
@@ -206,17 +208,21 @@ def bench_cmd(
     _require()
     from pulsarctl.spark import bench
 
-    r = bench.run(num, size, None, repeat, master)
+    with _Spark(ctx, master) as spark:
+        r = bench.run(num, size, None, repeat, master, spark=spark)
 
     def text(d):
-        render.outln(f"read    {d['messages']:,} msgs: {d['read']['seconds']} s, "
-                     f"{d['read']['rowsPerSec']:,} rows/s")
-        render.outln(f"read    {d['messages']:,} msgs, value + __publishTime only: "
-                     f"{d['readTwoColumns']['seconds']} s, "
-                     f"{d['readTwoColumns']['rowsPerSec']:,} rows/s")
-        render.outln(f"parquet {d['messages']:,} rows: {d['parquet']['seconds']} s, "
-                     f"{d['parquet']['rowsPerSec']:,} rows/s "
-                     f"(source at {d['readVsParquet']:.0%} of Parquet)")
+        n = f"{d['messages']:,}"
+        for key, label in (("read", f"read    {n} msgs"),
+                           ("readTwoColumns", f"read    {n} msgs, value + __publishTime only"),
+                           ("readCeiling", f"ceiling {n} rows (a source doing no work)"),
+                           ("parquet", f"parquet {n} rows")):
+            t = d[key]
+            render.outln(f"{label}: {t['seconds']} s best, {t['medianSeconds']} s median, "
+                         f"{t['rowsPerSec']:,} rows/s")
+        render.outln(f"source at {d['readVsParquet']:.0%} of Parquet "
+                     f"({d['readVsParquetMedian']:.0%} by medians); ceiling at "
+                     f"{d['ceilingVsParquet']:.0%} ({d['ceilingVsParquetMedian']:.0%})")
         render.outln(f"write   {d['write']['rows']:,} rows: {d['write']['seconds']} s, "
                      f"{d['write']['rowsPerSec']:,} rows/s")
     render.data(r, fmt(ctx, output), text)
