@@ -180,3 +180,56 @@ def test_ack_through(store_path, kind):
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 4, 6)}) == 2
     assert w.describe_subscription("acks", "etl")["msgBacklog"] == 0
     b.close()
+
+
+# What Spark raises, as its text reads (stack frames shortened).
+_WORKER = """An exception was thrown from the Python worker:
+Traceback (most recent call last):
+  File "/jobs/fixes.py", line 5, in repair
+    raise KeyError("id")
+KeyError: 'id'
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "/jobs/fixes.py", line 7, in repair
+    raise ValueError("cannot repair this letter")
+ValueError: cannot repair this letter
+"""
+_JAVA = """An error occurred while calling o65.parquet.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 failed
+\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:1)
+
+Driver stacktrace:
+\tat org.apache.spark.scheduler.DAGScheduler.abortStage(DAGScheduler.scala:2)
+Caused by: org.apache.hadoop.fs.FileAlreadyExistsException: wrapper
+Caused by: java.io.IOException: Mkdirs failed to create file:/proc/x (exists=false)
+\t... 1 more
+"""
+_JAVA_WRAPPING_PYTHON = """An error occurred while calling o90.save.
+: org.apache.spark.SparkException: Job aborted due to stage failure: most recent failure: \
+org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/jobs/fixes.py", line 3, in boom
+ZeroDivisionError: division by zero
+
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
+Caused by: org.apache.spark.api.python.PythonException: Traceback (most recent call last):
+  File "/jobs/fixes.py", line 3, in boom
+ZeroDivisionError: division by zero
+"""
+
+
+@pytest.mark.parametrize("text,line", [
+    (_WORKER, "ValueError: cannot repair this letter"),
+    (_JAVA, "java.io.IOException: Mkdirs failed to create file:/proc/x (exists=false)"),
+    (_JAVA_WRAPPING_PYTHON, "ZeroDivisionError: division by zero"),
+    (": org.apache.spark.SparkException: Job aborted\n\tat x.y(Z.java:1)\n",
+     "org.apache.spark.SparkException: Job aborted"),
+    ("[PATH_NOT_FOUND] Path does not exist: file:/nope. SQLSTATE: 42K03\n",
+     "[PATH_NOT_FOUND] Path does not exist: file:/nope. SQLSTATE: 42K03"),
+    ("", "Py4JError"),
+])
+def test_a_spark_error_is_summed_up_by_the_line_that_says_what_went_wrong(text, line):
+    from pulsarctl.spark.jobs import summary
+
+    assert summary(text, "Py4JError") == line

@@ -12,6 +12,7 @@ pytest.importorskip("pyarrow")
 
 from pulsarctl.broker import Broker  # noqa: E402
 from pulsarctl.clock import SimulatedClock  # noqa: E402
+from pulsarctl.errors import InvalidValue  # noqa: E402
 from pulsarctl.messages import OutgoingMessage  # noqa: E402
 from spark_fixtures import START_MS, spark  # noqa: E402,F401
 
@@ -79,6 +80,11 @@ def test_export_parquet_and_json(spark, spark_cli, store_path, tmp_path):
     r = spark_cli("spark", "export", "exp", "--out", str(tmp_path / "z"),
                   "--starting-offsets", "{bad")
     assert r.exit_code == 2 and r.stderr.startswith("error: startingOffsets")
+    # Spark's own failure is said by its cause, not by Spark's "An error occurred while
+    # calling o65.parquet."
+    r = spark_cli("spark", "export", "exp", "--out", "/proc/pulsarctl-test/out")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "export failed: java.io.IOException: Mkdirs failed to create" in r.stderr
 
 
 def test_dlq_report(spark_cli, store_path, tmp_path):
@@ -134,6 +140,13 @@ def shout(df):
 
 def to_nowhere(df):
     return df.withColumn("__topic", F.lit("persistent://no-tenant/ns/x"))
+
+@F.udf("binary")
+def _refuse(value):
+    raise ValueError("cannot repair this letter")
+
+def refuse(df):
+    return df.withColumn("value", _refuse(F.col("value")))
 '''
 
 
@@ -151,6 +164,14 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     # A write that fails leaves every dead letter waiting.
     r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "fixes:to_nowhere")
     assert r.exit_code != 0 and r.stderr.count("\n") == 1, r.stderr
+    b = Broker(store_path, readonly=True)
+    assert b.dlq_count(dlq) == 10
+    b.close()
+
+    # A transform that raises in the workers: its own error is the one line, not Spark's.
+    r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "fixes:refuse")
+    assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "dlq-reprocess failed: ValueError: cannot repair this letter" in r.stderr
     b = Broker(store_path, readonly=True)
     assert b.dlq_count(dlq) == 10
     b.close()
@@ -174,6 +195,35 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     assert json.loads(r.stdout)["read"] == 0
     r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "fixes:nothing")
     assert r.exit_code == 2 and "no function 'nothing'" in r.stderr
+    r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "no_such_fixes:shout")
+    assert r.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "cannot import 'no_such_fixes'" in r.stderr
+
+
+def test_a_transform_is_found_in_the_current_directory_and_imported_once_spark_runs(
+        tmp_path, monkeypatch):
+    """As `python -m` finds it (a console script's sys.path lacks the current directory); and
+    only checked, not imported, before Spark starts: a module may make UDFs as it loads."""
+    import sys
+
+    from pulsarctl.spark import jobs
+
+    (tmp_path / "here_fixes.py").write_text("LOADED = []\nLOADED.append(1)\n"
+                                            "def repair(df):\n    return df\n")
+    (tmp_path / "broken_fixes.py").write_text("raise RuntimeError('half-written module')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert jobs.find_transform("here_fixes:repair") == ("here_fixes", "repair")
+    assert "here_fixes" not in sys.modules
+    mod, fn = jobs.load_transform("here_fixes:repair")
+    assert mod.LOADED == [1] and fn("df") == "df"
+    assert sys.path[-1] == str(tmp_path)  # after every installed package, shadowing none
+    with pytest.raises(InvalidValue, match="RuntimeError: half-written module"):
+        jobs.load_transform("broken_fixes:repair")
+    for bad in ("fixes", ":f", "m:", ".rel:f"):
+        with pytest.raises(InvalidValue):
+            jobs.find_transform(bad)
+    monkeypatch.delitem(sys.modules, "here_fixes")
 
 
 def test_dlq_reprocess_again_after_a_crash_before_the_ack(spark, store_path, monkeypatch):

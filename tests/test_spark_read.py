@@ -108,6 +108,21 @@ def test_pulsar_alias_and_default_store(spark, data, default_store):
     assert [r.value for r in df.collect()] == [b"here"]
 
 
+def test_a_udf_on_the_session_works_without_a_warning(spark):
+    """session() turns Arrow-optimized UDFs off when pandas (which they need) is missing, so
+    a transform's UDF runs without Spark warning on stderr that it fell back."""
+    import importlib.util
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        twice = F.udf(lambda v: v * 2, "binary")
+    df = spark.createDataFrame([(b"ab",)], "value binary")
+    assert df.select(twice("value")).first()[0] == b"abab"
+    if importlib.util.find_spec("pandas") is None:
+        assert spark.conf.get("spark.sql.execution.pythonUDF.arrow.enabled") == "false"
+
+
 def test_partitioned_topic_rows_land_by_key_hash(spark, data):
     rows = read(spark, data, topic="orders").collect()
     assert len(rows) == 24

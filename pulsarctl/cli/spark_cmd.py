@@ -178,7 +178,7 @@ def dlq_reprocess_cmd(
     store = _store(ctx)
     jobs.precheck(store, dlq, dlq=True)
     if transform:
-        jobs.load_transform(transform)  # a bad module:function fails before Spark starts
+        jobs.find_transform(transform)  # a missing module fails before Spark starts
     with _Spark(ctx, master) as spark:
         r = jobs.dlq_reprocess(spark, store, dlq, transform, wait=not no_wait)
     of = fmt(ctx, output)

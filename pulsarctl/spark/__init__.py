@@ -165,7 +165,8 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
             log_level: str | None = "ERROR"):
     """A local SparkSession set up for this machine, with the data source registered: workers
     run this Python, Spark binds to 127.0.0.1, no web UI, filter pushdown for Python data
-    sources on, times in UTC. master defaults to local[*]; conf adds or overrides settings.
+    sources on, times in UTC, Arrow-optimized UDFs off when pandas is missing (they need it).
+    master defaults to local[*]; conf adds or overrides settings.
     log_level (ERROR, or OFF for none) applies from the JVM's start when this call starts it."""
     require()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -176,6 +177,13 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     cores = os.cpu_count() or 1
     settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(max(2, 2 * cores))}
+    import importlib.util
+
+    if importlib.util.find_spec("pandas") is None:
+        # Arrow-optimized Python UDFs (Spark's default since 4.3) need pandas, which the
+        # spark extra leaves out: Spark would fall back anyway, warning on stderr at every
+        # UDF a transform defines.
+        settings["spark.sql.execution.pythonUDF.arrow.enabled"] = "false"
     if log_level:
         settings["spark.driver.extraJavaOptions"] = (
             f"-Dlog4j2.configurationFile=file:{_log_config(log_level)}")

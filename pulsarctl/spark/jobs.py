@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 from contextlib import contextmanager
 
 from pulsarctl.errors import InvalidValue, PulsarctlError, TopicNotFound, UsageError
@@ -42,7 +44,6 @@ def spark_errors(what: str):
             raise
         text = str(exc)
         import importlib
-        import re
 
         m = re.search(r"(pulsarctl(?:\.\w+)*)\.(\w+): (.+?)(?:\n|$)", text)
         if m:
@@ -52,8 +53,38 @@ def spark_errors(what: str):
                 cls = None
             if isinstance(cls, type) and issubclass(cls, PulsarctlError):
                 raise cls(m.group(3)) from None
-        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-        raise JobFailed(f"{what} failed: {first[:300]}") from None
+        raise JobFailed(f"{what} failed: {summary(text, type(exc).__name__)[:300]}") from None
+
+
+_PY_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.*)$")
+_JAVA_RAISED = re.compile(r"^(?:Caused by: |: )?((?:[a-z_$][\w$]*\.)+[A-Z][\w$]*"
+                          r"(?:Exception|Error)\b.*)$")
+
+
+def summary(text: str, fallback: str) -> str:
+    """The line of a Spark error that says what went wrong: the exception a Python worker's
+    traceback ends with (a transform's own error), else the innermost Java cause (Caused by:),
+    else the first Java exception, else the first line. Spark's own first lines ("An error
+    occurred while calling o65.parquet.", "An exception was thrown from the Python worker:")
+    say only where it went wrong."""
+    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
+    raised = []
+    for i, ln in enumerate(lines):
+        if "Traceback (most recent call last):" in ln:
+            # What the traceback ends with: its first line that is not a frame (indented).
+            end = next((x for x in lines[i + 1:] if not x[0].isspace()), "")
+            if (m := _PY_RAISED.match(end)) and "Traceback (most recent" not in end:
+                raised.append(m.group(1))
+    if raised:
+        return raised[-1]  # of chained exceptions, the last one raised
+    java = [(ln.startswith("Caused by: "), m.group(1)) for ln in lines
+            if (m := _JAVA_RAISED.match(ln.strip()))]
+    causes = [c for is_cause, c in java if is_cause]
+    if causes:
+        return causes[-1]
+    if java:
+        return java[0][1]
+    return lines[0].strip() if lines else fallback
 
 
 def _load(spark, store: str, **options):
@@ -188,19 +219,44 @@ def chart(report: dict, path: str) -> str:
 
 
 # -- dlq-reprocess -------------------------------------------------------------------------------
-def load_transform(spec: str):
-    """module:function, the function taking and returning a DataFrame."""
-    import importlib
+_IMPORT_HINT = "run from the directory that holds the module, or set PYTHONPATH"
+
+
+def find_transform(spec: str) -> tuple[str, str]:
+    """Check module:function without importing the module (a module may make UDFs when it is
+    imported, and those need a running session): (module, function)."""
+    import importlib.util
 
     module, _, name = (spec or "").partition(":")
     if not module or not name:
         raise InvalidValue(f"invalid --transform {spec!r}", hint="give it as module:function")
+    # As `python -m` does: a module in the current directory is found. A console script's
+    # sys.path lacks it; appended, it shadows no installed module (a store/ directory here
+    # must not hide the store package).
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError) as exc:
+        raise InvalidValue(f"cannot import {module!r} for --transform: {exc}",
+                           hint=_IMPORT_HINT) from None
+    if found is None:
+        raise InvalidValue(f"cannot import {module!r} for --transform: no module named "
+                           f"{module!r}", hint=_IMPORT_HINT)
+    return module, name
+
+
+def load_transform(spec: str):
+    """module:function, the function taking and returning a DataFrame: (module, function)."""
+    import importlib
+
+    module, name = find_transform(spec)
     try:
         mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise InvalidValue(f"cannot import {module!r} for --transform: {exc}",
-                           hint="run from the directory that holds the module, or set "
-                           "PYTHONPATH") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
+        raise InvalidValue(f"cannot import {module!r} for --transform: "
+                           f"{type(exc).__name__}: {exc}", hint=_IMPORT_HINT) from None
     fn = getattr(mod, name, None)
     if not callable(fn):
         raise InvalidValue(f"{module} has no function {name!r}")
