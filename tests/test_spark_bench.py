@@ -16,7 +16,7 @@ from pulsarctl.spark._ceiling import NAME as CEILING  # noqa: E402
 from pulsarctl.spark._ceiling import CeilingDataSource, parts  # noqa: E402
 from spark_fixtures import spark  # noqa: E402,F401
 
-READS = ("read", "readTwoColumns", "readCeiling", "parquet")
+READS = ("read", "readTwoColumns", "readBatched", "readCeiling", "parquet")
 
 
 def _check(doc, n):
@@ -44,6 +44,8 @@ def test_run_times_every_read_on_the_same_rows_and_leaves_a_given_session_runnin
     b = Broker(store)
     assert b.topic_stats(bench.WRITE_TOPIC)["msgInCounter"] == 1200
     assert b.topic_stats(bench.TOPIC)["msgInCounter"] == 1200
+    assert b.topic_stats(bench.BATCHED_TOPIC)["msgInCounter"] == 1200
+    assert b.internal_stats(bench.BATCHED_TOPIC)["entriesAddedCounter"] == 2  # 1000 + 200
     b.close()
     assert spark.range(3).count() == 3
 
@@ -79,9 +81,10 @@ def test_the_command_prints_every_read_and_the_ratios(spark, cli):
     r = cli("spark", "bench", "-n", "300", "--repeat", "1")
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == ["read", "read", "ceiling", "parquet", "source",
-                                              "write"]
-    assert "of Parquet" in lines[4] and "by medians" in lines[4]
+    assert [ln.split()[0] for ln in lines] == ["read", "read", "read", "ceiling", "parquet",
+                                              "source", "write"]
+    assert "in batches of 1000" in lines[2]
+    assert "of Parquet" in lines[5] and "by medians" in lines[5]
 
 
 @pytest.mark.parametrize("args", [["-n", "0"], ["-n", "abc"], ["--repeat", "0"],

@@ -215,6 +215,7 @@ def bench_cmd(
         n = f"{d['messages']:,}"
         for key, label in (("read", f"read    {n} msgs"),
                            ("readTwoColumns", f"read    {n} msgs, value + __publishTime only"),
+                           ("readBatched", f"read    {n} msgs in batches of 1000"),
                            ("readCeiling", f"ceiling {n} rows (a source doing no work)"),
                            ("parquet", f"parquet {n} rows")):
             t = d[key]

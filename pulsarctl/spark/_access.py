@@ -418,6 +418,12 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             if enabled:
                 gc.enable()
         if recs and max(map(len, recs)) > 9:
+            if columnar is not None:
+                from pulsarctl.spark import _batched
+
+                cols = _batched.decode(runs, recs, *columnar)
+                if cols is not None:
+                    return stop, IdColumns(runs), cols
             rows, o = [], s
             for lid, e0, k in runs:
                 for e in range(e0, e0 + k):

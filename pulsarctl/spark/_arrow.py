@@ -181,6 +181,38 @@ def _run_ids(runs, partition: int) -> pa.Array:
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
+_NO_SEP = pa.scalar("", pa.string())
+
+
+def _indexes(n: int) -> pa.Array:
+    """"0", "1", .. "n-1": the batch indexes of a batch of n, as text."""
+    return _pattern("digits", 0, n, lambda size: pa.array([str(i) for i in range(size)],
+                                                          pa.string()))
+
+
+def _entry_ids(ids, partition: int) -> pa.Array:
+    """Message ids of entries given as (ledger id, entry id, messages): ledger:entry:partition
+    for a plain entry (0 messages), ledger:entry:partition:i for each message i of a batch."""
+    parts, plain = [], []
+    for lid, e, n in ids:
+        if n == 0:
+            if plain and plain[-1][0] == lid and plain[-1][1] + plain[-1][2] == e:
+                plain[-1] = (lid, plain[-1][1], plain[-1][2] + 1)
+            else:
+                plain.append((lid, e, 1))
+            continue
+        if plain:
+            parts.append(_run_ids(plain, partition))
+            plain = []
+        parts.append(pc.binary_join_element_wise(
+            pa.scalar(f"{lid}:{e}:{partition}:", pa.string()), _indexes(n), _NO_SEP))
+    if plain:
+        parts.append(_run_ids(plain, partition))
+    if not parts:
+        return pa.array([], pa.string())
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
 def record_batch(schema: pa.Schema, topic: str, partition: int, rows, recs,
                  lo_ms: int | None = None, hi_ms: int | None = None) -> pa.RecordBatch:
     """The columns schema asks for, in its order, from one chunk of one topic partition: rows
@@ -200,7 +232,9 @@ def record_batch(schema: pa.Schema, topic: str, partition: int, rows, recs,
         elif name == "__topic":
             a = pa.repeat(pa.scalar(topic, typ), n)
         elif name == "__messageId":
-            if isinstance(rows, IdColumns):
+            if isinstance(recs, Columns) and recs.ids is not None:
+                a = _entry_ids(recs.ids, partition).cast(typ)
+            elif isinstance(rows, IdColumns):
                 a = _run_ids(rows, partition).cast(typ)
             else:
                 bidx = None

@@ -121,11 +121,14 @@ def _interleave_index(n: int, m: int) -> pa.Array:
 
 class Columns:
     """The decoded fields of one chunk: ints as int64 arrays with nulls, strings and binaries
-    as Arrow arrays, properties as a map array; what record_batch takes instead of records."""
+    as Arrow arrays, properties as a map array; what record_batch takes instead of records.
+    ids: None (one message per entry: the ids come from the scanned runs), or each entry's
+    (ledger id, entry id, messages in its batch; 0 for a plain entry)."""
 
-    def __init__(self, n: int, arrays: dict):
+    def __init__(self, n: int, arrays: dict, ids: tuple | None = None):
         self.n = n
         self.arrays = arrays
+        self.ids = ids
 
     def __len__(self):
         return self.n
@@ -418,6 +421,9 @@ def decode(values: list, need: frozenset, types: dict) -> Columns | None:
     (PRODUCER, PAYLOAD, KEY, PROPS)."""
     if not values:
         return None
+    v0 = values[0]
+    if len(v0) < 2 or v0[0] != _PLAIN or not 0x90 <= v0[1] <= 0x90 + MAX_FIELDS:
+        return None  # the first entry rules the chunk out (a batch, say): join nothing
     try:
         c = _Chunk(values)
         w = _Walk(c)

@@ -8,7 +8,8 @@ Reads are timed as a full scan of every column into Spark's noop sink (nothing i
 count() on Parquet would skip). Every read is run once to warm up, then --repeat rounds run each
 read in turn, so that noise and the JIT's warming fall on all of them alike; each read reports
 its best and its median. readTwoColumns reads with the schema "value binary, __publishTime
-timestamp" (the source builds only those). readCeiling reads the same rows through a Python data
+timestamp" (the source builds only those); readBatched reads the same messages stored in
+batches of up to 1000 (128 KiB), as Pulsar's Java client sends them by default. readCeiling reads the same rows through a Python data
 source that does no work at all: each task hands Spark Arrow batches made before the timing
 (from the Parquet file's part it reads), so it is what Spark's Python data source path itself
 costs, the most any Python data source could reach here. The module prints nothing (only the
@@ -25,21 +26,24 @@ import tempfile
 from pulsarctl import clock as clocks
 
 TOPIC = "persistent://public/default/spark-bench"
+BATCHED_TOPIC = "persistent://public/default/spark-bench-batched"
 WRITE_TOPIC = "persistent://public/default/spark-bench-write"
 
 
-def _fill(store: str, n: int, size: int, batch: int = 10_000) -> float:
-    """Produce n messages of size bytes (a key and a property each, as real traffic has)."""
+def _fill(store: str, n: int, size: int, batch: int = 10_000, topic: str = TOPIC,
+          batching=None) -> float:
+    """Produce n messages of size bytes (a key and a property each, as real traffic has);
+    batching: a batches.Spec to store them in batch entries."""
     from pulsarctl.broker import Broker
     from pulsarctl.messages import OutgoingMessage
 
     b = Broker(store)
-    have = b.topic_stats(TOPIC)["msgInCounter"] if b.topic_exists(TOPIC) else 0
+    have = b.topic_stats(topic)["msgInCounter"] if b.topic_exists(topic) else 0
     t0 = clocks.monotonic()
     payload = b"x" * size
     for i in range(have, n, batch):
-        b.publish(TOPIC, [OutgoingMessage(payload, {"source": "bench"}, f"key-{j % 1000}")
-                          for j in range(i, min(n, i + batch))])
+        b.publish(topic, [OutgoingMessage(payload, {"source": "bench"}, f"key-{j % 1000}")
+                          for j in range(i, min(n, i + batch))], batching=batching)
     return clocks.monotonic() - t0
 
 
@@ -81,6 +85,10 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
     try:
         store = os.path.abspath(store or os.path.join(tmp, "store"))
         fill_s = _fill(store, n, size)
+        from pulsarctl.broker.batches import Spec
+
+        # As Pulsar's Java client batches by default: 1000 messages or 128 KiB a batch.
+        _fill(store, n, size, topic=BATCHED_TOPIC, batching=Spec(1000, 128 * 1024))
         if own:
             spark = ps.session("pulsarctl-bench", master=master)
         from pulsarctl.spark._ceiling import CeilingDataSource
@@ -89,8 +97,8 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
         spark.dataSource.register(CeilingDataSource)
         cores = spark.sparkContext.defaultParallelism
 
-        def source(schema=None):
-            r = spark.read.format("pulsarctl").option("store", store).option("topic", TOPIC)
+        def source(schema=None, topic=TOPIC):
+            r = spark.read.format("pulsarctl").option("store", store).option("topic", topic)
             return (r.schema(schema) if schema else r).load()
 
         def noop(df):
@@ -102,6 +110,7 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
         times = _rounds({
             "read": noop(source()),
             "readTwoColumns": noop(source("value binary, __publishTime timestamp")),
+            "readBatched": noop(source(topic=BATCHED_TOPIC)),
             "readCeiling": noop(spark.read.format(CEILING).option("path", pq).load()),
             "parquet": noop(spark.read.parquet(pq)),
         }, repeat)

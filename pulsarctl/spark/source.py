@@ -66,6 +66,7 @@ COLUMNS = tuple(f.name for f in SCHEMA.fields)
 
 CHUNK_ENTRIES = 10_000          # entries per read transaction and Arrow batch
 CHUNK_BYTES = 32 * 1024 * 1024  # payload bytes per chunk, whatever the entry count
+FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # until a split's first chunk shows what entries hold
 
 
 def _lower(options) -> dict:
@@ -127,9 +128,19 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
     columnar = fields_for(pa_schema)
     b = access.broker(store)
     o = split.start
+    # The first chunk is kept small until it shows what the entries hold: plain entries are
+    # then read `chunk` at a time (up to CHUNK_BYTES), entries holding batches about `chunk`
+    # messages at a time (a chunk of a thousand batches of a thousand works on lists too big
+    # for the processor's caches: it read a batched topic 1.4 times slower).
+    entries, max_bytes = chunk, FIRST_CHUNK_BYTES
     while o < split.end:
-        nxt, rows, recs = access.scan_chunk(b, split.name, split.ml_id, o, split.end, chunk,
-                                            CHUNK_BYTES, fail_on_loss and split.fail, columnar)
+        nxt, rows, recs = access.scan_chunk(b, split.name, split.ml_id, o, split.end, entries,
+                                            max_bytes, fail_on_loss and split.fail, columnar)
+        if nxt > o:
+            if len(recs) > nxt - o:
+                entries = max(1, chunk * (nxt - o) // len(recs))
+            else:
+                entries, max_bytes = chunk, CHUNK_BYTES
         if recs:
             # Transposing a chunk makes tuples by the thousand and no cycles: the collector
             # would only walk them (it took half of record_batch's time).
