@@ -87,6 +87,25 @@ def test_export_parquet_and_json(spark, spark_cli, store_path, tmp_path):
     assert "export failed: java.io.IOException: Mkdirs failed to create" in r.stderr
 
 
+def test_a_spark_command_says_one_line_on_stderr(store_path, tmp_path):
+    """Spark's JVM warns at every start (WARNING: Using incubator modules: ...): a command's
+    stderr is still its one line, which is all a cron job mails."""
+    import os
+    import subprocess
+    import sys
+
+    b = Broker(store_path)
+    b.publish("one", [OutgoingMessage(b"x")])
+    b.close()
+    out = tmp_path / "o"
+    p = subprocess.run([sys.executable, "-m", "pulsarctl", "spark", "export", "one", "--out",
+                        str(out)], capture_output=True, timeout=300,
+                       env={**os.environ, "PULSARCTL_STORE": store_path})
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.decode().splitlines() == [
+        f"exported 1 message(s) of {NS}one to {out} (parquet)"]
+
+
 def test_dlq_report(spark_cli, store_path, tmp_path):
     dlq, letters = _dead_letters(store_path)
     ids = [i for i, _, _ in letters]

@@ -190,8 +190,51 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
     settings.update(conf or {})
     for k, v in settings.items():
         builder = builder.config(k, str(v))
+    _launch_jvm({"spark.app.name": app_name, "spark.master": master or "local[*]",
+                 **{k: str(v) for k, v in settings.items()}})
     spark = builder.getOrCreate()
     if log_level:
         spark.sparkContext.setLogLevel(log_level)
     register(spark)
     return spark
+
+
+# What the JVM prints on stderr at every start (Spark runs it with the incubator module
+# jdk.incubator.vector): noise in a cron job's mail and in a script's one error line.
+_JVM_NOISE = (b"WARNING: Using incubator modules",)
+
+
+def _launch_jvm(conf: dict) -> None:
+    """Start Spark's JVM, as getOrCreate would, with its stderr passed on through a thread
+    that leaves out _JVM_NOISE (Spark's own popen_kwargs hook). Nothing when a JVM runs
+    already, or when this process was started by spark-submit (it has one)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    import threading
+
+    spark_conf = SparkConf().setAll(list(conf.items()))
+    r, w = os.pipe()
+    try:
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": w})
+    except BaseException:
+        os.close(r)
+        raise
+    finally:
+        os.close(w)
+    threading.Thread(target=_pass_stderr, args=(r,), name="pulsarctl-jvm-stderr",
+                     daemon=True).start()
+    SparkContext(conf=spark_conf, gateway=gateway)  # the builder's getOrCreate takes it up
+
+
+def _pass_stderr(fd: int) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        for line in iter(pipe.readline, b""):
+            if not line.startswith(_JVM_NOISE):
+                try:
+                    os.write(2, line)
+                except OSError:
+                    pass
+
