@@ -106,6 +106,26 @@ def test_a_spark_command_says_one_line_on_stderr(store_path, tmp_path):
         f"exported 1 message(s) of {NS}one to {out} (parquet)"]
 
 
+def test_a_jvm_that_does_not_start_is_one_line_naming_the_cause(store_path, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    b = Broker(store_path)
+    b.publish("one", [OutgoingMessage(b"x")])
+    b.close()
+    p = subprocess.run([sys.executable, "-m", "pulsarctl", "spark", "export", "one", "--out",
+                        str(tmp_path / "o")], capture_output=True, timeout=120,
+                       env={**os.environ, "PULSARCTL_STORE": store_path,
+                            "JAVA_HOME": str(tmp_path / "no-java")})
+    assert p.returncode == 1
+    lines = p.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: Spark's JVM did not start: ")
+    assert "no-java/bin/java" in lines[0] and "install Java 17" in lines[0]
+    assert not (tmp_path / "o").exists()
+
+
 def test_dlq_report(spark_cli, store_path, tmp_path):
     dlq, letters = _dead_letters(store_path)
     ids = [i for i, _, _ in letters]

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 from pulsarctl.errors import PulsarctlError
 
@@ -202,39 +203,76 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
 # What the JVM prints on stderr at every start (Spark runs it with the incubator module
 # jdk.incubator.vector): noise in a cron job's mail and in a script's one error line.
 _JVM_NOISE = (b"WARNING: Using incubator modules",)
+JAVA_HINT = "install Java 17 or later (java on PATH, or JAVA_HOME set to it)"
 
 
 def _launch_jvm(conf: dict) -> None:
-    """Start Spark's JVM, as getOrCreate would, with its stderr passed on through a thread
-    that leaves out _JVM_NOISE (Spark's own popen_kwargs hook). Nothing when a JVM runs
-    already, or when this process was started by spark-submit (it has one)."""
+    """Start Spark's JVM, as getOrCreate would, with its stderr passed on through a relay
+    that leaves out _JVM_NOISE (pyspark's popen_kwargs hook). What it says before it is up
+    is held: when it does not start, the first of it goes into the one error line (JvmFailed). Nothing
+    when a JVM runs already, or when spark-submit started this process (it made one)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
-    import threading
-
     spark_conf = SparkConf().setAll(list(conf.items()))
     r, w = os.pipe()
+    relay = _Relay(r)
+    relay.start()
     try:
-        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": w})
-    except BaseException:
-        os.close(r)
-        raise
-    finally:
-        os.close(w)
-    threading.Thread(target=_pass_stderr, args=(r,), name="pulsarctl-jvm-stderr",
-                     daemon=True).start()
+        try:
+            gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": w})
+        finally:
+            os.close(w)
+    except Exception as exc:
+        if type(exc).__name__ != "PySparkRuntimeError":
+            raise
+        relay.join(timeout=5)  # spark-submit has exited: its stderr ends
+        said = [x.decode(errors="replace").strip() for x in relay.held if x.strip()]
+        # The first thing it said is the cause (what follows is spark-class giving up).
+        raise JvmFailed("Spark's JVM did not start" + (f": {said[0][:300]}" if said else "")
+                        ) from None
+    relay.release()
     SparkContext(conf=spark_conf, gateway=gateway)  # the builder's getOrCreate takes it up
 
 
-def _pass_stderr(fd: int) -> None:
-    with os.fdopen(fd, "rb", buffering=0) as pipe:
-        for line in iter(pipe.readline, b""):
-            if not line.startswith(_JVM_NOISE):
-                try:
-                    os.write(2, line)
-                except OSError:
-                    pass
+class JvmFailed(PulsarctlError):
+    hint = JAVA_HINT
 
+
+class _Relay(threading.Thread):
+    """Passes the JVM's stderr on, line by line, but for _JVM_NOISE; holds it until
+    release()."""
+
+    def __init__(self, fd: int):
+        super().__init__(name="pulsarctl-jvm-stderr", daemon=True)
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.held: list[bytes] = []
+        self.holding = True
+
+    def run(self):
+        with os.fdopen(self.fd, "rb", buffering=0) as pipe:
+            for line in iter(pipe.readline, b""):
+                if line.startswith(_JVM_NOISE):
+                    continue
+                with self.lock:
+                    if self.holding:
+                        self.held.append(line)
+                    else:
+                        _pass_stderr(line)
+
+    def release(self):
+        with self.lock:
+            self.holding = False
+            for line in self.held:
+                _pass_stderr(line)
+            self.held = []
+
+
+def _pass_stderr(line: bytes) -> None:
+    try:
+        os.write(2, line)
+    except OSError:
+        pass
