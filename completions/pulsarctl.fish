@@ -933,7 +933,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl spark dlq-reprocess
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l transform -x -d 'module:function taking and returning a DataFrame, the module found on PYTHONPATH or in the current directory (default: the messages as they are).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l transform -x -d 'module:function taking and returning a DataFrame; the module may sit in the current directory (default: the messages as they are).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l no-wait -d 'Exit 5 at once when another dlq command holds this DLQ\'s lock.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'

@@ -164,9 +164,9 @@ def dlq_reprocess_cmd(
     ctx: typer.Context,
     dlq: Dlq,
     transform: Annotated[Optional[str], typer.Option(
-        "--transform", help="module:function taking and returning a DataFrame, the module "
-        "found on PYTHONPATH or in the current directory (default: the messages as they "
-        "are).", metavar="MODULE:FUNCTION", show_default=False)] = None,
+        "--transform", help="module:function taking and returning a DataFrame; the module "
+        "may sit in the current directory (default: the messages as they are).",
+        metavar="MODULE:FUNCTION", show_default=False)] = None,
     no_wait: Annotated[bool, typer.Option(
         "--no-wait", help="Exit 5 at once when another dlq command holds this DLQ's lock.")]
     = False,
