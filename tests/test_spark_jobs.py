@@ -87,9 +87,9 @@ def test_export_parquet_and_json(spark, spark_cli, store_path, tmp_path):
     assert "export failed: java.io.IOException: Mkdirs failed to create" in r.stderr
 
 
-def test_a_spark_command_says_one_line_on_stderr(store_path, tmp_path):
-    """Spark's JVM warns at every start (WARNING: Using incubator modules: ...): a command's
-    stderr is still its one line, which is all a cron job mails."""
+def _export_in_a_subprocess(store_path, out, **env):
+    """`pulsarctl spark export one --out OUT` as a new process (its own JVM), on a topic of one
+    message; returns the finished process."""
     import os
     import subprocess
     import sys
@@ -97,27 +97,23 @@ def test_a_spark_command_says_one_line_on_stderr(store_path, tmp_path):
     b = Broker(store_path)
     b.publish("one", [OutgoingMessage(b"x")])
     b.close()
+    return subprocess.run([sys.executable, "-m", "pulsarctl", "spark", "export", "one", "--out",
+                           str(out)], capture_output=True, timeout=300,
+                          env={**os.environ, "PULSARCTL_STORE": store_path, **env})
+
+
+def test_a_spark_command_says_one_line_on_stderr(store_path, tmp_path):
+    """Spark's JVM warns at every start (WARNING: Using incubator modules: ...): a command's
+    stderr is still its one line, which is all a cron job mails."""
     out = tmp_path / "o"
-    p = subprocess.run([sys.executable, "-m", "pulsarctl", "spark", "export", "one", "--out",
-                        str(out)], capture_output=True, timeout=300,
-                       env={**os.environ, "PULSARCTL_STORE": store_path})
+    p = _export_in_a_subprocess(store_path, out)
     assert p.returncode == 0, p.stderr
     assert p.stderr.decode().splitlines() == [
         f"exported 1 message(s) of {NS}one to {out} (parquet)"]
 
 
 def test_a_jvm_that_does_not_start_is_one_line_naming_the_cause(store_path, tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    b = Broker(store_path)
-    b.publish("one", [OutgoingMessage(b"x")])
-    b.close()
-    p = subprocess.run([sys.executable, "-m", "pulsarctl", "spark", "export", "one", "--out",
-                        str(tmp_path / "o")], capture_output=True, timeout=120,
-                       env={**os.environ, "PULSARCTL_STORE": store_path,
-                            "JAVA_HOME": str(tmp_path / "no-java")})
+    p = _export_in_a_subprocess(store_path, tmp_path / "o", JAVA_HOME=str(tmp_path / "no-java"))
     assert p.returncode == 1
     lines = p.stderr.decode().splitlines()
     assert len(lines) == 1, lines

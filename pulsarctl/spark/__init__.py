@@ -209,8 +209,9 @@ JAVA_HINT = "install Java 17 or later (java on PATH, or JAVA_HOME set to it)"
 def _launch_jvm(conf: dict) -> None:
     """Start Spark's JVM, as getOrCreate would, with its stderr passed on through a relay
     that leaves out _JVM_NOISE (pyspark's popen_kwargs hook). What it says before it is up
-    is held: when it does not start, the first of it goes into the one error line (JvmFailed). Nothing
-    when a JVM runs already, or when spark-submit started this process (it made one)."""
+    is held: when it does not start, the first of it goes into the one error line
+    (JvmFailed). Nothing when a JVM runs already, or when spark-submit started this process
+    (it made one)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 

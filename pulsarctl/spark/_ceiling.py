@@ -12,6 +12,7 @@ import os
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from pulsarctl.spark._arrow import arrow_schema
 from pulsarctl.spark.source import CHUNK_ENTRIES, SCHEMA
 
 NAME = "pulsarctl-bench-ceiling"
@@ -39,9 +40,8 @@ class _Reader(DataSourceReader):
         batches = _BATCHES.get(partition.path)
         if batches is None:
             import pyarrow.parquet as pq
-            from pyspark.sql.pandas.types import to_arrow_schema
 
-            table = pq.read_table(partition.path).cast(to_arrow_schema(SCHEMA, timezone="UTC"))
+            table = pq.read_table(partition.path).cast(arrow_schema())
             batches = _BATCHES[partition.path] = table.combine_chunks().to_batches(
                 max_chunksize=CHUNK_ENTRIES)
         yield from batches

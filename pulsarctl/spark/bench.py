@@ -9,11 +9,12 @@ count() on Parquet would skip). Every read is run once to warm up, then --repeat
 read in turn, so that noise and the JIT's warming fall on all of them alike; each read reports
 its best and its median. readTwoColumns reads with the schema "value binary, __publishTime
 timestamp" (the source builds only those); readBatched reads the same messages stored in
-batches of up to 1000 (128 KiB), as Pulsar's Java client sends them by default. readCeiling reads the same rows through a Python data
-source that does no work at all: each task hands Spark Arrow batches made before the timing
-(from the Parquet file's part it reads), so it is what Spark's Python data source path itself
-costs, the most any Python data source could reach here. The module prints nothing (only the
-CLI prints): it writes the results as JSON to --out (default spark-bench.json) and returns them.
+batches of up to 1000 (128 KiB), as Pulsar's Java client sends them by default. readCeiling
+reads the same rows through a Python data source that does no work at all: each task hands
+Spark Arrow batches made before the timing (from the Parquet file's part it reads), so it is
+what Spark's Python data source path itself costs, the most any Python data source could
+reach here. The module prints nothing (only the CLI prints): it writes the results as JSON to
+--out (default spark-bench.json) and returns them.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+from statistics import median
 
 from pulsarctl import clock as clocks
 
@@ -61,14 +63,8 @@ def _rounds(reads: dict, repeat: int) -> dict:
     return times
 
 
-def _median(xs: list) -> float:
-    s = sorted(xs)
-    m = len(s) // 2
-    return s[m] if len(s) % 2 else (s[m - 1] + s[m]) / 2
-
-
 def _rate(rows: int, runs: list) -> dict:
-    best, med = min(runs), _median(runs)
+    best, med = min(runs), median(runs)
     return {"seconds": round(best, 3), "medianSeconds": round(med, 3),
             "rowsPerSec": round(rows / best)}
 
@@ -133,10 +129,10 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
         out = {"messages": rows, "payloadBytes": size, "cores": cores, "repeat": repeat,
                "produceSecondsToFill": round(fill_s, 3)}
         out.update({name: _rate(rows, runs) for name, runs in times.items()})
-        pq_best, pq_med = min(times["parquet"]), _median(times["parquet"])
+        pq_best, pq_med = min(times["parquet"]), median(times["parquet"])
         for name, key in (("read", "readVsParquet"), ("readCeiling", "ceilingVsParquet")):
             out[key] = round(pq_best / min(times[name]), 3)
-            out[key + "Median"] = round(pq_med / _median(times[name]), 3)
+            out[key + "Median"] = round(pq_med / median(times[name]), 3)
         out["write"] = {"rows": w, "seconds": round(write_s, 3),
                         "rowsPerSec": round(w / write_s)}
         return out
