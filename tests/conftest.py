@@ -12,7 +12,25 @@ import typer
 from pulsarctl.broker import Broker
 from pulsarctl.clock import SimulatedClock
 
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+from simclock import START_MS  # noqa: E402  (2026-01-01T00:00:00Z)
+
+# Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
+# -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`.
+LAYERS = ("store", "broker", "cli", "processes", "spark")
+
+
+def pytest_configure(config):
+    for layer in LAYERS:
+        config.addinivalue_line("markers", f"{layer}: tests of tests/{layer}/")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = item.path.parts
+        for layer in LAYERS:
+            if layer in parts[-3:-1]:
+                item.add_marker(getattr(pytest.mark, layer))
+                break
 
 
 @pytest.fixture

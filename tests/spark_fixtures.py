@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+from simclock import START_MS  # noqa: F401  (2026-01-01T00:00:00Z)
 
 _SESSION = {}
 

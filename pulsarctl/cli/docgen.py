@@ -1,7 +1,7 @@
 """Shell completion scripts and man pages, generated from the typer command tree.
 
 `python -m pulsarctl.cli.docgen` writes completions/ and man/ at the repository root;
-`--check` only compares (exit 1 naming the stale files). tests/test_docgen.py regenerates and
+`--check` only compares (exit 1 naming the stale files). tests/cli/test_docgen.py regenerates and
 compares, so a command added without regenerating fails the tests.
 
 The completion scripts are static: completing never starts Python, so it is instant and works

@@ -3,7 +3,7 @@ more than the whole of producing one message, so plain produce invocations are p
 
 Only the flags below are understood; anything else (help, --stdin, an unknown flag, a typo)
 returns None and the typer app handles the command, so behaviour never differs — only start-up
-time. tests/test_fast_path.py checks that every flag here exists on the typer command and that
+time. tests/cli/test_fast_path.py checks that every flag here exists on the typer command and that
 both paths give the same output and store contents.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ from pulsarctl.client.client import ConsumerDeadLetterPolicy, ConsumerType, Init
 from pulsarctl.errors import PulsarctlError, Timeout
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from conftest import START_MS
+from simclock import START_MS
 from cli_helpers import ok, assert_error, rows, pjson
 
 FULL = "persistent://public/default/"

@@ -18,7 +18,7 @@ from pulsarctl.errors import InvalidValue, MessageNotFound, NotFound, TopicNotFo
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.names import parse_topic
 
-from conftest import START_MS
+from simclock import START_MS
 from cli_helpers import assert_error, ok, pjson
 
 NS = "public/default"

@@ -16,7 +16,7 @@ from pulsarctl.errors import (
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from conftest import START_MS
+from simclock import START_MS
 
 LEASE = 60_000
 FULL = "persistent://public/default/t"

@@ -16,7 +16,7 @@ from pulsarctl.clock import SimulatedClock
 from pulsarctl.errors import ConsumerBusy, ConsumerNotFound, CumulativeAckNotAllowed
 from pulsarctl.messages import OutgoingMessage
 
-from conftest import START_MS
+from simclock import START_MS
 
 LEASE = 60_000
 

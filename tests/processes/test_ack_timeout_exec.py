@@ -18,7 +18,7 @@ from pulsarctl.client.client import ConsumerType, InitialPosition
 from pulsarctl.errors import InvalidValue, Timeout
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms
 
-from conftest import START_MS
+from simclock import START_MS
 from cli_helpers import ok, assert_error, rows, pjson
 
 FULL = "persistent://public/default/"

@@ -1,6 +1,6 @@
 """`dlq list|stats|peek|drain|replay|purge` (CLI.md "Dead letters"; pulsarctl/broker/dlq.py,
 pulsarctl/cli/dlq_cmd.py), in process: real LMDB in tmp_path, the store's simulated clock for
-ages (never a sleep), typer's CliRunner. Processes, locks and crashes: tests/test_dlq_procs.py."""
+ages (never a sleep), typer's CliRunner. Processes, locks and crashes: tests/processes/test_dlq_procs.py."""
 from __future__ import annotations
 
 import json

@@ -18,7 +18,7 @@ from pulsarctl.cli import docgen
 from pulsarctl.cli.app import app
 from pulsarctl.errors import EXIT_CODES
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BASH_SCRIPT = REPO / "completions" / "pulsarctl.bash"
 ZSH_SCRIPT = REPO / "completions" / "_pulsarctl"
 FISH_SCRIPT = REPO / "completions" / "pulsarctl.fish"

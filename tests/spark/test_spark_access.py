@@ -20,7 +20,7 @@ from pulsarctl.names import parse_topic
 from pulsarctl.spark import _access as access
 
 NS = "persistent://public/default/"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_only_the_data_source_modules_import_pyspark_or_pyarrow_at_load():

@@ -18,7 +18,7 @@ from pulsarctl.errors import InvalidValue, MessageNotFound, PulsarctlError, Time
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, parse_message_id
 from pulsarctl.names import parse_topic
 
-from conftest import START_MS
+from simclock import START_MS
 from cli_helpers import ok, assert_error, rows, pjson
 
 FULL = "persistent://public/default/"

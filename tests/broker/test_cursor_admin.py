@@ -14,7 +14,7 @@ from pulsarctl.errors import (
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from conftest import START_MS
+from simclock import START_MS
 
 LEASE = 7 * 24 * 3_600_000  # consumers outlive every clock advance here
 MIN = 60_000
