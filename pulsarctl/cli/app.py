@@ -5,7 +5,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pulsarctl.cli import render
+from pulsarctl.cli import helpfmt, render
 from pulsarctl.cli.common import check_output
 from pulsarctl.cli.errmap import guarded
 from pulsarctl.cli.state import State
@@ -45,6 +45,7 @@ def _register() -> None:
 
 
 _register()
+helpfmt.install()  # help shows metavars, not Python type names
 
 
 def _click_errors(exc) -> int | None:

@@ -1,0 +1,98 @@
+"""How parameters are named in --help: no Python type names.
+
+typer writes `<bool>` after every flag, `<list[str]>` after list arguments and `<str>`/`<int>`
+after valued options. The convention here, for every command at once:
+
+- a flag (or a counter) shows nothing after its names;
+- a valued option shows its declared metavar (PATH, FORMAT, DUR...), else a word for its type:
+  TEXT, INTEGER, FLOAT, PATH, or its choices as a|b|c;
+- an argument shows its name in capitals (its metavar if it declares one), `...` when it takes
+  several, in the usage line as in the table: `Usage: pulsarctl consume [OPTIONS] TOPICS...`.
+
+install() applies it to typer's parameter classes, so every command built from them, now or
+later, follows it; the man pages and completion scripts (docgen.py) take their metavars from
+metavar() too. Error messages keep naming parameters as before.
+"""
+from __future__ import annotations
+
+from enum import Enum
+
+TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}
+
+
+def _annotation(desc):
+    from typing import get_args
+
+    ann = desc.annotation
+    if desc.is_list or desc.is_tuple:
+        args = [a for a in get_args(ann) if a is not Ellipsis]
+        ann = args[0] if args else str
+    return ann
+
+
+def metavar(param) -> str | None:
+    """The word shown after a valued option (None for a flag), or an argument's name."""
+    if param.param_type_name == "argument":
+        return param.metavar or (param.name or "").upper()
+    if getattr(param, "is_flag", False) or getattr(param, "count", False):
+        return None
+    if param.metavar:
+        return param.metavar
+    desc = getattr(param, "type_descriptor", None)
+    if desc is None:
+        return "TEXT"
+    if desc.is_choice and desc.choices:
+        return "|".join(str(c.value if isinstance(c, Enum) else c) for c in desc.choices)
+    if desc.is_path or desc.is_file:
+        return "PATH"
+    if desc.is_datetime:
+        return "DATETIME"
+    ann = _annotation(desc)
+    name = TYPE_NAMES.get(ann)
+    if name is None:
+        name = getattr(ann, "__name__", "value").upper()
+    return name
+
+
+def _option_type(self, ctx=None):
+    """TyperOption.display_type_rich: what follows the option's names in help."""
+    word = metavar(self)
+    if word is not None and self.nargs > 1:
+        word = " ".join([word] * self.nargs)
+    return word
+
+
+def _argument_type(self, ctx=None):
+    """TyperArgument.display_type_rich: the name column says it all."""
+    return None
+
+
+def _argument_name(self) -> str:
+    return metavar(self)
+
+
+def _argument_usage(self) -> str:
+    """The usage line: TOPIC, [NS], TOPICS... (click's own convention, not typer's {topic})."""
+    name = metavar(self)
+    if not self.required and not name.startswith("["):
+        name = f"[{name}]"
+    return name + ("..." if self.nargs != 1 and not self.metavar else "")
+
+
+def _argument_error_hint(self) -> str:
+    """Errors keep saying 'topic' (or the declared metavar), as before."""
+    return f"'{self.metavar or self.name}'"
+
+
+def install() -> None:
+    """Apply the convention to typer's parameter classes (idempotent)."""
+    from typer.core import TyperArgument, TyperOption
+
+    if getattr(TyperOption, "_pulsarctl_help", False):
+        return
+    TyperOption.display_type_rich = _option_type
+    TyperArgument.display_type_rich = _argument_type
+    TyperArgument.display_name_raw = property(_argument_name)
+    TyperArgument._usage_display_name = _argument_usage
+    TyperArgument.get_error_hint = _argument_error_hint
+    TyperOption._pulsarctl_help = True
