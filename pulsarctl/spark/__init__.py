@@ -9,7 +9,9 @@ built on it (export, dead letter reports, dead letter reprocessing).
           .option("topic", "persistent://public/default/orders").load())
 
 `register(spark)` registers the source on a session made elsewhere, under the format names
-`pulsarctl` and `pulsar` (spark.sql.python.filterPushdown.enabled=true lets it take filters).
+`pulsarctl` and `pulsar`, and turns spark.sql.python.filterPushdown.enabled on for that session
+so that it takes filters (where the setting cannot be changed, it registers the source without
+pushdown: Spark then filters the rows read).
 
 Columns, as StreamNative's pulsar-spark: value (binary), __key (string), __topic (the full
 name of the topic partition), __messageId ("ledger:entry:partition", as message ids print),
@@ -103,20 +105,41 @@ def read_topic(spark, store: str | None = None, **options):
     return read(spark, store, **options)
 
 
-def register(spark) -> None:
-    """Register the data source on a SparkSession under `pulsarctl` and `pulsar`."""
-    require()
-    from pulsarctl.spark.source import PulsarctlDataSource, PulsarDataSource
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
-    spark.dataSource.register(PulsarctlDataSource)
-    spark.dataSource.register(PulsarDataSource)
+
+def register(spark) -> bool:
+    """Register the data source on a SparkSession under `pulsarctl` and `pulsar`, on any
+    session however it was made. Filter pushdown for Python data sources is a runtime SQL
+    setting, off by default, and pyspark refuses to read from a source that takes filters while
+    it is off: so this turns it on for the session (it changes nothing for sources that take
+    no filters). Where it cannot be turned on, the source is registered without pushdown and
+    Spark filters the rows read. Returns whether filters are pushed down."""
+    require()
+    from pulsarctl.spark import source
+
+    pushdown = _pushdown_on(spark)
+    for cls in source.sources(pushdown):
+        spark.dataSource.register(cls)
+    return pushdown
+
+
+def _pushdown_on(spark) -> bool:
+    """Turn filter pushdown for Python data sources on for the session if it is not; whether
+    it is on now."""
+    try:
+        if str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() != "true":
+            spark.conf.set(PUSHDOWN_CONF, "true")
+        return str(spark.conf.get(PUSHDOWN_CONF, "false")).lower() == "true"
+    except Exception:  # noqa: BLE001 - a session that refuses the setting reads without it
+        return False
 
 
 # Settings every session made here gets (a caller's conf wins).
 DEFAULT_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.python.filterPushdown.enabled": "true",
+    PUSHDOWN_CONF: "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.driver.host": "127.0.0.1",

@@ -9,9 +9,11 @@ Reading
     fixed at planning (a later message is not read), cut into at least `minPartitions` pieces
     (default: the cores of this machine). Each task reads its range chunk by chunk, one read
     transaction per chunk, and yields Arrow record batches. Filters on __publishTime and
-    __topic are pushed down (spark.sql.python.filterPushdown.enabled=true; `session()` sets it):
-    the time bounds become offset bounds by a binary search over publish times, the topic
-    filters drop whole partitions.
+    __topic are pushed down (spark.sql.python.filterPushdown.enabled=true; `session()` and
+    `register()` set it): the time bounds become offset bounds by a binary search over publish
+    times, the topic filters drop whole partitions. Where that setting cannot be made true,
+    `register()` registers the source without pushdown (PlainBatchReader): Spark filters the
+    rows read.
 
 Writing
     Each task publishes as the producer `spark-<job>-<task partition>` with the sequence ids
@@ -580,3 +582,33 @@ class PulsarDataSource(PulsarctlDataSource):
     @classmethod
     def name(cls):
         return "pulsar"
+
+
+# -- without filter pushdown -------------------------------------------------------------------
+class PlainBatchReader(BatchReader):
+    """A BatchReader that takes no filters, for a session where
+    spark.sql.python.filterPushdown.enabled is false and cannot be set: pyspark refuses to plan
+    a reader that implements pushFilters there (DATA_SOURCE_PUSHDOWN_DISABLED). Spark applies
+    every filter to the rows read instead; only the startingTime/endingTime options bound
+    the read."""
+    pushFilters = DataSourceReader.pushFilters
+
+
+class PulsarctlPlainSource(PulsarctlDataSource):
+    """The source without filter pushdown (see PlainBatchReader)."""
+
+    def reader(self, schema):
+        return PlainBatchReader(self.options, schema)
+
+
+class PulsarPlainSource(PulsarctlPlainSource):
+    @classmethod
+    def name(cls):
+        return "pulsar"
+
+
+def sources(pushdown: bool) -> tuple:
+    """The data source classes to register, with or without filter pushdown."""
+    if pushdown:
+        return PulsarctlDataSource, PulsarDataSource
+    return PulsarctlPlainSource, PulsarPlainSource
