@@ -135,5 +135,14 @@ EXIT_CODES = {
     4: "conflict (ConsumerBusy, already exists, cumulative ack not allowed, topic terminated)",
     5: "lock busy",
     6: "nothing to do (with --fail-if-empty)",
+    7: "partly failed: some messages could not be handled and stay where they were (dlq drain "
+       "--exec, dlq replay); the others were",
     130: "interrupted",
 }
+
+
+# -- 7 -------------------------------------------------------------------------------------------
+class PartlyFailed(PulsarctlError):
+    """Some messages of a run failed (a dlq drain --exec command's non-zero exit, a dlq replay
+    without a target); the others were handled. For cron: it mails only these runs."""
+    exit_code = 7

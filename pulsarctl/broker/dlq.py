@@ -42,6 +42,8 @@ AGE_BUCKETS = (("<1m", 60_000), ("<1h", 3_600_000), ("<1d", 86_400_000),
                ("<7d", 7 * 86_400_000))
 AGE_OLDEST = ">=7d"
 NO_VALUE = "(none)"
+ALL = 1 << 62  # a limit that is no limit
+MISSING = 0    # the managed-ledger id of a missing DLQ read as empty (real ids start at 1)
 
 
 def _topic(name) -> TopicName:
@@ -88,8 +90,10 @@ def locked(store_dir: str, topic, wait: bool = True):
 
 
 # -- reading a DLQ ----------------------------------------------------------------------------
-def open_dlq(ctx, t: TopicName):
-    """The DLQ's ledger info and its pulsarctl-dlq cursor (None until first drain/replay/purge)."""
+def open_dlq(ctx, t: TopicName, missing_ok: bool = False):
+    """The DLQ's ledger info and its pulsarctl-dlq cursor (None until first drain/replay/purge).
+    missing_ok: a DLQ that does not exist reads as an empty one (an empty ledger info that is
+    stored nowhere), so nothing is created for it."""
     from pulsarctl.broker import partitions, subscriptions as subs
 
     info = topics.lookup(ctx, t)
@@ -97,6 +101,10 @@ def open_dlq(ctx, t: TopicName):
         if not t.is_partition and partitions.get(ctx, t):
             raise InvalidValue(f"{t} is a partitioned topic; dlq commands take one topic",
                                hint=f"name one partition, e.g. {t.partition(0)}")
+        if missing_ok:
+            from store.ledger import LedgerInfo
+
+            return LedgerInfo(MISSING, str(t)), None
         raise TopicNotFound(f"dead letter topic {t} does not exist",
                             hint="list dead letter topics with `pulsarctl dlq list`")
     return info, subs.get(ctx, info, SUBSCRIPTION)
@@ -117,8 +125,46 @@ def unhandled(ctx, info, c, start: int | None = None):
     return ctx.cursors.unacked(ctx.txn, c, lo, info.next_offset)
 
 
-def backlog(info, c) -> int:
-    return c.backlog(info.next_offset) if c is not None else max(0, info.entries)
+def _runs(offsets):
+    """[start, stop) runs of consecutive offsets."""
+    run = None
+    for o in offsets:
+        if run is not None and o == run[1]:
+            run[1] = o + 1
+            continue
+        if run is not None:
+            yield run
+        run = [o, o + 1]
+    if run is not None:
+        yield run
+
+
+def waiting(ctx, info, t, c) -> int:
+    """How many messages wait on pulsarctl-dlq, as peek, drain, replay and purge see them: an
+    entry not acknowledged counts its messages (a batch the indexes not acknowledged yet, a
+    chunked message once, at its last chunk). The cursor's backlog counts entries, which is
+    not what a person means: a DLQ filled in batches of 1000 holds 1000 times more. The
+    entries are read in bulk (their payloads are not expanded)."""
+    from pulsarctl.broker import batches
+
+    if info.entries <= 0:
+        return 0
+    chunked = chunks.has_chunks(ctx, info)
+    step, n = 4096, 0
+    for start, stop in _runs(unhandled(ctx, info, c)):
+        for lo in range(start, stop, step):
+            _r, values = ctx.ledgers.scan_values(ctx.txn, info, lo, min(stop, lo + step))
+            for o, rec in enumerate(codec.decode_many(values), lo):
+                if batches.is_batch(rec):
+                    size = batches.size(rec)
+                    done = batches.acked_indexes(ctx, c, o) if c is not None else ()
+                    n += size - sum(1 for i in done if 0 <= i < size)
+                elif chunked and chunks.meta(rec) is not None:
+                    m = chunks.meta(rec)
+                    n += m[1] == m[2] - 1 and len(chunks.group(ctx, info, o, rec)) >= m[2]
+                else:
+                    n += 1
+    return n
 
 
 def read_message(ctx, info, t: TopicName, offset: int):
@@ -238,7 +284,7 @@ def select(ctx, info, t, c, after, limit: int, filters=None, ids=None, cutoff=No
 
 def count(ctx, info, t, c, filters=None, ids=None, cutoff=None) -> int:
     if not filters and ids is None and cutoff is None:
-        return backlog(info, c)
+        return waiting(ctx, info, t, c)
     n, after = 0, -1
     while True:
         got, after, done = select(ctx, info, t, c, after, 10_000, filters, ids, cutoff)
@@ -324,8 +370,8 @@ def list_dlqs(ctx, namespace: str | None = None) -> list[dict]:
 
 
 def _record(ctx, t, info, c, cursors, origin) -> dict:
-    waiting = backlog(info, c)
-    first = next(iter(unhandled(ctx, info, c)), None) if waiting else None
+    n = waiting(ctx, info, t, c)
+    first = next(iter(unhandled(ctx, info, c)), None) if n else None
     m = read_message(ctx, info, t, first) if first is not None else None
     if origin is None:
         sample = m
@@ -337,7 +383,7 @@ def _record(ctx, t, info, c, cursors, origin) -> dict:
         "topic": str(t),
         "originTopic": _full_name(origin[0]),
         "originSubscription": origin[1],
-        "backlog": waiting,
+        "backlog": n,
         "oldestPublishTime": iso_ms(m.publish_time) if m is not None else None,
         "oldestAgeMs": max(0, ctx.now - m.publish_time) if m is not None else None,
         "retained": bool(cursors),
@@ -457,11 +503,12 @@ class _Routes:
 
 
 def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPLAYS,
-           dry_run=False) -> list[dict]:
+           dry_run=False, max_failures: int | None = None) -> list[dict]:
     """Republish the dead letters with these ids and ack them on pulsarctl-dlq, all in this
     transaction (with dry_run: only say what would happen). Ids already handled are left out.
     Returns one result per message: action replayed|skipped|failed (would-replay and
-    would-skip on a dry run), target, newMessageId, replayCount, reason."""
+    would-skip on a dry run), target, newMessageId, replayCount, reason. max_failures: stop
+    after that many failed (the messages after it are neither replayed nor in the results)."""
     from pulsarctl.broker import producers, subscriptions as subs
 
     info, c = open_dlq(ctx, t)
@@ -494,7 +541,10 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
                 rec, MessageId(*info.position(o), t.partition_index), str(t))
             yield m, copy, group
 
+    failed = 0
     for m, copy, group in units():
+        if max_failures is not None and failed >= max_failures:
+            break
         props = dict(m.properties_ or {})
         rc = replay_count(m)
         r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
@@ -515,6 +565,7 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
                 r["action"] = "failed"
                 r["reason"] = (f"invalid {REAL_TOPIC} {real!r}" if real else
                                f"no {REAL_TOPIC} property") + "; replay it with --to TOPIC"
+                failed += 1
                 continue
         if subscription is not None:
             key = str(origin)
@@ -535,6 +586,7 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         if target.partitioned_topic_name == t.partitioned_topic_name:
             r["action"] = "failed"
             r["reason"] = "its target is the dead letter topic itself; replay it with --to TOPIC"
+            failed += 1
             continue
         if dry_run:
             r["action"] = "would-replay"
@@ -569,25 +621,37 @@ class DlqAdmin:
             parse_namespace(namespace)
         return self.read(list_dlqs, namespace)
 
-    def dlq_stats(self, topic, by_property: str | None = None) -> dict:
+    def dlq_stats(self, topic, by_property: str | None = None, missing_ok: bool = False
+                  ) -> dict:
+        """Counts of the waiting dead letters (messages, not entries). missing_ok: a DLQ that
+        does not exist is an empty one (here and in the methods below)."""
         t = _topic(topic)
-        return self.read(lambda ctx: stats(ctx, t, *open_dlq(ctx, t), by_property))
+        return self.read(lambda ctx: stats(ctx, t, *open_dlq(ctx, t, missing_ok), by_property))
 
-    def dlq_peek(self, topic, n: int = 10, filters=None) -> list:
+    def dlq_peek(self, topic, n: int = 10, filters=None, missing_ok: bool = False) -> list:
         """The first n waiting dead letters (n=0: all) that pass the filters; changes nothing."""
         t = _topic(topic)
 
         def run(ctx):
-            info, c = open_dlq(ctx, t)
-            return select(ctx, info, t, c, -1, n or info.entries + 1, filters)[0]
+            info, c = open_dlq(ctx, t, missing_ok)
+            # n=0: no limit (not the entry count: a batch entry holds many messages)
+            return select(ctx, info, t, c, -1, n or ALL, filters)[0]
         return self.read(run)
 
-    def dlq_count(self, topic, filters=None, ids=None, older_than_ms: int | None = None) -> int:
-        """How many waiting dead letters pass the filters, the ids and the age limit."""
+    def dlq_check(self, topic, missing_ok: bool = False) -> bool:
+        """Whether the DLQ exists: a missing one is TopicNotFound (exit 3), or False with
+        missing_ok; a partitioned topic's name is InvalidValue. Creates nothing."""
+        t = _topic(topic)
+        return self.read(lambda ctx: open_dlq(ctx, t, missing_ok)[0].ml_id != MISSING)
+
+    def dlq_count(self, topic, filters=None, ids=None, older_than_ms: int | None = None,
+                  missing_ok: bool = False) -> int:
+        """How many waiting dead letters (messages) pass the filters, the ids and the age
+        limit."""
         t = _topic(topic)
 
         def run(ctx):
-            info, c = open_dlq(ctx, t)
+            info, c = open_dlq(ctx, t, missing_ok)
             cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
             return count(ctx, info, t, c, filters, ids, cutoff)
         return self.read(run)
@@ -647,10 +711,11 @@ class DlqAdmin:
         return self.write(run)
 
     def dlq_replay(self, topic, ids, *, to=None, subscription: str | None = None,
-                   max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False) -> list[dict]:
+                   max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False,
+                   max_failures: int | None = None) -> list[dict]:
         """Replay these dead letters: republish and ack in one write transaction (a read one
         for dry_run). to=None replays each to its REAL_TOPIC; subscription replays through that
-        subscription's retry letter topic."""
+        subscription's retry letter topic; max_failures stops after that many failed."""
         t = _topic(topic)
         ids = list(ids)
         if max_replays < 0:
@@ -662,7 +727,7 @@ class DlqAdmin:
 
             check_subscription(subscription)
         run = (self.read if dry_run else self.write)
-        return run(replay, t, ids, to, subscription, max_replays, dry_run)
+        return run(replay, t, ids, to, subscription, max_replays, dry_run, max_failures)
 
     def dlq_lock(self, topic, wait: bool = True):
         """A context manager holding the DLQ's exclusive lock (LockBusy when wait=False and

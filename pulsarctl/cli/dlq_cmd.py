@@ -5,6 +5,13 @@ Drain, replay and purge hold the DLQ's lock for the whole command and work batch
 batch is fetched (read), then handled and acknowledged on `pulsarctl-dlq` in one write
 transaction. Drain writes and fsyncs a batch before acking it (at-least-once); replay publishes
 and acks in the same transaction (exactly once).
+
+Fit for cron: a dead letter that fails (drain --exec's command exits non-zero, replay finds no
+target) stays in the DLQ, is not tried again in the same run (the next batch is selected after
+it) and does not count against --max, which bounds the ones handled; --max-failures N stops a
+run early. Any failure makes the exit 7 (PartlyFailed), its one error line the summary. Every
+count is of messages (a batch entry holds many). -q prints no summary unless something failed;
+--missing-ok reads a DLQ that does not exist as an empty one and creates nothing.
 """
 from __future__ import annotations
 
@@ -18,7 +25,7 @@ from pulsarctl import clock as clocks
 from pulsarctl.cli import render
 from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, fmt, positive, state
-from pulsarctl.errors import InvalidValue, NothingToDo, PulsarctlError, UsageError
+from pulsarctl.errors import InvalidValue, NothingToDo, PartlyFailed, PulsarctlError, UsageError
 
 dlq = typer.Typer(help="Dead letter topics: list, inspect, drain, replay and purge them, through "
                   "each DLQ's own subscription pulsarctl-dlq.", no_args_is_help=True)
@@ -39,6 +46,18 @@ Rate = Annotated[Optional[float], typer.Option(
     metavar="R", show_default=False)]
 Max = Annotated[int, typer.Option(
     "--max", help="Handle at most N dead letters (0: all).", metavar="N")]
+MaxDone = Annotated[int, typer.Option(
+    "--max", help="Stop once N dead letters were handled (0: all); one that fails does not "
+    "count (see --max-failures).", metavar="N")]
+MaxFailures = Annotated[int, typer.Option(
+    "--max-failures", help="Stop once N dead letters failed in this run (0: no bound). Each is "
+    "tried at most once per run; the failed stay in the DLQ and the exit is 7.", metavar="N")]
+Quiet = Annotated[bool, typer.Option(
+    "-q", "--quiet", help="No summary line unless something failed (errors always print): "
+    "cron mails only the runs with a problem.")]
+MissingOk = Annotated[bool, typer.Option(
+    "--missing-ok", help="A DLQ that does not exist (yet) is empty: exit 0 (6 with "
+    "--fail-if-empty), not 3; nothing is created.")]
 Filters = Annotated[Optional[List[str]], typer.Option(
     "--filter", help="Only dead letters whose property K equals V (repeatable: all must match).",
     metavar="K=V", show_default=False)]
@@ -143,10 +162,13 @@ class _Guard:
 
 
 def _drive(broker, topic, sel: dict, max_n: int, pace: _Pace, batch: int, bar: "render.Progress",
-           handle) -> None:
+           handle, stop=lambda: False) -> None:
     """Fetch waiting dead letters batch by batch; handle(messages, guard) handles one batch
-    (guarding what must not be split by Ctrl-C) and returns how many count against --max.
-    Stops at the end of the DLQ or at --max."""
+    (guarding what must not be split by Ctrl-C) and returns how many count against --max: the
+    ones handled, not the ones that failed (else three poison messages at the head would use
+    up `--max 3` in every run, for ever). A failed one is not tried again in this run: the next
+    batch is selected after it. Stops at the end of the DLQ, at --max, or once stop() says so
+    (--max-failures)."""
     guard = _Guard()
     after, counted = -1, 0
     try:
@@ -158,22 +180,29 @@ def _drive(broker, topic, sel: dict, max_n: int, pace: _Pace, batch: int, bar: "
             msgs = got["messages"]
             if msgs:
                 pace.wait()
-                counted += handle(msgs, guard)
+                n = handle(msgs, guard)
+                counted += n
                 pace.add(len(msgs))
-                bar.advance(len(msgs))
+                bar.advance(n if max_n else len(msgs))  # towards the bar's total (_total)
             after = got["after"]
-            if got["done"]:
+            if got["done"] or stop():
                 break
     finally:
         guard.restore()
         bar.close()
 
 
-def _finish(summary: str, empty: bool, fail_if_empty: bool, topic: str) -> None:
+def _finish(summary: str, empty: bool, fail_if_empty: bool, topic: str, quiet: bool = False,
+            failed: int = 0, hint: str = "") -> None:
+    """The last word: exit 7 when some failed (its one line is the summary, -q or not), exit
+    6 when there was nothing to do and --fail-if-empty, else the summary line (not with -q)."""
+    if failed:
+        raise PartlyFailed(f"{summary} on {topic}", hint=hint)
     if empty and fail_if_empty:
         raise NothingToDo(f"nothing to do on {topic} ({summary})",
                           hint="no dead letter waits there that matches; try again later")
-    render.err(render.safe(summary))
+    if not quiet:
+        render.err(render.safe(summary))
 
 
 def _name(topic: str) -> str:
@@ -182,23 +211,32 @@ def _name(topic: str) -> str:
     return str(parse_topic(topic))
 
 
-def _total(broker, topic, want: bool, **sel) -> int | None:
-    return broker.dlq_count(topic, **sel) if want else None
+def _total(broker, topic, max_n: int, **sel) -> int | None:
+    """The progress bar's total, in messages: what waits (and matches), or --max of it. Counted
+    only when there is a terminal to show a bar on."""
+    if not render.stderr_tty():
+        return None
+    n = broker.dlq_count(topic, **sel)
+    return min(n, max_n) if max_n else n
 
 
-def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, question) -> tuple:
+def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, question,
+           missing_ok: bool = False) -> tuple:
     """What drain, replay and purge check before taking the lock: the numbers, that the DLQ
-    exists, and (stdin a terminal, no -y) the person's yes. Returns (full name, broker)."""
+    exists, and (stdin a terminal, no -y) the person's yes. Returns (full name, broker, whether
+    the DLQ exists: with --missing-ok a missing one is empty, and nothing is created)."""
     positive(max_n, "--max")
     positive(batch, "--batch", allow_zero=False)
     name = _name(topic)
     b = state(ctx).broker()
-    n = b.dlq_count(topic)  # the DLQ must exist (exit 3), before any lock file is made
-    if question is not None and n and not yes and _interactive():
+    # the DLQ must exist (exit 3, unless --missing-ok), before any lock file is made
+    if not b.dlq_check(topic, missing_ok):
+        return name, b, False
+    if question is not None and not yes and _interactive():
         n = b.dlq_count(topic, **sel)
         if n:
             _confirm(question(min(n, max_n) if max_n else n, name), yes)
-    return name, b
+    return name, b, True
 
 
 # -- list, stats, peek: read only -----------------------------------------------------------
@@ -209,6 +247,7 @@ def list_(
     namespace: Annotated[Optional[str], typer.Argument(
         metavar="[NS]", help="A namespace, tenant/ns (default: all).", show_default=False)] = None,
     fail_if_empty: FailIfEmpty = False,
+    quiet: Quiet = False,
     output: Output = None,
 ):
     out = fmt(ctx, output)
@@ -229,21 +268,24 @@ def list_(
         render.data(rows, out)
     waiting = sum(r["backlog"] for r in rows)
     _finish(f"{_plural(len(rows), 'dead letter topic')}, {_plural(waiting)} waiting",
-            not rows, fail_if_empty, namespace or "any namespace")
+            not rows, fail_if_empty, namespace or "any namespace", quiet)
 
 
-@dlq.command(help="Count the waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, age "
-                  "(<1m, <1h, <1d, <7d, >=7d since they were dead-lettered) and a property.")
+@dlq.command(help="Count the waiting dead letters (messages: a batch counts each of its "
+                  "messages) by REAL_TOPIC, REAL_SUBSCRIPTION, age (<1m, <1h, <1d, <7d, >=7d "
+                  "since they were dead-lettered) and a property.")
 def stats(
     ctx: typer.Context, topic: Dlq,
     by_property: Annotated[Optional[str], typer.Option(
         "--by-property", help="Also count by this property.", metavar="NAME",
         show_default=False)] = None,
     fail_if_empty: FailIfEmpty = False,
+    missing_ok: MissingOk = False,
+    quiet: Quiet = False,
     output: Output = None,
 ):
     out = fmt(ctx, output)
-    d = state(ctx).broker().dlq_stats(topic, by_property)
+    d = state(ctx).broker().dlq_stats(topic, by_property, missing_ok=missing_ok)
     if out == render.TEXT:
         groups = [("REAL_TOPIC", d["byRealTopic"]), ("REAL_SUBSCRIPTION", d["byRealSubscription"])]
         if by_property is not None:
@@ -255,7 +297,7 @@ def stats(
     else:
         render.data(d, out)
     _finish(f"{_plural(d['total'])} waiting in {d['topic']}", d["total"] == 0, fail_if_empty,
-            d["topic"])
+            d["topic"], quiet)
 
 
 @dlq.command(help="Show waiting dead letters (message records with their properties); creates "
@@ -265,13 +307,15 @@ def peek(
     num: Annotated[int, typer.Option("-n", "--num-messages", help="How many (0: all).")] = 10,
     filters: Filters = None,
     fail_if_empty: FailIfEmpty = False,
+    missing_ok: MissingOk = False,
+    quiet: Quiet = False,
     output: Output = None,
 ):
     out = fmt(ctx, output)
     positive(num, "-n/--num-messages")
     sel = _filters(filters)
     b = state(ctx).broker()
-    msgs = b.dlq_peek(topic, num, sel)
+    msgs = b.dlq_peek(topic, num, sel, missing_ok=missing_ok)
     if out == render.JSON:
         render.json_doc([m.record() for m in msgs])
     else:
@@ -279,7 +323,7 @@ def peek(
             render.message(m, out, with_id=True, metadata=True)
     total = b.dlq_count(topic, sel) if msgs else 0
     _finish(f"showed {len(msgs)} of {_plural(total)} waiting", not msgs, fail_if_empty,
-            _name(topic))
+            _name(topic), quiet)
 
 
 # -- drain ------------------------------------------------------------------------------------
@@ -372,66 +416,87 @@ class _Sink:
             self.f.close()
 
 
+def _kept_hint(name: str, max_failures: int, failed: int, why: str = "") -> str:
+    """What a PartlyFailed line says to do next."""
+    stopped = (f"stopped at --max-failures {max_failures}; " if max_failures
+               and failed >= max_failures else "")
+    return (f"{stopped}{why}the failed stay in the DLQ for the next run; see what waits with "
+            f"`pulsarctl dlq peek {name}`")
+
+
 @dlq.command(help="Write each waiting dead letter as an NDJSON message record (as consume -o "
                   "ndjson prints it) and ack it once written and fsynced; or hand each to "
-                  "--exec CMD (exit 0 acks, anything else leaves it).")
+                  "--exec CMD (exit 0 acks, anything else leaves it: failed, exit 7).")
 def drain(
     ctx: typer.Context, topic: Dlq,
     out_path: Annotated[str, typer.Option(
         "--out", help="File to append the records to, or - for stdout.", metavar="FILE")] = "-",
     exec_cmd: Annotated[Optional[str], typer.Option(
         "--exec", help="Run CMD per dead letter instead (payload on stdin, metadata in PULSAR_* "
-        "variables, as consume --exec): exit 0 acks, anything else leaves it (failed).",
-        metavar="CMD", show_default=False)] = None,
-    max_n: Max = 0,
+        "variables, as consume --exec): exit 0 acks, anything else leaves it (failed: not tried "
+        "again in this run; the exit is 7).", metavar="CMD", show_default=False)] = None,
+    max_n: MaxDone = 0,
+    max_failures: MaxFailures = 0,
     filters: Filters = None,
     rate: Rate = None,
     batch: Batch = 100,
     fail_if_empty: FailIfEmpty = False,
+    missing_ok: MissingOk = False,
     no_wait: NoWait = False,
     yes: Yes = False,
+    quiet: Quiet = False,
     output: Output = None,
 ):
     from pulsarctl.broker.dlq import SUBSCRIPTION
 
     out = fmt(ctx, output)
+    positive(max_failures, "--max-failures")
     sel = {"filters": _filters(filters)}
     pace = _Pace(rate)
     where = f"to `{exec_cmd}`" if exec_cmd else ("to stdout" if out_path == "-" else f"to {out_path}")
-    name, b = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
-        f"drain {_plural(n)} of {name} {where} (they leave the DLQ)?"))
+    name, b, found = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
+        f"drain {_plural(n)} of {name} {where} (they leave the DLQ)?"), missing_ok)
     counts = {"drained": 0, "failed": 0}
-    with b.dlq_lock(topic, wait=not no_wait):
-        b.dlq_subscribe(topic)
-        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "draining")
-        sink = None if exec_cmd else _Sink(out_path)
 
-        def handle(msgs, guard):
-            for m in msgs:
-                m.subscription = m.consumer_name = SUBSCRIPTION
-            if exec_cmd is None:
-                with guard:
-                    sink.write(msgs)
-                    counts["drained"] += b.dlq_ack(topic, [m.id for m in msgs])
-                return len(msgs)
-            from pulsarctl.cli.consume_run import run_exec
+    def enough() -> bool:
+        return bool(max_failures) and counts["failed"] >= max_failures
 
-            for m in msgs:
-                with guard:
-                    if run_exec(exec_cmd, m) == 0:
-                        counts["drained"] += b.dlq_ack(topic, [m.id])
-                    else:
-                        counts["failed"] += 1
-            return len(msgs)
-        try:
-            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
-        finally:
-            if sink is not None:
-                sink.close()
+    def handle(msgs, guard):
+        for m in msgs:
+            m.subscription = m.consumer_name = SUBSCRIPTION
+        before = counts["drained"]
+        if exec_cmd is None:
+            with guard:
+                sink.write(msgs)
+                counts["drained"] += b.dlq_ack(topic, [m.id for m in msgs])
+            return counts["drained"] - before
+        from pulsarctl.cli.consume_run import run_exec
+
+        for m in msgs:
+            if enough():
+                break
+            with guard:
+                if run_exec(exec_cmd, m) == 0:
+                    counts["drained"] += b.dlq_ack(topic, [m.id])
+                else:
+                    counts["failed"] += 1
+        return counts["drained"] - before
+
+    if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription, no file
+        with b.dlq_lock(topic, wait=not no_wait):
+            b.dlq_subscribe(topic)
+            bar = render.Progress(_total(b, topic, max_n, **sel), "draining")
+            sink = None if exec_cmd else _Sink(out_path)
+            try:
+                _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
+            finally:
+                if sink is not None:
+                    sink.close()
     summary = f"drained {counts['drained']}, failed {counts['failed']}"
     if out != render.TEXT and (exec_cmd or out_path != "-"):
         render.data({"topic": name, **counts, "out": None if exec_cmd else out_path}, out)
-    _finish(summary, not any(counts.values()), fail_if_empty, name)
+    _finish(summary, not any(counts.values()), fail_if_empty, name, quiet, counts["failed"],
+            _kept_hint(name, max_failures, counts["failed"]))
 
 
 # -- replay -----------------------------------------------------------------------------------
@@ -494,7 +559,8 @@ def replay(
     ids: Annotated[Optional[str], typer.Option(
         "--ids", help="Replay only these message ids (or message records), one a line: - reads "
         "stdin, else a file.", metavar="-|FILE", show_default=False)] = None,
-    max_n: Max = 0,
+    max_n: MaxDone = 0,
+    max_failures: MaxFailures = 0,
     max_replays: Annotated[int, typer.Option(
         "--max-replays", help="Refuse (skip, leave in the DLQ) dead letters replayed this often "
         "already (their REPLAY_COUNT).", metavar="N")] = 3,
@@ -503,14 +569,20 @@ def replay(
         "--dry-run", help="Change nothing; print what would be replayed.")] = False,
     batch: Batch = 100,
     fail_if_empty: FailIfEmpty = False,
+    missing_ok: MissingOk = False,
     no_wait: NoWait = False,
     yes: Yes = False,
+    quiet: Annotated[bool, typer.Option(
+        "-q", "--quiet", help="No summary line unless something failed (errors always print), "
+        "and in text output only the lines of the failed: cron mails only the runs with a "
+        "problem.")] = False,
     output: Output = None,
 ):
     out = fmt(ctx, output)
     if to_origin and to:
         raise UsageError("give --to-origin or --to TOPIC, not both")
     positive(max_replays, "--max-replays")
+    positive(max_failures, "--max-failures")
     sel = {"filters": _filters(filters)}
     if ids is not None:
         sel["ids"] = _read_ids(ids)
@@ -518,22 +590,27 @@ def replay(
     target = to or "their REAL_TOPIC"
     if subscription:
         target += f" (subscription {subscription}, through its retry letter topic)"
-    name, b = _start(ctx, topic, max_n, batch, sel, yes, None if dry_run else lambda n, name: (
-        f"replay up to {_plural(n)} of {name} to {target}?"))
+    name, b, found = _start(ctx, topic, max_n, batch, sel, yes, None if dry_run else (
+        lambda n, name: f"replay up to {_plural(n)} of {name} to {target}?"), missing_ok)
     counts = {"replayed": 0, "skipped": 0, "failed": 0}
     collected = []
+
+    def enough() -> bool:
+        return bool(max_failures) and counts["failed"] >= max_failures
 
     def handle(msgs, guard):
         with guard:
             results = b.dlq_replay(topic, [m.id for m in msgs], to=to, subscription=subscription,
-                                   max_replays=max_replays, dry_run=dry_run)
+                                   max_replays=max_replays, dry_run=dry_run,
+                                   max_failures=max_failures - counts["failed"]
+                                   if max_failures else None)
             _show(results)
         n = 0
         for r in results:
             key = {"would-replay": "replayed", "would-skip": "skipped"}.get(r["action"],
                                                                            r["action"])
             counts[key] += 1
-            n += key != "skipped"
+            n += key == "replayed"  # --max counts the replayed: not the skipped, not the failed
         return n
 
     def _show(results):
@@ -544,17 +621,20 @@ def replay(
             collected.extend(results)
         else:
             for r in results:
-                render.outln(render.safe(_replay_line(r)))
+                if not quiet or r["action"] == "failed":
+                    render.outln(render.safe(_replay_line(r)))
             render.flush()
 
-    if dry_run:
-        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "dry run")
-        _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+    if not found:
+        pass  # with --missing-ok, a missing DLQ is empty: no lock, no subscription
+    elif dry_run:
+        bar = render.Progress(_total(b, topic, max_n, **sel), "dry run")
+        _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     else:
         with b.dlq_lock(topic, wait=not no_wait):
             b.dlq_subscribe(topic)
-            bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "replaying")
-            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+            bar = render.Progress(_total(b, topic, max_n, **sel), "replaying")
+            _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     if out == render.JSON:
         render.json_doc({"topic": name, **counts, "dryRun": dry_run, "messages": collected})
     if dry_run:
@@ -563,7 +643,10 @@ def replay(
     else:
         summary = (f"replayed {counts['replayed']}, skipped {counts['skipped']}, failed "
                    f"{counts['failed']}")
-    _finish(summary, not (counts["replayed"] or counts["failed"]), fail_if_empty, name)
+    _finish(summary, not (counts["replayed"] or counts["failed"]), fail_if_empty, name, quiet,
+            counts["failed"], _kept_hint(name, max_failures, counts["failed"],
+                                         "each failed result says why (--to TOPIC replays "
+                                         "those without a REAL_TOPIC); "))
 
 
 # -- purge ------------------------------------------------------------------------------------
@@ -579,8 +662,10 @@ def purge(
     rate: Rate = None,
     batch: Batch = 1000,
     fail_if_empty: FailIfEmpty = False,
+    missing_ok: MissingOk = False,
     no_wait: NoWait = False,
     yes: Yes = False,
+    quiet: Quiet = False,
     output: Output = None,
 ):
     from pulsarctl.units import parse_duration_ms
@@ -590,19 +675,21 @@ def purge(
     if older_than is not None:
         sel["older_than_ms"] = parse_duration_ms(older_than, "--older-than")
     pace = _Pace(rate)
-    name, b = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
-        f"purge {_plural(n)} of {name}? They are gone for good."))
+    name, b, found = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
+        f"purge {_plural(n)} of {name}? They are gone for good."), missing_ok)
     counts = {"purged": 0}
 
     def handle(msgs, guard):
         with guard:
-            counts["purged"] += b.dlq_ack(topic, [m.id for m in msgs])
-        return len(msgs)
+            n = b.dlq_ack(topic, [m.id for m in msgs])
+        counts["purged"] += n
+        return n
 
-    with b.dlq_lock(topic, wait=not no_wait):
-        b.dlq_subscribe(topic)
-        bar = render.Progress(_total(b, topic, render.stderr_tty(), **sel), "purging")
-        _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+    if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription
+        with b.dlq_lock(topic, wait=not no_wait):
+            b.dlq_subscribe(topic)
+            bar = render.Progress(_total(b, topic, max_n, **sel), "purging")
+            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
     if out != render.TEXT:
         render.data({"topic": name, **counts, "olderThanMs": sel.get("older_than_ms")}, out)
-    _finish(f"purged {counts['purged']}", not counts["purged"], fail_if_empty, name)
+    _finish(f"purged {counts['purged']}", not counts["purged"], fail_if_empty, name, quiet)
