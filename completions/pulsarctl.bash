@@ -4,699 +4,837 @@
 # /usr/share/bash-completion/completions/pulsarctl.
 
 # $1: command path ("" for the root).
-# Sets subs, opts, and vopts (the options that take a value).
+# Sets subs, opts, vopts (the options that take a value) and targ (which positional
+# argument, from 0, is the topic whose subscriptions -s offers).
 _pulsarctl_node() {
     case "$1" in
         "")
             subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
             opts="--store -o --output --traceback -h --help"
             vopts="--store -o --output"
+            targ=""
             ;;
         "produce")
             subs=""
             opts="-m --messages -f --files --stdin --ndjson -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id -c --chunking -db --disable-batching --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output -h --help"
             vopts="-m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema -o --output"
+            targ="0"
             ;;
         "consume")
             subs=""
             opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --exec-retry-delay --exec --value-schema -o --output -h --help"
             vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema -o --output"
+            targ="0"
             ;;
         "receive")
             subs=""
             opts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --regex --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --enable-retry --retry-letter-topic --value-schema -o --output -h --help"
             vopts="-s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema -o --output"
+            targ="0"
             ;;
         "ack")
             subs=""
             opts="-s --subscription --cumulative --regex -o --output -h --help"
             vopts="-s --subscription --cumulative -o --output"
+            targ="0"
             ;;
         "nack")
             subs=""
             opts="-s --subscription --regex -o --output -h --help"
             vopts="-s --subscription -o --output"
+            targ="0"
             ;;
         "read")
             subs=""
             opts="-m --start-message-id -i --start-message-id-inclusive -n --num-messages --until-end --idle-timeout --fail-if-empty --hide-content --hex -mp --print-metadata --value-schema -o --output -h --help"
             vopts="-m --start-message-id -n --num-messages --idle-timeout --value-schema -o --output"
+            targ="0"
             ;;
         "redeliver-unacked")
             subs=""
             opts="-s --subscription --consumer-name -o --output -h --help"
             vopts="-s --subscription --consumer-name -o --output"
+            targ="0"
             ;;
         "reconsume-later")
             subs=""
             opts="-s --subscription --delay --delay-level --delay-level-increment -p --properties -o --output -h --help"
             vopts="-s --subscription --delay --delay-level -p --properties -o --output"
+            targ="0"
             ;;
         "version")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "doctor")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "completion")
             subs=""
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "topics")
             subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "topics list")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "topics create")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics delete")
             subs=""
             opts="-f --force -o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics stats")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics stats-internal")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics subscriptions")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics create-subscription")
             subs=""
             opts="-s --subscription -m --messageId --message-id -o --output -h --help"
             vopts="-s --subscription -m --messageId --message-id -o --output"
+            targ="0"
             ;;
         "topics unsubscribe")
             subs=""
             opts="-s --subscription -f --force -o --output -h --help"
             vopts="-s --subscription -o --output"
+            targ="0"
             ;;
         "topics peek-messages")
             subs=""
             opts="-s --subscription -n --count -o --output -h --help"
             vopts="-s --subscription -n --count -o --output"
+            targ="0"
             ;;
         "topics get-message-by-id")
             subs=""
             opts="-l --ledgerId --ledger-id -e --entryId --entry-id -o --output -h --help"
             vopts="-l --ledgerId --ledger-id -e --entryId --entry-id -o --output"
+            targ="0"
             ;;
         "topics last-message-id")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics create-partitioned-topic")
             subs=""
             opts="-p --partitions -o --output -h --help"
             vopts="-p --partitions -o --output"
+            targ="0"
             ;;
         "topics update-partitioned-topic")
             subs=""
             opts="-p --partitions -o --output -h --help"
             vopts="-p --partitions -o --output"
+            targ="0"
             ;;
         "topics get-partitioned-topic-metadata")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics delete-partitioned-topic")
             subs=""
             opts="-f --force -o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics list-partitioned-topics")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "topics partitioned-stats")
             subs=""
             opts="--per-partition -o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics offload")
             subs=""
             opts="--to --size-threshold -s --older-than -o --output -h --help"
             vopts="--to --size-threshold -s --older-than -o --output"
+            targ="0"
             ;;
         "topics offload-status")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics skip")
             subs=""
             opts="-s --subscription -n --count -o --output -h --help"
             vopts="-s --subscription -n --count -o --output"
+            targ="0"
             ;;
         "topics clear-backlog")
             subs=""
             opts="-s --subscription -o --output -h --help"
             vopts="-s --subscription -o --output"
+            targ="0"
             ;;
         "topics reset-cursor")
             subs=""
             opts="-s --subscription -t --time -m --messageId --message-id -o --output -h --help"
             vopts="-s --subscription -t --time -m --messageId --message-id -o --output"
+            targ="0"
             ;;
         "topics expire-messages")
             subs=""
             opts="-s --subscription -t --expireTime --expire-time -o --output -h --help"
             vopts="-s --subscription -t --expireTime --expire-time -o --output"
+            targ="0"
             ;;
         "topics terminate")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics examine-message")
             subs=""
             opts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output -h --help"
             vopts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output"
+            targ="0"
             ;;
         "topics get-message-ttl")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-message-ttl")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-retention")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-retention")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-deduplication")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-deduplication")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-backlog-quotas")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-delayed-delivery")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-delayed-delivery")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-dead-letter-policy")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-dead-letter-policy")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-max-unacked-messages-per-consumer")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-max-unacked-messages-per-consumer")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics get-max-unacked-messages-per-subscription")
             subs=""
             opts="-o --output -ap --applied -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics remove-max-unacked-messages-per-subscription")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics set-message-ttl")
             subs=""
             opts="-t --ttl -o --output -h --help"
             vopts="-t --ttl -o --output"
+            targ="0"
             ;;
         "topics set-retention")
             subs=""
             opts="-t --time -s --size -o --output -h --help"
             vopts="-t --time -s --size -o --output"
+            targ="0"
             ;;
         "topics set-deduplication")
             subs=""
             opts="-e --enable -d --disable -o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "topics set-backlog-quota")
             subs=""
             opts="-p --policy -l --limit -lt --limitTime -t --type -o --output -h --help"
             vopts="-p --policy -l --limit -lt --limitTime -t --type -o --output"
+            targ="0"
             ;;
         "topics remove-backlog-quota")
             subs=""
             opts="-t --type -o --output -h --help"
             vopts="-t --type -o --output"
+            targ="0"
             ;;
         "topics set-delayed-delivery")
             subs=""
             opts="-e --enable -d --disable -t --time -md --maxDelay -o --output -h --help"
             vopts="-t --time -md --maxDelay -o --output"
+            targ="0"
             ;;
         "topics set-dead-letter-policy")
             subs=""
             opts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
             vopts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            targ="0"
             ;;
         "topics set-max-unacked-messages-per-consumer")
             subs=""
             opts="-m --max -o --output -h --help"
             vopts="-m --max -o --output"
+            targ="0"
             ;;
         "topics set-max-unacked-messages-per-subscription")
             subs=""
             opts="-m --max -o --output -h --help"
             vopts="-m --max -o --output"
+            targ="0"
             ;;
         "topics policies")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "tenants")
             subs="list get create delete"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "tenants list")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "tenants get")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "tenants create")
             subs=""
             opts="-r --admin-roles -c --allowed-clusters -o --output -h --help"
             vopts="-r --admin-roles -c --allowed-clusters -o --output"
+            targ=""
             ;;
         "tenants delete")
             subs=""
             opts="-f --force -o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces")
             subs="list create delete policies get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "namespaces list")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces create")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces delete")
             subs=""
             opts="-f --force -o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces policies")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-message-ttl")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-message-ttl")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-retention")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-retention")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-deduplication")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-deduplication")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-backlog-quotas")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-delayed-delivery")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-delayed-delivery")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-dead-letter-policy")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-dead-letter-policy")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-max-unacked-messages-per-consumer")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-max-unacked-messages-per-consumer")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces get-max-unacked-messages-per-subscription")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces remove-max-unacked-messages-per-subscription")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces set-message-ttl")
             subs=""
             opts="-ttl --messageTTL -o --output -h --help"
             vopts="-ttl --messageTTL -o --output"
+            targ=""
             ;;
         "namespaces set-retention")
             subs=""
             opts="-t --time -s --size -o --output -h --help"
             vopts="-t --time -s --size -o --output"
+            targ=""
             ;;
         "namespaces set-deduplication")
             subs=""
             opts="-e --enable -d --disable -o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "namespaces set-backlog-quota")
             subs=""
             opts="-p --policy -l --limit -lt --limitTime -t --type -o --output -h --help"
             vopts="-p --policy -l --limit -lt --limitTime -t --type -o --output"
+            targ=""
             ;;
         "namespaces remove-backlog-quota")
             subs=""
             opts="-t --type -o --output -h --help"
             vopts="-t --type -o --output"
+            targ=""
             ;;
         "namespaces set-delayed-delivery")
             subs=""
             opts="-e --enable -d --disable -t --time -md --maxDelay -o --output -h --help"
             vopts="-t --time -md --maxDelay -o --output"
+            targ=""
             ;;
         "namespaces set-dead-letter-policy")
             subs=""
             opts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output -h --help"
             vopts="-m --max-redeliver-count --dead-letter-topic --initial-subscription-name -o --output"
+            targ=""
             ;;
         "namespaces set-max-unacked-messages-per-consumer")
             subs=""
             opts="-m --max -o --output -h --help"
             vopts="-m --max -o --output"
+            targ=""
             ;;
         "namespaces set-max-unacked-messages-per-subscription")
             subs=""
             opts="-m --max -o --output -h --help"
             vopts="-m --max -o --output"
+            targ=""
             ;;
         "brokers")
             subs="get-all-dynamic-config update-dynamic-config"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "brokers get-all-dynamic-config")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "brokers update-dynamic-config")
             subs=""
             opts="--config --value -o --output -h --help"
             vopts="--config --value -o --output"
+            targ=""
             ;;
         "clock")
             subs="show simulate advance real"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "clock show")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "clock simulate")
             subs=""
             opts="--at -o --output -h --help"
             vopts="--at -o --output"
+            targ=""
             ;;
         "clock advance")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "clock real")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "subscriptions")
             subs="consumers close-consumer describe pending"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "subscriptions consumers")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "subscriptions close-consumer")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "subscriptions describe")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "subscriptions pending")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "schemas")
             subs="get delete"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "schemas get")
             subs=""
             opts="--version -o --output -h --help"
             vopts="--version -o --output"
+            targ="0"
             ;;
         "schemas delete")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
             ;;
         "perf")
             subs="produce consume timers delayed"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "perf produce")
             subs=""
             opts="-n --num-messages -s --size -b --batch --compression -db --disable-batching --batching-max-messages --batching-max-bytes -o --output -h --help"
             vopts="-n --num-messages -s --size -b --batch --compression --batching-max-messages --batching-max-bytes -o --output"
+            targ="0"
             ;;
         "perf consume")
             subs=""
             opts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output -h --help"
             vopts="-s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size -o --output"
+            targ="0"
             ;;
         "perf timers")
             subs=""
             opts="-n --num-timers -o --output -h --help"
             vopts="-n --num-timers -o --output"
+            targ=""
             ;;
         "perf delayed")
             subs=""
             opts="-n --num-delayed --due -o --output -h --help"
             vopts="-n --num-delayed --due -o --output"
+            targ=""
             ;;
         "daemon")
             subs="run start stop status run-once"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "daemon run")
             subs=""
             opts="--standby --tick -h --help"
             vopts="--tick"
+            targ=""
             ;;
         "daemon start")
             subs=""
             opts="--standby --tick -o --output -h --help"
             vopts="--tick -o --output"
+            targ=""
             ;;
         "daemon stop")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "daemon status")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "daemon run-once")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "dlq")
             subs="list stats peek drain replay purge"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "dlq list")
             subs=""
-            opts="--fail-if-empty -o --output -h --help"
+            opts="--fail-if-empty -q --quiet -o --output -h --help"
             vopts="-o --output"
+            targ=""
             ;;
         "dlq stats")
             subs=""
-            opts="--by-property --fail-if-empty -o --output -h --help"
+            opts="--by-property --fail-if-empty --missing-ok -q --quiet -o --output -h --help"
             vopts="--by-property -o --output"
+            targ=""
             ;;
         "dlq peek")
             subs=""
-            opts="-n --num-messages --filter --fail-if-empty -o --output -h --help"
+            opts="-n --num-messages --filter --fail-if-empty --missing-ok -q --quiet -o --output -h --help"
             vopts="-n --num-messages --filter -o --output"
+            targ=""
             ;;
         "dlq drain")
             subs=""
-            opts="--out --exec --max --filter --rate --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
-            vopts="--out --exec --max --filter --rate --batch -o --output"
+            opts="--out --exec --max --max-failures --filter --rate --batch --fail-if-empty --missing-ok --no-wait -y --yes -q --quiet -o --output -h --help"
+            vopts="--out --exec --max --max-failures --filter --rate --batch -o --output"
+            targ=""
             ;;
         "dlq replay")
             subs=""
-            opts="--to-origin --to --subscription --filter --ids --max --max-replays --rate --dry-run --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
-            vopts="--to --subscription --filter --ids --max --max-replays --rate --batch -o --output"
+            opts="--to-origin --to --subscription --filter --ids --max --max-failures --max-replays --rate --dry-run --batch --fail-if-empty --missing-ok --no-wait -y --yes -q --quiet -o --output -h --help"
+            vopts="--to --subscription --filter --ids --max --max-failures --max-replays --rate --batch -o --output"
+            targ=""
             ;;
         "dlq purge")
             subs=""
-            opts="--older-than --filter --max --rate --batch --fail-if-empty --no-wait -y --yes -o --output -h --help"
+            opts="--older-than --filter --max --rate --batch --fail-if-empty --missing-ok --no-wait -y --yes -q --quiet -o --output -h --help"
             vopts="--older-than --filter --max --rate --batch -o --output"
+            targ=""
             ;;
         "spark")
             subs="export dlq-report dlq-reprocess bench"
             opts="-h --help"
             vopts=""
+            targ=""
             ;;
         "spark export")
             subs=""
             opts="--out --format --overwrite --starting-offsets --ending-offsets --start-time --end-time --master -o --output -h --help"
             vopts="--out --format --starting-offsets --ending-offsets --start-time --end-time --master -o --output"
+            targ="0"
             ;;
         "spark dlq-report")
             subs=""
             opts="--reason-property --all --png --master -o --output -h --help"
             vopts="--reason-property --png --master -o --output"
+            targ=""
             ;;
         "spark dlq-reprocess")
             subs=""
             opts="--transform --no-wait --master -o --output -h --help"
             vopts="--transform --master -o --output"
+            targ=""
             ;;
         "spark bench")
             subs=""
             opts="-n --num-messages -s --size --repeat --master -o --output -h --help"
             vopts="-n --num-messages -s --size --repeat --master -o --output"
+            targ=""
             ;;
         *)
-            subs="" opts="" vopts=""
+            subs="" opts="" vopts="" targ=""
             ;;
     esac
 }
 
 # $1: command path, $2: an option, or #N for the Nth positional argument (from 0).
-# Sets values (fixed choices) and files (1 when the value names a file).
+# Sets values (fixed choices), files (1 when the value names a file) and names
+# (topics, subscriptions or dlqs: names from the store).
 _pulsarctl_values() {
-    values="" files=""
+    values="" files="" names=""
     case "$1|$2" in
         "|--store") files=1 ;;
         "|-o"|"|--output") values="text json ndjson" ;;
@@ -706,75 +844,149 @@ _pulsarctl_values() {
         "produce|--routing-mode") values="RoundRobinPartition SinglePartition" ;;
         "produce|--hashing-scheme") values="JavaStringHash Murmur3_32Hash" ;;
         "produce|-o"|"produce|--output") values="text json ndjson" ;;
+        "produce|#0") names=topics ;;
+        "consume|-s"|"consume|--subscription") names=subscriptions ;;
         "consume|-t"|"consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "consume|-p"|"consume|--subscription-position") values="Latest Earliest" ;;
         "consume|-m"|"consume|--subscription-mode") values="Durable NonDurable" ;;
         "consume|--key-shared-policy") values="auto-split consistent-hashing sticky" ;;
+        "consume|--dead-letter-topic") names=topics ;;
+        "consume|--retry-letter-topic") names=topics ;;
         "consume|-o"|"consume|--output") values="text json ndjson" ;;
+        "consume|#"*) names=topics ;;
+        "receive|-s"|"receive|--subscription") names=subscriptions ;;
         "receive|-t"|"receive|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "receive|-p"|"receive|--subscription-position") values="Latest Earliest" ;;
         "receive|-m"|"receive|--subscription-mode") values="Durable NonDurable" ;;
         "receive|--key-shared-policy") values="auto-split consistent-hashing sticky" ;;
+        "receive|--dead-letter-topic") names=topics ;;
+        "receive|--retry-letter-topic") names=topics ;;
         "receive|-o"|"receive|--output") values="text json ndjson" ;;
+        "receive|#"*) names=topics ;;
+        "ack|-s"|"ack|--subscription") names=subscriptions ;;
         "ack|-o"|"ack|--output") values="text json ndjson" ;;
+        "ack|#0") names=topics ;;
+        "nack|-s"|"nack|--subscription") names=subscriptions ;;
         "nack|-o"|"nack|--output") values="text json ndjson" ;;
+        "nack|#0") names=topics ;;
         "read|-o"|"read|--output") values="text json ndjson" ;;
+        "read|#0") names=topics ;;
+        "redeliver-unacked|-s"|"redeliver-unacked|--subscription") names=subscriptions ;;
         "redeliver-unacked|-o"|"redeliver-unacked|--output") values="text json ndjson" ;;
+        "redeliver-unacked|#0") names=topics ;;
+        "reconsume-later|-s"|"reconsume-later|--subscription") names=subscriptions ;;
         "reconsume-later|-o"|"reconsume-later|--output") values="text json ndjson" ;;
+        "reconsume-later|#0") names=topics ;;
         "version|-o"|"version|--output") values="text json ndjson" ;;
         "doctor|-o"|"doctor|--output") values="text json ndjson" ;;
         "completion|#0") values="bash zsh fish" ;;
         "topics list|-o"|"topics list|--output") values="text json ndjson" ;;
         "topics create|-o"|"topics create|--output") values="text json ndjson" ;;
+        "topics create|#0") names=topics ;;
         "topics delete|-o"|"topics delete|--output") values="text json ndjson" ;;
+        "topics delete|#0") names=topics ;;
         "topics stats|-o"|"topics stats|--output") values="text json ndjson" ;;
+        "topics stats|#0") names=topics ;;
         "topics stats-internal|-o"|"topics stats-internal|--output") values="text json ndjson" ;;
+        "topics stats-internal|#0") names=topics ;;
         "topics subscriptions|-o"|"topics subscriptions|--output") values="text json ndjson" ;;
+        "topics subscriptions|#0") names=topics ;;
+        "topics create-subscription|-s"|"topics create-subscription|--subscription") names=subscriptions ;;
         "topics create-subscription|-o"|"topics create-subscription|--output") values="text json ndjson" ;;
+        "topics create-subscription|#0") names=topics ;;
+        "topics unsubscribe|-s"|"topics unsubscribe|--subscription") names=subscriptions ;;
         "topics unsubscribe|-o"|"topics unsubscribe|--output") values="text json ndjson" ;;
+        "topics unsubscribe|#0") names=topics ;;
+        "topics peek-messages|-s"|"topics peek-messages|--subscription") names=subscriptions ;;
         "topics peek-messages|-o"|"topics peek-messages|--output") values="text json ndjson" ;;
+        "topics peek-messages|#0") names=topics ;;
         "topics get-message-by-id|-o"|"topics get-message-by-id|--output") values="text json ndjson" ;;
+        "topics get-message-by-id|#0") names=topics ;;
         "topics last-message-id|-o"|"topics last-message-id|--output") values="text json ndjson" ;;
+        "topics last-message-id|#0") names=topics ;;
         "topics create-partitioned-topic|-o"|"topics create-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics create-partitioned-topic|#0") names=topics ;;
         "topics update-partitioned-topic|-o"|"topics update-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics update-partitioned-topic|#0") names=topics ;;
         "topics get-partitioned-topic-metadata|-o"|"topics get-partitioned-topic-metadata|--output") values="text json ndjson" ;;
+        "topics get-partitioned-topic-metadata|#0") names=topics ;;
         "topics delete-partitioned-topic|-o"|"topics delete-partitioned-topic|--output") values="text json ndjson" ;;
+        "topics delete-partitioned-topic|#0") names=topics ;;
         "topics list-partitioned-topics|-o"|"topics list-partitioned-topics|--output") values="text json ndjson" ;;
         "topics partitioned-stats|-o"|"topics partitioned-stats|--output") values="text json ndjson" ;;
+        "topics partitioned-stats|#0") names=topics ;;
         "topics offload|-o"|"topics offload|--output") values="text json ndjson" ;;
+        "topics offload|#0") names=topics ;;
         "topics offload-status|-o"|"topics offload-status|--output") values="text json ndjson" ;;
+        "topics offload-status|#0") names=topics ;;
+        "topics skip|-s"|"topics skip|--subscription") names=subscriptions ;;
         "topics skip|-o"|"topics skip|--output") values="text json ndjson" ;;
+        "topics skip|#0") names=topics ;;
+        "topics clear-backlog|-s"|"topics clear-backlog|--subscription") names=subscriptions ;;
         "topics clear-backlog|-o"|"topics clear-backlog|--output") values="text json ndjson" ;;
+        "topics clear-backlog|#0") names=topics ;;
+        "topics reset-cursor|-s"|"topics reset-cursor|--subscription") names=subscriptions ;;
         "topics reset-cursor|-o"|"topics reset-cursor|--output") values="text json ndjson" ;;
+        "topics reset-cursor|#0") names=topics ;;
+        "topics expire-messages|-s"|"topics expire-messages|--subscription") names=subscriptions ;;
         "topics expire-messages|-o"|"topics expire-messages|--output") values="text json ndjson" ;;
+        "topics expire-messages|#0") names=topics ;;
         "topics terminate|-o"|"topics terminate|--output") values="text json ndjson" ;;
+        "topics terminate|#0") names=topics ;;
         "topics examine-message|-i"|"topics examine-message|--initialPosition"|"topics examine-message|--initial-position") values="latest earliest" ;;
         "topics examine-message|-o"|"topics examine-message|--output") values="text json ndjson" ;;
+        "topics examine-message|#0") names=topics ;;
         "topics get-message-ttl|-o"|"topics get-message-ttl|--output") values="text json ndjson" ;;
+        "topics get-message-ttl|#0") names=topics ;;
         "topics remove-message-ttl|-o"|"topics remove-message-ttl|--output") values="text json ndjson" ;;
+        "topics remove-message-ttl|#0") names=topics ;;
         "topics get-retention|-o"|"topics get-retention|--output") values="text json ndjson" ;;
+        "topics get-retention|#0") names=topics ;;
         "topics remove-retention|-o"|"topics remove-retention|--output") values="text json ndjson" ;;
+        "topics remove-retention|#0") names=topics ;;
         "topics get-deduplication|-o"|"topics get-deduplication|--output") values="text json ndjson" ;;
+        "topics get-deduplication|#0") names=topics ;;
         "topics remove-deduplication|-o"|"topics remove-deduplication|--output") values="text json ndjson" ;;
+        "topics remove-deduplication|#0") names=topics ;;
         "topics get-backlog-quotas|-o"|"topics get-backlog-quotas|--output") values="text json ndjson" ;;
+        "topics get-backlog-quotas|#0") names=topics ;;
         "topics get-delayed-delivery|-o"|"topics get-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics get-delayed-delivery|#0") names=topics ;;
         "topics remove-delayed-delivery|-o"|"topics remove-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics remove-delayed-delivery|#0") names=topics ;;
         "topics get-dead-letter-policy|-o"|"topics get-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics get-dead-letter-policy|#0") names=topics ;;
         "topics remove-dead-letter-policy|-o"|"topics remove-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics remove-dead-letter-policy|#0") names=topics ;;
         "topics get-max-unacked-messages-per-consumer|-o"|"topics get-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics get-max-unacked-messages-per-consumer|#0") names=topics ;;
         "topics remove-max-unacked-messages-per-consumer|-o"|"topics remove-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics remove-max-unacked-messages-per-consumer|#0") names=topics ;;
         "topics get-max-unacked-messages-per-subscription|-o"|"topics get-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics get-max-unacked-messages-per-subscription|#0") names=topics ;;
         "topics remove-max-unacked-messages-per-subscription|-o"|"topics remove-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics remove-max-unacked-messages-per-subscription|#0") names=topics ;;
         "topics set-message-ttl|-o"|"topics set-message-ttl|--output") values="text json ndjson" ;;
+        "topics set-message-ttl|#0") names=topics ;;
         "topics set-retention|-o"|"topics set-retention|--output") values="text json ndjson" ;;
+        "topics set-retention|#0") names=topics ;;
         "topics set-deduplication|-o"|"topics set-deduplication|--output") values="text json ndjson" ;;
+        "topics set-deduplication|#0") names=topics ;;
         "topics set-backlog-quota|-o"|"topics set-backlog-quota|--output") values="text json ndjson" ;;
+        "topics set-backlog-quota|#0") names=topics ;;
         "topics remove-backlog-quota|-o"|"topics remove-backlog-quota|--output") values="text json ndjson" ;;
+        "topics remove-backlog-quota|#0") names=topics ;;
         "topics set-delayed-delivery|-o"|"topics set-delayed-delivery|--output") values="text json ndjson" ;;
+        "topics set-delayed-delivery|#0") names=topics ;;
+        "topics set-dead-letter-policy|--dead-letter-topic") names=topics ;;
         "topics set-dead-letter-policy|-o"|"topics set-dead-letter-policy|--output") values="text json ndjson" ;;
+        "topics set-dead-letter-policy|#0") names=topics ;;
         "topics set-max-unacked-messages-per-consumer|-o"|"topics set-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
+        "topics set-max-unacked-messages-per-consumer|#0") names=topics ;;
         "topics set-max-unacked-messages-per-subscription|-o"|"topics set-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
+        "topics set-max-unacked-messages-per-subscription|#0") names=topics ;;
         "topics policies|-o"|"topics policies|--output") values="text json ndjson" ;;
+        "topics policies|#0") names=topics ;;
         "tenants list|-o"|"tenants list|--output") values="text json ndjson" ;;
         "tenants get|-o"|"tenants get|--output") values="text json ndjson" ;;
         "tenants create|-o"|"tenants create|--output") values="text json ndjson" ;;
@@ -804,6 +1016,7 @@ _pulsarctl_values() {
         "namespaces set-backlog-quota|-o"|"namespaces set-backlog-quota|--output") values="text json ndjson" ;;
         "namespaces remove-backlog-quota|-o"|"namespaces remove-backlog-quota|--output") values="text json ndjson" ;;
         "namespaces set-delayed-delivery|-o"|"namespaces set-delayed-delivery|--output") values="text json ndjson" ;;
+        "namespaces set-dead-letter-policy|--dead-letter-topic") names=topics ;;
         "namespaces set-dead-letter-policy|-o"|"namespaces set-dead-letter-policy|--output") values="text json ndjson" ;;
         "namespaces set-max-unacked-messages-per-consumer|-o"|"namespaces set-max-unacked-messages-per-consumer|--output") values="text json ndjson" ;;
         "namespaces set-max-unacked-messages-per-subscription|-o"|"namespaces set-max-unacked-messages-per-subscription|--output") values="text json ndjson" ;;
@@ -814,15 +1027,28 @@ _pulsarctl_values() {
         "clock advance|-o"|"clock advance|--output") values="text json ndjson" ;;
         "clock real|-o"|"clock real|--output") values="text json ndjson" ;;
         "subscriptions consumers|-o"|"subscriptions consumers|--output") values="text json ndjson" ;;
+        "subscriptions consumers|#0") names=topics ;;
+        "subscriptions consumers|#1") names=subscriptions ;;
         "subscriptions close-consumer|-o"|"subscriptions close-consumer|--output") values="text json ndjson" ;;
+        "subscriptions close-consumer|#0") names=topics ;;
+        "subscriptions close-consumer|#1") names=subscriptions ;;
         "subscriptions describe|-o"|"subscriptions describe|--output") values="text json ndjson" ;;
+        "subscriptions describe|#0") names=topics ;;
+        "subscriptions describe|#1") names=subscriptions ;;
         "subscriptions pending|-o"|"subscriptions pending|--output") values="text json ndjson" ;;
+        "subscriptions pending|#0") names=topics ;;
+        "subscriptions pending|#1") names=subscriptions ;;
         "schemas get|-o"|"schemas get|--output") values="text json ndjson" ;;
+        "schemas get|#0") names=topics ;;
         "schemas delete|-o"|"schemas delete|--output") values="text json ndjson" ;;
+        "schemas delete|#0") names=topics ;;
         "perf produce|--compression") values="none lz4 zlib zstd snappy" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
+        "perf produce|#0") names=topics ;;
+        "perf consume|-s"|"perf consume|--subscription") names=subscriptions ;;
         "perf consume|-t"|"perf consume|--subscription-type") values="Exclusive Shared Failover Key_Shared" ;;
         "perf consume|-o"|"perf consume|--output") values="text json ndjson" ;;
+        "perf consume|#0") names=topics ;;
         "perf timers|-o"|"perf timers|--output") values="text json ndjson" ;;
         "perf delayed|-o"|"perf delayed|--output") values="text json ndjson" ;;
         "daemon start|-o"|"daemon start|--output") values="text json ndjson" ;;
@@ -831,28 +1057,56 @@ _pulsarctl_values() {
         "daemon run-once|-o"|"daemon run-once|--output") values="text json ndjson" ;;
         "dlq list|-o"|"dlq list|--output") values="text json ndjson" ;;
         "dlq stats|-o"|"dlq stats|--output") values="text json ndjson" ;;
+        "dlq stats|#0") names=dlqs ;;
         "dlq peek|-o"|"dlq peek|--output") values="text json ndjson" ;;
+        "dlq peek|#0") names=dlqs ;;
         "dlq drain|-o"|"dlq drain|--output") values="text json ndjson" ;;
+        "dlq drain|#0") names=dlqs ;;
+        "dlq replay|--to") names=topics ;;
         "dlq replay|-o"|"dlq replay|--output") values="text json ndjson" ;;
+        "dlq replay|#0") names=dlqs ;;
         "dlq purge|-o"|"dlq purge|--output") values="text json ndjson" ;;
+        "dlq purge|#0") names=dlqs ;;
         "spark export|-o"|"spark export|--output") values="text json ndjson" ;;
+        "spark export|#0") names=topics ;;
         "spark dlq-report|-o"|"spark dlq-report|--output") values="text json ndjson" ;;
+        "spark dlq-report|#0") names=dlqs ;;
         "spark dlq-reprocess|-o"|"spark dlq-reprocess|--output") values="text json ndjson" ;;
+        "spark dlq-reprocess|#0") names=dlqs ;;
         "spark bench|-o"|"spark bench|--output") values="text json ndjson" ;;
     esac
 }
 
+# Names from the store, one per line: $1 is topics, subscriptions or dlqs, $2 the topic
+# (for subscriptions). Asks the pulsarctl being completed, with the line's --store ($store);
+# prints nothing when there is nothing to offer.
+_pulsarctl_names() {
+    local prog="${COMP_WORDS[0]}" dir="$store"
+    [[ "$prog" == "~/"* ]] && prog="$HOME/${prog#"~/"}"
+    [[ "$dir" == [\'\"]*[\'\"] ]] && dir="${dir:1:${#dir}-2}"
+    local -a args=(__complete)
+    [ -n "$dir" ] && args+=(--store "$dir")
+    args+=("$1")
+    if [ "$1" = subscriptions ]; then
+        [ -n "$2" ] || return 0
+        args+=("$2")
+    fi
+    "$prog" "${args[@]}" 2>/dev/null </dev/null
+}
+
 _pulsarctl() {
-    local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts values files
+    local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts targ values files names
+    local store="" gvopts="--store -o --output" name
+    local -a pos=()
     local IFS=$'\n'
     COMPREPLY=()
     cur="${COMP_WORDS[COMP_CWORD]}"
     _pulsarctl_node ""
-    # Walk the words before the cursor: descend into subcommands, skip option values, count
-    # positional arguments. bash may split --opt=value into "--opt" "=" "value".
+    # Walk the words before the cursor: descend into subcommands, skip option values (noting
+    # --store), keep positional arguments. bash may split --opt=value into "--opt" "=" "value".
     while [ "$i" -lt "$COMP_CWORD" ]; do
         word="${COMP_WORDS[i]}"
-        if [[ "$word" == -* && " $vopts " == *" $word "* ]]; then
+        if [[ "$word" == -* && " $vopts $gvopts " == *" $word "* ]]; then
             if [ $((i + 1)) -eq "$COMP_CWORD" ]; then
                 flag="$word"
                 [ "$cur" = "=" ] && cur=""
@@ -866,13 +1120,16 @@ _pulsarctl() {
                 fi
             fi
             i=$((i + 1))
+            [ "$word" = "--store" ] && store="${COMP_WORDS[i]}"
         elif [[ "$word" == -* || "$word" == "=" ]]; then
             :
         elif [[ " $subs " == *" $word "* ]]; then
             path="${path:+$path }$word"
             npos=0
+            pos=()
             _pulsarctl_node "$path"
         else
+            pos+=("$word")
             npos=$((npos + 1))
         fi
         i=$((i + 1))
@@ -881,10 +1138,12 @@ _pulsarctl() {
         flag="${cur%%=*}"
         prefix="$flag="
         cur="${cur#*=}"
-        [[ " $vopts " == *" $flag "* ]] || return 0
+        [[ " $vopts $gvopts " == *" $flag "* ]] || return 0
     fi
     if [ -n "$flag" ]; then
         _pulsarctl_values "$path" "$flag"
+        # a global option after the command: its values are the root's
+        [ -z "$values$files$names" ] && _pulsarctl_values "" "$flag"
     elif [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
         return 0
@@ -900,6 +1159,10 @@ _pulsarctl() {
         COMPREPLY=($(compgen -f -P "$prefix" -- "$cur"))
     elif [ -n "$values" ]; then
         COMPREPLY=($(compgen -W "${values// /$'\n'}" -P "$prefix" -- "$cur"))
+    elif [ -n "$names" ]; then
+        while read -r name; do
+            [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$prefix$name")
+        done < <(_pulsarctl_names "$names" "${targ:+${pos[targ]}}")
     fi
     return 0
 }

@@ -4,9 +4,12 @@
 `--check` only compares (exit 1 naming the stale files). tests/cli/test_docgen.py regenerates and
 compares, so a command added without regenerating fails the tests.
 
-The completion scripts are static: completing never starts Python, so it is instant and works
-wherever the script is copied. Output is byte-for-byte deterministic: tree order is kept,
-nothing depends on the terminal, the environment or the date.
+Commands, options and fixed values are written into the completion scripts, so completing them
+never starts Python. Names that live in the store (topics, the subscriptions of the topic on the
+line, dead letter topics) come from the hidden `pulsarctl __complete` (complete.py), which the
+scripts call with the line's --store; it prints nothing when there is nothing to offer. The man
+pages carry an EXAMPLES section from EXAMPLES below. Output is byte-for-byte deterministic: tree
+order is kept, nothing depends on the terminal, the environment or the date.
 """
 from __future__ import annotations
 
@@ -17,7 +20,8 @@ import sys
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pulsarctl.cli import render
+from pulsarctl.cli import helpfmt, render
+from pulsarctl.cli.complete import KINDS as NAME_KINDS
 from pulsarctl.cli.render import FORMATS
 
 SHELLS = ("bash", "zsh", "fish")
@@ -34,6 +38,167 @@ _ARG_VALUES = {(("completion",), "shell"): SHELLS}
 _FILE_FLAGS = ("--store", "--files")
 # "A|B|C ..." at the start of a help text lists the accepted values.
 _HELP_CHOICES = re.compile(r"^([A-Za-z0-9_.-]+(?:\|[A-Za-z0-9_.-]+)+)(?=\s|$)")
+
+# Values named from the store by `pulsarctl __complete KIND` (complete.py): which parameters
+# take a topic, a dead letter topic or a subscription (of the command's topic argument).
+TOPICS, SUBSCRIPTIONS, DLQS = NAME_KINDS
+
+
+def _arg_names(p) -> str:
+    if p.metavar == "DLQ":
+        return DLQS
+    if p.metavar == "TOPIC" or p.name in ("topic", "topics"):
+        return TOPICS
+    return SUBSCRIPTIONS if p.name == "subscription" else ""
+
+
+def _opt_names(p, long_flags: list[str]) -> str:
+    if p.metavar == "TOPIC" or any(f.endswith("-topic") for f in long_flags):
+        return TOPICS
+    return SUBSCRIPTIONS if "--subscription" in long_flags else ""
+
+
+# Examples for the man pages, by page (() is pulsarctl.1, ("dlq",) is pulsarctl-dlq.1): what it
+# does, and the command lines (most from README.md, whose examples a test runs).
+# tests/cli/test_docgen.py parses every pulsarctl command here against the command tree.
+EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
+    (): [
+        ("Produce two messages with a key and a property, then consume them from the start "
+         "(acking each one):",
+         'pulsarctl produce orders -m "order 1" -m "order 2" -k customer-7 -p source=web\n'
+         "pulsarctl consume orders -s billing -p Earliest -n 2"),
+        ("Receive without acking, then ack from another command (ids on stdin):",
+         "pulsarctl receive jobs -s workers -o ndjson > job.ndjson\n"
+         "pulsarctl ack jobs -s workers - < job.ndjson"),
+        ("One message per line on stdin, stored in batches; read the first three back:",
+         "seq 1 1000 | pulsarctl produce numbers --stdin\n"
+         "pulsarctl read numbers -m earliest -n 3 -o ndjson"),
+        ("Shared subscriptions spread messages over consumers:",
+         "pulsarctl receive orders -s audit -t Shared -p Earliest --consumer-name a "
+         "--idle-timeout 1s"),
+        ("Hand each message to a command; exit 0 acks, anything else nacks:",
+         "pulsarctl consume invoices -s mailer -p Earliest -n 1 --exec 'wc -c'"),
+        ("Install bash completion (zsh and fish likewise):",
+         "pulsarctl completion bash > ~/.local/share/bash-completion/completions/pulsarctl"),
+        ("Use another store for one command:",
+         "pulsarctl --store /tmp/pulsar-play topics list public/default"),
+    ],
+    ("topics",): [
+        ("List the topics of a namespace, look inside one:",
+         "pulsarctl topics list public/default\n"
+         "pulsarctl topics stats orders -o json\n"
+         "pulsarctl topics peek-messages orders -s audit -n 2"),
+        ("A partitioned topic with four partitions, and its stats per partition:",
+         "pulsarctl topics create-partitioned-topic clicks -p 4\n"
+         "pulsarctl topics partitioned-stats clicks --per-partition -o json"),
+        ("Create a subscription at the start, rewind another by ten minutes:",
+         "pulsarctl topics create-subscription jobs -s workers -m earliest\n"
+         "pulsarctl topics reset-cursor orders -s billing -t 10m"),
+        ("Policies on one topic, and what is in force:",
+         "pulsarctl topics set-deduplication public/orders/created --enable\n"
+         "pulsarctl topics policies public/orders/created -o json"),
+        ("Offload what is older than a week to another disk:",
+         "pulsarctl topics offload orders --older-than 7d --to /mnt/shared/pulsar-tier\n"
+         "pulsarctl topics offload-status orders"),
+    ],
+    ("tenants",): [
+        ("Create a tenant with an admin role, list them:",
+         "pulsarctl tenants create acme -r ops\n"
+         "pulsarctl tenants list"),
+    ],
+    ("namespaces",): [
+        ("A namespace whose messages expire after an hour and are retained two hours:",
+         "pulsarctl namespaces create public/orders\n"
+         "pulsarctl namespaces set-message-ttl public/orders -ttl 1h\n"
+         "pulsarctl namespaces set-retention public/orders --time 2h --size 1G"),
+        ("Refuse producers past a backlog of 100 MB; show the policies:",
+         "pulsarctl namespaces set-backlog-quota public/orders --limit 100M "
+         "--policy producer_exception\n"
+         "pulsarctl namespaces policies public/orders"),
+    ],
+    ("brokers",): [
+        ("Turn batch-index acknowledgement on for the whole store:",
+         "pulsarctl brokers update-dynamic-config --config acknowledgmentAtBatchIndexLevelEnabled "
+         "--value true\n"
+         "pulsarctl brokers get-all-dynamic-config"),
+    ],
+    ("clock",): [
+        ("Run the store on a simulated clock, move it on, and go back to real time:",
+         "pulsarctl clock simulate --at 2026-01-01T00:00:00Z\n"
+         "pulsarctl clock advance 10m\n"
+         "pulsarctl clock real"),
+    ],
+    ("subscriptions",): [
+        ("Who consumes, and what a subscription holds:",
+         "pulsarctl subscriptions consumers orders audit\n"
+         "pulsarctl subscriptions describe payments charger\n"
+         "pulsarctl subscriptions pending payments charger -o json"),
+    ],
+    ("schemas",): [
+        ("Show a topic's schema:",
+         "pulsarctl schemas get orders -o json"),
+    ],
+    ("perf",): [
+        ("Produce 200,000 messages of 100 bytes, then consume them:",
+         "pulsarctl perf produce -n 200000 -s 100\n"
+         "pulsarctl perf consume -n 200000"),
+    ],
+    ("daemon",): [
+        ("Start the timer daemon and check on it, or tick once from cron:",
+         "pulsarctl daemon start\n"
+         "pulsarctl daemon status -o json\n"
+         "pulsarctl daemon run-once"),
+    ],
+    ("dlq",): [
+        ("See every dead letter topic, and what waits in one:",
+         "pulsarctl dlq list\n"
+         "pulsarctl dlq peek payments-charger-DLQ\n"
+         "pulsarctl dlq stats payments-charger-DLQ --by-property REAL_SUBSCRIPTION -o json"),
+        ("Replay to where the messages came from: first what would happen, then for real:",
+         "pulsarctl dlq replay payments-charger-DLQ --to-origin --dry-run\n"
+         "pulsarctl dlq replay payments-charger-DLQ --to-origin -y"),
+        ("From cron: 500 at most, 50 a second, never waiting for another run:",
+         "pulsarctl dlq replay orders-billing-DLQ --to-origin --max 500 --rate 50 --no-wait -y"),
+        ("Archive what is left, then empty the DLQ:",
+         "pulsarctl dlq drain orders-billing-DLQ --out /var/archive/orders-dlq.ndjson -y\n"
+         "pulsarctl dlq purge orders-billing-DLQ -y"),
+    ],
+    ("spark",): [
+        ("Export a topic to Parquet; report on a DLQ; reprocess it through a transform:",
+         "pulsarctl spark export orders --format parquet --out /data/orders-export\n"
+         "pulsarctl spark dlq-report orders-billing-DLQ --png dlq.png\n"
+         "pulsarctl spark dlq-reprocess orders-billing-DLQ --transform fixes:repair"),
+    ],
+}
+
+# Shell words that end a command, and redirections (whose next word is a file).
+_SHELL_ENDS = ("|", "||", "&&", ";", "&")
+_REDIRECTS = ("<", ">", ">>")
+
+
+def example_commands(text: str) -> list[list[str]]:
+    """The pulsarctl command lines of an example, each as its arguments (after `pulsarctl`):
+    pipes, `&&`, `;`, redirections and comments are the shell's."""
+    import shlex
+
+    out = []
+    for line in text.split("\n"):
+        lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+        lex.whitespace_split = True
+        words, skip = [], False
+        for w in list(lex) + [";"]:
+            if skip:
+                skip = False
+            elif w in _REDIRECTS:
+                skip = True
+            elif w in _SHELL_ENDS:
+                if words[:1] == [PROG]:
+                    out.append(words[1:])
+                words = []
+            else:
+                words.append(w)
+    return out
+
 
 ENVIRONMENT = (
     ("PULSARCTL_STORE", "Store directory, used when --store is not given."),
@@ -58,6 +223,7 @@ class Opt:
     multiple: bool
     required: bool
     default: str | None
+    names: str = ""  # topics, subscriptions or dlqs: completed from the store
 
 
 @dataclass
@@ -69,6 +235,7 @@ class Arg:
     files: bool
     variadic: bool
     required: bool
+    names: str = ""
 
 
 @dataclass
@@ -79,6 +246,7 @@ class Node:
     args: list[Arg] = field(default_factory=list)
     subs: list["Node"] = field(default_factory=list)
     is_group: bool = False
+    topic_arg: int | None = None  # which argument names the topic (for its subscriptions)
 
     @property
     def name(self) -> str:
@@ -152,8 +320,9 @@ def _build(cmd, ctx, path: tuple[str, ...]) -> Node:
         if p.param_type_name == "argument":
             name = p.name or ""
             choices = _choice_values(p) or _ARG_VALUES.get((path, name), ())
-            node.args.append(Arg(name, (p.metavar or name).upper(), _one_line(p.help),
-                                 tuple(choices), _is_path(p), p.nargs < 0, bool(p.required)))
+            node.args.append(Arg(name, helpfmt.metavar(p).upper(), _one_line(p.help),
+                                 tuple(choices), _is_path(p), p.nargs < 0, bool(p.required),
+                                 "" if choices else _arg_names(p)))
             continue
         flags = list(p.opts) + list(p.secondary_opts)
         if p is help_opt:  # its names come from a set: take the context's order
@@ -168,10 +337,16 @@ def _build(cmd, ctx, path: tuple[str, ...]) -> Node:
                        or next((_FLAG_VALUES[f] for f in long_flags if f in _FLAG_VALUES), ())
                        or (tuple(m.group(1).split("|")) if m else ()))
         files = bool(nvals) and (_is_path(p) or any(f in _FILE_FLAGS for f in flags))
-        metavar = p.metavar or ("PATH" if files else
-                                (long_flags or flags)[0].lstrip("-").replace("-", "_").upper())
+        metavar = p.metavar or ("PATH" if files else helpfmt.metavar(p))
+        names = "" if (choices or files or not nvals) else _opt_names(p, long_flags)
         node.opts.append(Opt(flags, nvals, metavar, help_text, tuple(choices), files,
-                             bool(p.multiple), bool(p.required), _default(p) if nvals else None))
+                             bool(p.multiple), bool(p.required), _default(p) if nvals else None,
+                             names))
+    node.topic_arg = next((i for i, a in enumerate(node.args) if a.names == TOPICS), None)
+    if node.topic_arg is None:  # subscriptions of what? (dlq replay --subscription: another's)
+        for x in node.opts + node.args:
+            if x.names == SUBSCRIPTIONS:
+                x.names = ""
     commands = getattr(cmd, "commands", None)
     if commands is not None:
         node.is_group = True
@@ -207,7 +382,8 @@ def _bash(root: Node) -> str:
            f"# Load it with `source completions/{PROG}.bash`, or install it as",
            f"# /usr/share/bash-completion/completions/{PROG}.", "",
            "# $1: command path (\"\" for the root).",
-           "# Sets subs, opts, and vopts (the options that take a value).",
+           "# Sets subs, opts, vopts (the options that take a value) and targ (which positional",
+           "# argument, from 0, is the topic whose subscriptions -s offers).",
            "_pulsarctl_node() {",
            "    case \"$1\" in"]
     for n in nodes:
@@ -215,40 +391,65 @@ def _bash(root: Node) -> str:
         out.append(f"            subs={_bash_words(s.path[-1] for s in n.subs)}")
         out.append(f"            opts={_bash_words(n.all_flags())}")
         out.append(f"            vopts={_bash_words(n.value_flags())}")
+        out.append(f"            targ={_bash_words([] if n.topic_arg is None else [str(n.topic_arg)])}")
         out.append("            ;;")
-    out += ["        *)", '            subs="" opts="" vopts=""', "            ;;",
+    out += ["        *)", '            subs="" opts="" vopts="" targ=""', "            ;;",
             "    esac", "}", "",
             "# $1: command path, $2: an option, or #N for the Nth positional argument (from 0).",
-            "# Sets values (fixed choices) and files (1 when the value names a file).",
+            "# Sets values (fixed choices), files (1 when the value names a file) and names",
+            "# (topics, subscriptions or dlqs: names from the store).",
             "_pulsarctl_values() {",
-            '    values="" files=""',
+            '    values="" files="" names=""',
             '    case "$1|$2" in']
     for n in nodes:
         for o in n.opts:
-            if o.nvals and (o.choices or o.files):
+            if o.nvals and (o.choices or o.files or o.names):
                 pats = "|".join(f'"{n.key}|{f}"' for f in o.flags)
-                act = f"values={_bash_words(o.choices)}" if o.choices else "files=1"
+                act = (f"values={_bash_words(o.choices)}" if o.choices else
+                       "files=1" if o.files else f"names={o.names}")
                 out.append(f"        {pats}) {act} ;;")
         for i, a in enumerate(n.args):
-            if a.choices or a.files:
+            if a.choices or a.files or a.names:
                 pat = f'"{n.key}|#"*' if a.variadic else f'"{n.key}|#{i}"'
-                act = f"values={_bash_words(a.choices)}" if a.choices else "files=1"
+                act = (f"values={_bash_words(a.choices)}" if a.choices else
+                       "files=1" if a.files else f"names={a.names}")
                 out.append(f"        {pat}) {act} ;;")
-    out += ["    esac", "}", "", BASH_MAIN]
+    out += ["    esac", "}", "", BASH_NAMES, "",
+            BASH_MAIN.replace("@GVOPTS@", " ".join(root.value_flags()))]
     return "\n".join(out) + "\n"
 
 
+BASH_NAMES = r'''# Names from the store, one per line: $1 is topics, subscriptions or dlqs, $2 the topic
+# (for subscriptions). Asks the pulsarctl being completed, with the line's --store ($store);
+# prints nothing when there is nothing to offer.
+_pulsarctl_names() {
+    local prog="${COMP_WORDS[0]}" dir="$store"
+    [[ "$prog" == "~/"* ]] && prog="$HOME/${prog#"~/"}"
+    [[ "$dir" == [\'\"]*[\'\"] ]] && dir="${dir:1:${#dir}-2}"
+    local -a args=(__complete)
+    [ -n "$dir" ] && args+=(--store "$dir")
+    args+=("$1")
+    if [ "$1" = subscriptions ]; then
+        [ -n "$2" ] || return 0
+        args+=("$2")
+    fi
+    "$prog" "${args[@]}" 2>/dev/null </dev/null
+}'''
+
+
 BASH_MAIN = r'''_pulsarctl() {
-    local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts values files
+    local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts targ values files names
+    local store="" gvopts="@GVOPTS@" name
+    local -a pos=()
     local IFS=$'\n'
     COMPREPLY=()
     cur="${COMP_WORDS[COMP_CWORD]}"
     _pulsarctl_node ""
-    # Walk the words before the cursor: descend into subcommands, skip option values, count
-    # positional arguments. bash may split --opt=value into "--opt" "=" "value".
+    # Walk the words before the cursor: descend into subcommands, skip option values (noting
+    # --store), keep positional arguments. bash may split --opt=value into "--opt" "=" "value".
     while [ "$i" -lt "$COMP_CWORD" ]; do
         word="${COMP_WORDS[i]}"
-        if [[ "$word" == -* && " $vopts " == *" $word "* ]]; then
+        if [[ "$word" == -* && " $vopts $gvopts " == *" $word "* ]]; then
             if [ $((i + 1)) -eq "$COMP_CWORD" ]; then
                 flag="$word"
                 [ "$cur" = "=" ] && cur=""
@@ -262,13 +463,16 @@ BASH_MAIN = r'''_pulsarctl() {
                 fi
             fi
             i=$((i + 1))
+            [ "$word" = "--store" ] && store="${COMP_WORDS[i]}"
         elif [[ "$word" == -* || "$word" == "=" ]]; then
             :
         elif [[ " $subs " == *" $word "* ]]; then
             path="${path:+$path }$word"
             npos=0
+            pos=()
             _pulsarctl_node "$path"
         else
+            pos+=("$word")
             npos=$((npos + 1))
         fi
         i=$((i + 1))
@@ -277,10 +481,12 @@ BASH_MAIN = r'''_pulsarctl() {
         flag="${cur%%=*}"
         prefix="$flag="
         cur="${cur#*=}"
-        [[ " $vopts " == *" $flag "* ]] || return 0
+        [[ " $vopts $gvopts " == *" $flag "* ]] || return 0
     fi
     if [ -n "$flag" ]; then
         _pulsarctl_values "$path" "$flag"
+        # a global option after the command: its values are the root's
+        [ -z "$values$files$names" ] && _pulsarctl_values "" "$flag"
     elif [[ "$cur" == -* ]]; then
         COMPREPLY=($(compgen -W "${opts// /$'\n'}" -- "$cur"))
         return 0
@@ -296,6 +502,10 @@ BASH_MAIN = r'''_pulsarctl() {
         COMPREPLY=($(compgen -f -P "$prefix" -- "$cur"))
     elif [ -n "$values" ]; then
         COMPREPLY=($(compgen -W "${values// /$'\n'}" -P "$prefix" -- "$cur"))
+    elif [ -n "$names" ]; then
+        while read -r name; do
+            [[ -n "$name" && "$name" == "$cur"* ]] && COMPREPLY+=("$prefix$name")
+        done < <(_pulsarctl_names "$names" "${targ:+${pos[targ]}}")
     fi
     return 0
 }
@@ -318,9 +528,13 @@ def _zmsg(text: str) -> str:
     return text.replace("\\", "\\\\").replace(":", "\\:") or " "
 
 
-def _zaction(choices, files) -> str:
+def _zaction(choices, files, names: str = "", topic_arg: int | None = None) -> str:
     if choices:
         return "(" + " ".join(c.replace(" ", "\\ ") for c in choices) + ")"
+    if names == SUBSCRIPTIONS:
+        return f"__pulsarctl_names {names} {topic_arg + 1}"
+    if names:
+        return f"__pulsarctl_names {names}"
     return "_files" if files else " "
 
 
@@ -342,21 +556,24 @@ def _zsh_specs(n: Node) -> list[str]:
         for f in o.flags:
             if o.nvals:
                 suffix = "=" if f.startswith("--") else "+"
-                rest = f":{_zmsg(o.metavar)}:{_zaction(o.choices, o.files)}" * o.nvals
+                act = _zaction(o.choices, o.files, o.names, n.topic_arg)
+                rest = f":{_zmsg(o.metavar)}:{act}" * o.nvals
             else:
                 suffix, rest = "", ""
             specs.append(_zq(f"{star}{excl}{f}{suffix}[{_zdesc(o.help)}]{rest}"))
     for i, a in enumerate(n.args, 1):
         pos = "*" if a.variadic else str(i)
         colon = ":" if a.required or a.variadic else "::"
-        specs.append(_zq(f"{pos}{colon}{_zmsg(a.name)}:{_zaction(a.choices, a.files)}"))
+        act = _zaction(a.choices, a.files, a.names, n.topic_arg)
+        specs.append(_zq(f"{pos}{colon}{_zmsg(a.name)}:{act}"))
     return specs
 
 
 def _zsh(root: Node) -> str:
     names: dict[str, str] = {}
     out = ["#compdef pulsarctl", f"# zsh completion for {PROG}.", f"# {GENERATED}",
-           "# Put it on $fpath as _pulsarctl, or `source` it after compinit.", ""]
+           "# Put it on $fpath as _pulsarctl, or `source` it after compinit.", "",
+           ZSH_NAMES, ""]
     for n in root.walk():
         fn = _zfunc(n, names)
         out.append(f"{fn}() {{")
@@ -396,6 +613,38 @@ def _zsh(root: Node) -> str:
             "    compdef _pulsarctl pulsarctl",
             "fi"]
     return "\n".join(out) + "\n"
+
+
+ZSH_NAMES = r'''# Names from the store: $1 is topics, subscriptions or dlqs; for subscriptions, $2 is which
+# argument on the line ($line, from _arguments) is the topic; the rest are compadd options.
+# Asks the pulsarctl being completed, with the --store on the line; offers nothing on any
+# error. (Two underscores: the functions _pulsarctl_<name> are the commands.)
+__pulsarctl_names() {
+    local kind=$1 topic prog store i
+    local -a toks args names
+    shift
+    if [[ $kind == subscriptions ]]; then
+        topic=${(Q)line[$1]}
+        shift
+        [[ -n $topic ]] || return 1
+    fi
+    toks=(${(z)BUFFER})
+    prog=${(Q)toks[1]}
+    [[ $prog == '~/'* ]] && prog=$HOME/${prog#'~/'}
+    for (( i = 2; i <= $#toks; i++ )); do
+        case $toks[i] in
+            --store) store=${(Q)toks[i+1]} ;;
+            --store=*) store=${toks[i]#--store=}; store=${(Q)store} ;;
+        esac
+    done
+    args=(__complete)
+    [[ -n $store ]] && args+=(--store $store)
+    args+=($kind)
+    [[ -n $topic ]] && args+=($topic)
+    names=(${(f)"$($prog $args 2>/dev/null </dev/null)"})
+    names=(${names:#})
+    compadd "$@" -a names
+}'''
 
 
 # -- fish --------------------------------------------------------------------------------------
@@ -443,6 +692,7 @@ def _fish(root: Node) -> str:
            "    end",
            "    return 0",
            "end", "",
+           FISH_NAMES, "",
            f"complete -c {PROG} -f"]
     for n in nodes:
         cond = _fq(_fish_condition(n, nodes))
@@ -463,15 +713,76 @@ def _fish(root: Node) -> str:
                 line.append("-r -F" if o.files else "-x")
                 if o.choices:
                     line.append(f"-a {_fq(' '.join(o.choices))}")
+                elif o.names:
+                    line.append(f"-a {_fq(_fish_names(n, root, o.names, '-'))}")
             line.append(f"-d {_fq(o.help)}")
             out.append(" ".join(line))
-        for a in n.args:
+        for i, a in enumerate(n.args):
             if a.choices:
                 out.append(f"complete -c {PROG} -n {cond} -a {_fq(' '.join(a.choices))} "
                            f"-d {_fq(a.help)}")
             elif a.files:
                 out.append(f"complete -c {PROG} -n {cond} -F")
+            elif a.names:
+                at = f"{i}+" if a.variadic else str(i)
+                out.append(f"complete -c {PROG} -n {cond} -a "
+                           f"{_fq(_fish_names(n, root, a.names, at))} -d {_fq(a.help)}")
     return "\n".join(out) + "\n"
+
+
+def _fish_names(n: Node, root: Node, kind: str, at: str) -> str:
+    """A call of __pulsarctl_names for a value of node n (see FISH_NAMES)."""
+    topic = "-" if n.topic_arg is None else str(n.topic_arg)
+    vflags = list(dict.fromkeys(root.value_flags() + n.value_flags()))
+    return " ".join(["(__pulsarctl_names", kind, str(len(n.path)), at, topic] + vflags) + ")"
+
+
+FISH_NAMES = r'''# Names from the store: __pulsarctl_names KIND DEPTH AT TOPIC VFLAGS...: KIND is topics,
+# subscriptions or dlqs; DEPTH the number of words of the command; AT which positional
+# argument (from 0; N+ for N and after) the names are for, or - for an option's value; TOPIC
+# which argument is the topic (for subscriptions), or -; VFLAGS the options that take a value.
+# Asks the pulsarctl being completed, with the line's --store; prints nothing on any error.
+function __pulsarctl_names
+    set -l kind $argv[1]
+    set -l depth $argv[2]
+    set -l at $argv[3]
+    set -l topic $argv[4]
+    set -l vflags $argv[5..-1]
+    set -l tokens (commandline -opc)
+    set -l prog (string replace -r -- '^~/' "$HOME/" $tokens[1])
+    set -e tokens[1]
+    set -l store
+    set -l words
+    set -l skip
+    for t in $tokens
+        if test -n "$skip"
+            test "$skip" = --store; and set store $t
+            set skip
+        else if string match -q -- '--store=*' $t
+            set store (string replace -- '--store=' '' $t)
+        else if contains -- $t $vflags
+            set skip $t
+        else if not string match -q -- '-*' $t
+            set -a words $t
+        end
+    end
+    set -l npos (math (count $words) - $depth)
+    if string match -q -- '*+' $at
+        test $npos -ge (string trim -r -c + -- $at); or return 0
+    else if test "$at" != -
+        test $npos -eq $at; or return 0
+    end
+    set -l args __complete
+    test -n "$store"; and set -a args --store $store
+    set -a args $kind
+    if test $kind = subscriptions
+        test "$topic" != -; or return 0
+        set -l i (math $depth + $topic + 1)
+        set -q words[$i]; or return 0
+        set -a args $words[$i]
+    end
+    $prog $args 2>/dev/null </dev/null
+end'''
 
 
 # -- man pages ---------------------------------------------------------------------------------
@@ -548,6 +859,16 @@ def _arguments(n: Node) -> list[str]:
     return out
 
 
+def _examples(n: Node) -> list[str]:
+    """The EXAMPLES section of n's page: each example's words, then its command lines."""
+    out = []
+    for what, lines in EXAMPLES.get(n.path, ()):
+        out += [".PP" if out else ".SH EXAMPLES", _roff(what), ".PP", ".RS", ".nf"]
+        out += [_roff(ln) for ln in lines.split("\n")]
+        out += [".fi", ".RE"]
+    return out
+
+
 def _page_name(n: Node) -> str:
     return "-".join((PROG,) + n.path)
 
@@ -590,6 +911,7 @@ def _man(n: Node, version: str) -> str:
     out += [".SH ENVIRONMENT"]
     for name, text in ENVIRONMENT:
         out += [".TP", _b(name), _roff(text)]
+    out += _examples(n)
     # The parent's page, then the pages of the groups below this one.
     see = [_page_name(Node(n.path[:-1], ""))] if n.path else []
     see += [_page_name(g) for g in n.walk() if g.is_group and g is not n]

@@ -1,5 +1,6 @@
 """The console script. `produce` with plain flags takes a fast path that never imports typer
-or rich (see fast.py); everything else goes through the typer app."""
+or rich (see fast.py), as does the completion scripts' hidden `__complete` (complete.py);
+everything else goes through the typer app."""
 from __future__ import annotations
 
 import sys
@@ -7,6 +8,10 @@ import sys
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["__complete"]:  # the completion scripts' names from the store (complete.py)
+        from pulsarctl.cli import complete
+
+        sys.exit(complete.main(argv[1:]))
     from pulsarctl.cli import fast
 
     code = fast.try_run(argv)

@@ -138,13 +138,15 @@ def test_bash_completes_every_command_and_option():
             assert flags | {"-h", "--help"} == set(_bash_complete("pulsarctl", *path, "-")), path
 
 
-def test_bash_script_parses_and_never_calls_python():
+def test_bash_script_parses_and_runs_only_pulsarctl___complete():
+    # Commands, options and fixed values are in the script; only names from the store are
+    # asked of `pulsarctl __complete` (tests/cli/test_completion_names.py), never of python.
     res = subprocess.run(["bash", "-n", str(BASH_SCRIPT)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     text = _read(BASH_SCRIPT)
     assert "complete -F _pulsarctl pulsarctl" in text
-    assert not re.search(r"python|pulsarctl (completion|__complete)|_PULSARCTL_COMPLETE",
-                         _code(text), re.I)
+    assert not re.search(r"python|pulsarctl completion|_PULSARCTL_COMPLETE", _code(text), re.I)
+    assert "local -a args=(__complete)" in text and '"$prog" "${args[@]}"' in text
 
 
 # -- zsh and fish: parse with the real shell when installed, check the structure always ------
@@ -270,6 +272,77 @@ def test_man_pages_have_the_sections_and_a_fixed_version():
     for path, cmd in COMMANDS:
         if len(path) == 1 and getattr(cmd, "commands", None) is not None:
             assert f"\\fB\\%pulsarctl\\-{path[0]}\\fR(1)" in root.split("\n.SH SEE ALSO\n")[1]
+
+
+def test_every_page_has_examples_from_the_table():
+    pages = {("-".join(("pulsarctl",) + path) + ".1"): path for path in docgen.EXAMPLES}
+    assert set(pages) == {p.name for p in MAN.glob("*.1")}  # no page without, no stale key
+    for name, path in pages.items():
+        text = _read(MAN / name)
+        section = text.split("\n.SH EXAMPLES\n")[1].split("\n.SH ")[0]
+        for what, lines in docgen.EXAMPLES[path]:
+            assert docgen._roff(what) in section, (name, what)
+            for ln in lines.split("\n"):
+                assert f"\n{docgen._roff(ln)}\n" in section, (name, ln)
+        # EXAMPLES comes after ENVIRONMENT, before SEE ALSO (man-pages(7) order)
+        order = [text.index(f"\n.SH {s}\n") for s in ("ENVIRONMENT", "EXAMPLES")]
+        assert order == sorted(order), name
+        if "\n.SH SEE ALSO\n" in text:
+            assert text.index("\n.SH EXAMPLES\n") < text.index("\n.SH SEE ALSO\n"), name
+
+
+def _parse(args: list[str]):
+    """Parse a command line against the command tree as click would, without running it:
+    unknown commands or options, missing arguments and bad values raise."""
+    root = typer.main.get_command(app)
+    ctx = root.make_context("pulsarctl", list(args))
+    cmd = root
+    while getattr(cmd, "commands", None) is not None:
+        name, cmd, rest = cmd.resolve_command(ctx, ctx._protected_args + ctx.args)
+        ctx = cmd.make_context(name, rest, parent=ctx)
+    return ctx
+
+
+EXAMPLE_LINES = [(path, cmd) for path, exs in docgen.EXAMPLES.items() for _, text in exs
+                 for cmd in docgen.example_commands(text)]
+
+
+@pytest.mark.parametrize("path, args", EXAMPLE_LINES, ids=[" ".join(a) for _, a in EXAMPLE_LINES])
+def test_every_example_parses_against_the_command_tree(path, args):
+    ctx = _parse(args)
+    assert getattr(ctx.command, "commands", None) is None  # a command, not just a group
+    # an example sits on the page of the group its command belongs to (or below)
+    command_path = tuple(ctx.command_path.split()[1:])
+    assert command_path[:len(path)] == path, (path, command_path)
+
+
+def test_every_example_line_is_a_pulsarctl_command():
+    for exs in docgen.EXAMPLES.values():
+        for what, text in exs:
+            assert what.endswith(":") and text.strip() == text, what
+            assert len(docgen.example_commands(text)) == len(text.split("\n")), text
+
+
+@pytest.mark.parametrize("args", [
+    ["consume", "orders"],                       # -s is required
+    ["consume", "orders", "-s", "x", "--nope"],  # no such option
+    ["topics", "no-such-command", "t"],
+    ["topics"],                                  # a group, not a command
+    ["consume", "orders", "-s", "x", "-n", "many"],
+])
+def test_the_example_check_catches_bad_lines(args):
+    with pytest.raises(Exception):
+        ctx = _parse(args)
+        assert getattr(ctx.command, "commands", None) is None
+
+
+def test_example_commands_are_split_as_the_shell_would():
+    text = ("seq 1 3 | pulsarctl produce t --stdin\n"
+            "pulsarctl receive t -s s -o ndjson > out.ndjson && pulsarctl ack t -s s - < out\n"
+            "pulsarctl consume t -s s --exec 'wc -c'   # a comment")
+    assert docgen.example_commands(text) == [
+        ["produce", "t", "--stdin"], ["receive", "t", "-s", "s", "-o", "ndjson"],
+        ["ack", "t", "-s", "s", "-"], ["consume", "t", "-s", "s", "--exec", "wc -c"]]
 
 
 def test_roff_escaping():
