@@ -1,4 +1,4 @@
-"""Assertions shared by the CLI tests: success, and the one-line error contract."""
+"""Assertions shared by the CLI tests: success, the one-line error contract, ndjson rows."""
 import json
 
 
@@ -22,3 +22,11 @@ def rows(text):
 
 def pjson(r):
     return json.loads(ok(r).stdout)
+
+
+def one_error_line(stderr: str) -> str:
+    """The one line a failed command says on stderr (never a traceback)."""
+    lines = stderr.splitlines()
+    assert len(lines) == 1, f"expected one stderr line, got {stderr!r}"
+    assert "Traceback" not in stderr
+    return lines[0]

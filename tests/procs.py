@@ -1,7 +1,61 @@
-"""Helpers of the multi-process tests: reap what a test started, and wait on several processes
-at once without one blocking on a full pipe."""
+"""Helpers of the multi-process tests: start `python -m pulsarctl`, reap what a test started,
+wait on several processes at once without one blocking on a full pipe, and wait for a condition.
+
+No test sleeps to let something happen: it polls for the thing itself with wait_for(), whose
+bound is generous (60 s by default), so it only fails when the thing never happens, however
+loaded the machine is."""
+from __future__ import annotations
+
 import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
+
+# A wait for something that should take milliseconds: long enough for a machine with every
+# core busy, short enough that a test that truly hangs still ends.
+PATIENCE_S = 60.0
+
+
+def argv(*args) -> list[str]:
+    """The command line of `python -m pulsarctl ARGS` with this interpreter."""
+    return [sys.executable, "-m", "pulsarctl", *args]
+
+
+def pok(r):
+    """A finished subprocess.run() of the CLI exited 0 (else its output is the message)."""
+    assert r.returncode == 0, (r.args[3:] if isinstance(r.args, list) else r.args,
+                               r.returncode, r.stdout, r.stderr)
+    return r
+
+
+def wait_for(predicate, what: str, timeout: float = PATIENCE_S, interval: float = 0.02,
+             diag=None):
+    """Poll predicate() until it returns something truthy, and return that. After timeout
+    seconds the test fails with what it waited for (and diag(), if given, of what it saw)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}"
+                                 + (f"; {diag()}" if diag else ""))
+        time.sleep(interval)
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (no such process, or a zombie waiting to be reaped)."""
+    return proc_state(pid) in (None, "Z", "X")
+
+
+def proc_state(pid: int) -> str | None:
+    """The kernel's one-letter state of pid (R, S, D, Z, ...), None when there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return stat[stat.rindex(")") + 2:].split()[0]
 
 
 def reap(procs) -> None:
@@ -21,24 +75,38 @@ def reap(procs) -> None:
                     pass
 
 
-def communicate_all(procs, inputs=None, timeout=60):
+class Collector:
+    """communicate() with several processes at once, each in a thread, started now: the test
+    goes on (waits for a condition, sends a signal) while their output is read, so none
+    blocks on a full pipe. results() joins them."""
+
+    def __init__(self, procs, inputs=None, timeout: float = PATIENCE_S):
+        self.procs = list(procs)
+        self.timeout = timeout
+        inputs = inputs or [None] * len(self.procs)
+        self._results: list = [None] * len(self.procs)
+        self._threads = [threading.Thread(target=self._one, args=(i, inputs[i]), daemon=True)
+                         for i in range(len(self.procs))]
+        for t in self._threads:
+            t.start()
+
+    def _one(self, i, data):
+        try:
+            self._results[i] = self.procs[i].communicate(data, timeout=self.timeout)
+        except BaseException as exc:  # reported by results()
+            self._results[i] = exc
+
+    def results(self) -> list:
+        """[(stdout, stderr), ...]; a process that does not finish fails the test."""
+        for t in self._threads:
+            t.join(self.timeout + 5)
+        for p, r in zip(self.procs, self._results):
+            if r is None or isinstance(r, BaseException):
+                raise AssertionError(f"process {p.args[3:]} did not finish: {r!r}")
+        return self._results
+
+
+def communicate_all(procs, inputs=None, timeout=PATIENCE_S):
     """communicate() with several processes at once (each in a thread). Returns
     [(stdout, stderr), ...]; a process that does not finish fails the test."""
-    inputs = inputs or [None] * len(procs)
-    results: list = [None] * len(procs)
-
-    def one(i):
-        try:
-            results[i] = procs[i].communicate(inputs[i], timeout=timeout)
-        except BaseException as exc:  # reported below
-            results[i] = exc
-
-    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(procs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout + 5)
-    for i, r in enumerate(results):
-        if r is None or isinstance(r, BaseException):
-            raise AssertionError(f"process {procs[i].args[3:]} did not finish: {r!r}")
-    return results
+    return Collector(procs, inputs, timeout).results()
