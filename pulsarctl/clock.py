@@ -37,6 +37,17 @@ class SimulatedClock(Clock):
 
 SYSTEM = SystemClock()
 
+# The latest time a clock may be at: 9999-12-31T23:59:59.999Z, the last one ISO 8601 writes
+# with four-digit years (and Python's datetime at all). Times and clock moves past it are
+# refused before anything is saved, so every time the store holds can be shown.
+MAX_MS = 253_402_300_799_999
+MAX_TEXT = "9999-12-31T23:59:59.999Z"
+
+
+def in_range(ms) -> bool:
+    """Whether ms (epoch milliseconds) is a time a clock may be at: 1970 to MAX_MS."""
+    return isinstance(ms, int) and 0 <= ms <= MAX_MS
+
 
 def from_state(state) -> Clock:
     """The clock a store's persisted state describes: None or {'mode': 'real'} -> system."""

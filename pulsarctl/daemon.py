@@ -5,7 +5,8 @@ lazily by the commands that touch a subscription; the daemon only makes things h
 when nobody is running commands.
 
 Files in the store directory: daemon.lock (the election), daemon.json (pid, standby, lastTick,
-timersDue: what `daemon status` reads), daemon.log.
+timersScheduled, timersDue: what `daemon status` reads), daemon.log. Each is private (0600), as
+the store's own files are: a log line may name topics and subscriptions.
 """
 from __future__ import annotations
 
@@ -90,16 +91,34 @@ def read_state(store: str) -> dict:
         return {}
 
 
+def _private(path: str, flags: int):
+    """A file object on path opened with flags, created 0600; one an older version made
+    readable by others (0644) is made private too."""
+    fd = os.open(path, flags | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "w" if flags & os.O_TRUNC else "a")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def write_state(store: str, state: dict) -> None:
     p = paths(store)["state"]
     tmp = p + ".tmp"
-    with open(tmp, "w") as f:
+    with _private(tmp, os.O_WRONLY | os.O_TRUNC) as f:
         json.dump(state, f)
     os.replace(tmp, p)  # readers never see half a file
 
 
+def open_log(store: str):
+    """daemon.log for appending (private: 0600), for log lines and a started daemon's output."""
+    return _private(paths(store)["log"], os.O_WRONLY | os.O_APPEND)
+
+
 def log(store: str, line: str) -> None:
-    with open(paths(store)["log"], "a") as f:
+    with open_log(store) as f:
         f.write(f"{clocks.wall_ms()} {line}\n")
 
 
@@ -128,8 +147,9 @@ def standbys(store: str) -> list[int]:
 
 
 def status(store: str) -> dict:
-    """running, pid, standby (a standby daemon is waiting), lastTick, timersDue;
-    DaemonNotRunning (exit 3) when none runs."""
+    """running, pid, standby (a standby daemon is waiting), lastTick, timersScheduled (every
+    timer the store holds) and timersDue (those due by the last tick, after it fired: left
+    over only when firing failed); DaemonNotRunning (exit 3) when none runs."""
     holder = lock_holder(store)
     if holder is None:
         raise DaemonNotRunning(f"no daemon runs for the store at {store}")
@@ -138,7 +158,15 @@ def status(store: str) -> dict:
     return {"running": True, "pid": st.get("pid") or holder or None, "lockHolder": holder or None,
             "standby": bool(waiting),
             "standbyPids": waiting, "lastTick": st.get("lastTick"),
-            "timersDue": st.get("timersDue", 0)}
+            "timersScheduled": st.get("timersScheduled", 0), "timersDue": st.get("timersDue", 0)}
+
+
+def timer_text(kinds: dict) -> str:
+    """'2 nack, 1 ack timeout' (what fired), or 'none'."""
+    from pulsarctl.broker.fired import text
+
+    t = text(kinds)
+    return "none" if t == "nothing" else t
 
 
 def check_tick(tick_s: float) -> float:
@@ -172,7 +200,7 @@ class Daemon:
         if fd is None:
             log(self.store, f"standby pid {os.getpid()}")
             marker = _standby_marker(self.store, os.getpid())
-            open(marker, "w").close()
+            _private(marker, os.O_WRONLY).close()
             if ready:
                 ready(True)
             try:
@@ -213,19 +241,21 @@ class Daemon:
 
     def tick(self) -> int:
         try:
-            fired = self.broker.fire_due()
+            kinds = self.broker.fire_due(by_kind=True)
             swept = self.broker.sweep_consumers()
             pol = self.broker.enforce_policies()
-            due = self.broker.timers_due()
+            counts = self.broker.timer_counts()
         except PulsarctlError as exc:
             log(self.store, f"tick failed: {exc.line()}")
-            fired, swept, due, pol = 0, 0, 0, {}
+            kinds, swept, counts, pol = {}, 0, {}, {}
         from pulsarctl.messages import iso_ms
 
+        fired = sum(kinds.values())
         write_state(self.store, {"pid": os.getpid(), "lastTick": iso_ms(clocks.wall_ms()),
-                                 "timersDue": due})
+                                 "timersScheduled": counts.get("timersScheduled", 0),
+                                 "timersDue": counts.get("timersDue", 0)})
         if fired or swept or any(pol.values()):
-            log(self.store, f"fired {fired} timer(s), disconnected {swept} consumer(s), "
-                f"expired {pol.get('expired', 0)}, trimmed {pol.get('trimmedLedgers', 0)} "
-                "ledger(s)")
+            log(self.store, f"fired {fired} timer(s) ({timer_text(kinds)}), disconnected "
+                f"{swept} consumer(s), expired {pol.get('expired', 0)}, trimmed "
+                f"{pol.get('trimmedLedgers', 0)} ledger(s)")
         return fired

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from pulsarctl.clock import MAX_MS, MAX_TEXT
 from pulsarctl.errors import InvalidValue
 
 _DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$", re.I)
@@ -18,7 +19,11 @@ def parse_duration_ms(text: str, what: str = "duration") -> int:
         raise InvalidValue(f"invalid {what} {text!r}",
                            hint="write durations like 500ms, 10s, 5m, 2h or 1d")
     value, unit = float(m.group(1)), (m.group(2) or "s").lower()
-    return int(round(value * _DUR_MS[unit]))
+    ms = value * _DUR_MS[unit]
+    if not ms <= MAX_MS:  # also a number too long for a float (inf)
+        raise InvalidValue(f"invalid {what} {text!r}: longer than any clock can count "
+                           f"(about 8,000 years)", hint="give a shorter duration")
+    return int(round(ms))
 
 
 def parse_size(text: str, what: str = "size") -> int:
@@ -35,7 +40,7 @@ def parse_time_ms(text: str, what: str = "time") -> int:
         n = int(s)
         if n < 0:
             raise InvalidValue(f"invalid {what} {text!r}: negative epoch milliseconds")
-        return n
+        return _in_range(n, what, text)
     from datetime import datetime, timezone
 
     try:
@@ -46,7 +51,16 @@ def parse_time_ms(text: str, what: str = "time") -> int:
                            ) from None
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
+    return _in_range(int(dt.timestamp() * 1000), what, text)
+
+
+def _in_range(ms: int, what: str, text) -> int:
+    """A time past what ISO 8601 can write (year 9999) is refused: it could never be shown."""
+    if ms > MAX_MS:
+        raise InvalidValue(f"invalid {what} {text!r}: after {MAX_TEXT}",
+                           hint="give a time before the year 10000 (ISO 8601 or epoch "
+                           "milliseconds)")
+    return ms
 
 
 def parse_time_or_duration_ms(text: str, now_ms: int) -> int:

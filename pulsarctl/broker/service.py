@@ -15,7 +15,9 @@ from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.broker.dlq import DlqAdmin
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
-from pulsarctl.errors import InvalidValue, MessageNotFound, StoreUnavailable, TopicNotFound
+from pulsarctl.errors import (
+    InvalidValue, MessageNotFound, PulsarctlError, StoreUnavailable, TopicNotFound,
+)
 from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName, parse_topic
 
@@ -38,6 +40,7 @@ stats = _Lazy("pulsarctl.broker.stats")
 subs = _Lazy("pulsarctl.broker.subscriptions")
 nacks = _Lazy("pulsarctl.broker.nacks")
 timers = _Lazy("pulsarctl.broker.timers")
+fired = _Lazy("pulsarctl.broker.fired")
 expiry = _Lazy("pulsarctl.broker.expiry")
 chunks = _Lazy("pulsarctl.broker.chunks")
 
@@ -354,9 +357,11 @@ class Broker(CursorAdmin, DlqAdmin):
             from pulsarctl.broker import batches
 
             # A batch entry shows its first message, as pulsar-admin's getMessageById does.
-            return batches.first_message(codec.decode(self.ledgers.read(ctx.txn, info, o)),
-                                         ledger_id, entry_id, target.partition_index,
-                                         str(target))
+            m = batches.first_message(codec.decode(self.ledgers.read(ctx.txn, info, o)),
+                                      ledger_id, entry_id, target.partition_index, str(target))
+            # A message has a redelivery count per subscription, not one of its own.
+            m.redelivery_count_ = stats.redelivery_counts(ctx, info, o)
+            return m
         return self.read(run)
 
     def peek(self, name, subscription: str, n: int = 1):
@@ -788,10 +793,12 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.write(run)
 
     @_wakes
-    def fire_due(self) -> int:
-        """Fire every timer due by now, store-wide (clock advance, daemon run-once)."""
+    def fire_due(self, by_kind: bool = False):
+        """Fire every timer due by now, store-wide (clock advance, daemon run-once). Returns
+        how many messages were redelivered or dead-lettered; with by_kind, that count by timer
+        kind ({"nack": n, "ackTimeout": m}, broker/fired.py)."""
         def run(ctx):
-            n = 0
+            n, kinds = 0, fired.empty(fired.TIMER_KINDS)
             for ml_id, sub in timers.due_subscriptions(ctx, ctx.now):
                 try:
                     info = self.ledgers.info(ctx.txn, ml_id)
@@ -799,8 +806,11 @@ class Broker(CursorAdmin, DlqAdmin):
                     continue
                 c = subs.get(ctx, info, sub)
                 if c is not None:
+                    before = fired.before_firing(ctx, c) if by_kind else None
                     n += nacks.fire(ctx, info, c)
-            return n
+                    if by_kind:
+                        fired.tally(ctx, c, before, kinds)
+            return kinds if by_kind else n
         return self.write(run)
 
     def offload(self, topic: str, to: str, size_threshold: int | None = None,
@@ -844,6 +854,12 @@ class Broker(CursorAdmin, DlqAdmin):
     def timers_due(self) -> int:
         return self.read(lambda ctx: timers.count(ctx, due_by=ctx.now))
 
+    def timer_counts(self) -> dict:
+        """Store-wide: timersScheduled (every timer: nack delays, ack timeouts) and timersDue
+        (those of them due by now, which the next command or daemon tick fires)."""
+        return self.read(lambda ctx: {"timersScheduled": timers.count(ctx),
+                                      "timersDue": timers.count(ctx, due_by=ctx.now)})
+
     def _by_owner(self, ctx, targets, ids) -> dict:
         """ids grouped by the topic (partition) they belong to, which must be one of targets."""
         allowed = {str(p): p for p in targets}
@@ -858,9 +874,9 @@ class Broker(CursorAdmin, DlqAdmin):
         return groups
 
     @_wakes
-    def close_consumer(self, names, subscription, consumer_name, acks=(), settle_nacks=False):
-        """Apply the last acks and disconnect; with settle_nacks, the consumer's nacks whose
-        delay has not run out count now (nacks.settle)."""
+    def close_consumer(self, names, subscription, consumer_name, acks=()):
+        """Apply the last acks and disconnect: what the consumer received comes back, what it
+        nacked stays held until its nack timer fires (nacks.py)."""
         def run(ctx):
             targets = self._targets(ctx, names)
             if acks:
@@ -871,8 +887,6 @@ class Broker(CursorAdmin, DlqAdmin):
                     continue
                 c = subs.get(ctx, info, subscription)
                 if c is not None:
-                    if settle_nacks:
-                        nacks.settle(ctx, info, c, consumer_name)
                     consumers.detach(ctx, info, c, consumer_name)
         self.write(run)
 
@@ -890,7 +904,9 @@ class Broker(CursorAdmin, DlqAdmin):
                 if rec is None:
                     continue
                 found = True
-                returned += sum(1 for _o, r in subs.pending_items(ctx, c.id) if r[0] == consumer_name)
+                # Not the ones it nacked: those stay held for their nack timers.
+                returned += sum(1 for _o, r in subs.pending_items(ctx, c.id)
+                                if r[0] == consumer_name and not (len(r) > 3 and r[3]))
                 consumers.remove(ctx, info, c, rec)
             if not found:
                 consumers.require(ctx, subscribed[0][2], consumer_name)
@@ -935,7 +951,8 @@ class Broker(CursorAdmin, DlqAdmin):
                 "msgBacklog": c.backlog(info.next_offset),
                 "individuallyDeletedMessages": stats._ranges_text(
                     info, self.cursors.individually_deleted(ctx.txn, c)),
-                "timersDue": timers.count(ctx, c.id),
+                "timersScheduled": timers.count(ctx, c.id),
+                "timersDue": timers.count(ctx, c.id, due_by=ctx.now),
             }
         return self.read(run)
 
@@ -1035,18 +1052,32 @@ class Broker(CursorAdmin, DlqAdmin):
     def clock_state(self) -> dict:
         def run(ctx):
             state = self.env.get(ctx.txn, "meta", b"clock") or {"mode": "real"}
-            return {"mode": state.get("mode", "real"), "now": ctx.now}
+            mode = state.get("mode", "real")
+            if mode == "simulated" and not clocks.in_range(ctx.now):
+                # Saved by a version that did not check: say so rather than fail to show it.
+                raise PulsarctlError(
+                    f"the store's simulated clock is at {ctx.now!r} epoch milliseconds, which "
+                    f"is no time a clock can show (1970 to {clocks.MAX_TEXT})",
+                    hint="go back to the real clock with `pulsarctl clock real`, or set a time "
+                    "with `pulsarctl clock simulate --at TIME`")
+            return {"mode": mode, "now": ctx.now}
         return self.read(run)
 
     def clock_simulate(self, at_ms: int | None):
         def run(ctx):
             at = ctx.now if at_ms is None else at_ms
+            if not clocks.in_range(at):
+                raise InvalidValue(f"the clock cannot be set to {at!r} epoch milliseconds: "
+                                   f"times run from 1970 to {clocks.MAX_TEXT}",
+                                   hint="give a time with --at (ISO 8601 or epoch milliseconds)")
             self.env.put(ctx.txn, "meta", b"clock", {"mode": "simulated", "at": at})
             return at
         return self.write(run)
 
     @_wakes
-    def clock_advance(self, ms: int):
+    def clock_advance(self, ms: int, by_kind: bool = False):
+        """Move the simulated clock forward and fire what became due, as a daemon tick would.
+        Returns the new time; with by_kind, (new time, what fired by kind: broker/fired.py)."""
         if ms < 0:
             raise InvalidValue("the clock cannot go back", hint="give a positive duration")
 
@@ -1055,14 +1086,25 @@ class Broker(CursorAdmin, DlqAdmin):
             if not state or state.get("mode") != "simulated":
                 raise InvalidValue("the store runs on the real clock",
                                    hint="switch with `pulsarctl clock simulate` first")
-            state["at"] += ms
+            at = state["at"] + ms
+            if not clocks.in_range(at):
+                raise InvalidValue(f"the clock cannot move past {clocks.MAX_TEXT}: {ms} ms "
+                                   f"from now is after it", hint="advance it by less")
+            state["at"] = at
             self.env.put(ctx.txn, "meta", b"clock", state)
-            return state["at"]
-        at = self.write(run)
-        # As a daemon tick would: what became due fires now, TTL and retention apply.
-        self.fire_due()
-        self.enforce_policies()
-        return at
+            # What the move makes deliverable, counted as the clock moves (in this transaction).
+            ctx.now = at
+            return at, (fired.came_due(ctx, ms) if by_kind else None)
+        at, came = self.write(run)
+        # As a daemon tick would: consumers whose lease ended are disconnected, what became due
+        # fires now, TTL and retention apply.
+        swept = self.sweep_consumers()
+        timer_kinds = self.fire_due(by_kind=by_kind)
+        pol = self.enforce_policies()
+        if not by_kind:
+            return at
+        return at, {**fired.empty(), **timer_kinds, **came, "ttl": pol.get("expired", 0),
+                    "lease": swept}
 
     def clock_real(self):
         self.write(lambda ctx: self.env.put(ctx.txn, "meta", b"clock", {"mode": "real"}))
@@ -1117,5 +1159,5 @@ def _store_wide(name: str):
 for _name in _TOPIC_METHODS:
     if hasattr(Broker, _name):
         setattr(Broker, _name, _routed(_name))
-for _name in ("fire_due", "sweep_consumers", "enforce_policies", "timers_due"):
+for _name in ("fire_due", "sweep_consumers", "enforce_policies", "timers_due", "timer_counts"):
     setattr(Broker, _name, _store_wide(_name))

@@ -1,8 +1,39 @@
 """topics stats / stats-internal / subscriptions, with pulsar-admin's JSON key names."""
 from __future__ import annotations
 
-from pulsarctl.broker import backlog_quota, consumers, delayed, policies, subscriptions as subs
+import json
+
+from store import codec, keys
+from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redelivery
+from pulsarctl.broker import subscriptions as subs
 from pulsarctl.messages import iso_ms
+
+
+class RedeliveryCounts(dict):
+    """{subscription: redelivery count} of one message (get-message-by-id): a message is
+    redelivered per subscription, so it has no one count. Printed as JSON in the text view
+    (redeliveryCount:[{"sub-a": 2, "sub-b": 0}]), an object in -o json."""
+
+    def __str__(self) -> str:
+        return json.dumps(self, ensure_ascii=False)
+
+
+def redelivery_counts(ctx, info, o: int) -> RedeliveryCounts:
+    """The redelivery count of the message at offset o on every subscription of its topic, as
+    `subscriptions pending` and consumers see it: the stored count (kept once a subscription
+    has redelivered), else the one its replay set or its pending delivery carries."""
+    out = RedeliveryCounts()
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        n = redelivery.get(ctx, c.id, o)
+        if not n:
+            for db in ("replay", "pending"):
+                raw = ctx.txn.get(keys.pair(c.id, o), db=ctx.env.db[db])
+                if raw is not None:
+                    v = codec.decode(raw)
+                    n = v if isinstance(v, int) else (v[2] if len(v) > 2 else 0)
+                    break
+        out[c.name] = n
+    return out
 
 
 def subscription_stats(ctx, info, c, live=None) -> dict:

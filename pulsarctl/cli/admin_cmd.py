@@ -62,11 +62,18 @@ def _clock_doc(st) -> dict:
     from pulsarctl.messages import iso_ms
 
     s = st.broker().clock_state()
-    return {"mode": s["mode"], "now": iso_ms(s["now"]), "nowMillis": s["now"]}
+    # iso_ms says None for 0 (an unset time); a clock at 0 is at the epoch.
+    return {"mode": s["mode"], "now": iso_ms(s["now"]) or "1970-01-01T00:00:00.000Z",
+            "nowMillis": s["now"]}
 
 
 def _clock_text(d: dict) -> None:
-    render.outln(f"{d['mode']} {d['now']}")
+    line = f"{d['mode']} {d['now']}"
+    if "fired" in d:
+        from pulsarctl.broker.fired import text
+
+        line += f"; fired: {text(d['fired'])}"
+    render.outln(line)
 
 
 @clock.command("show", help="Show the store's clock.")
@@ -85,15 +92,18 @@ def clock_simulate(ctx: typer.Context,
     render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
 
 
-@clock.command("advance", help="Move the simulated clock forward.")
+@clock.command("advance", help="Move the simulated clock forward and fire what became due, as "
+               "a daemon tick would; says what fired, by kind: nack (redelivery delays), ack "
+               "timeout, delayed (deliver-at came), retry (reconsume-later delays), TTL "
+               "(messages expired) and lease (consumers disconnected).")
 def clock_advance(ctx: typer.Context,
                   duration: Annotated[str, typer.Argument(help="e.g. 30s, 5m, 1h.")],
                   output: Output = None):
     from pulsarctl.units import parse_duration_ms
 
     st = state(ctx)
-    st.broker().clock_advance(parse_duration_ms(duration))
-    render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
+    _at, fired = st.broker().clock_advance(parse_duration_ms(duration), by_kind=True)
+    render.data({**_clock_doc(st), "fired": fired}, fmt(ctx, output), _clock_text)
 
 
 @clock.command("real", help="Go back to the real clock.")

@@ -9,6 +9,7 @@ from pulsarctl.cli import helpfmt, render
 from pulsarctl.cli.common import check_output
 from pulsarctl.cli.errmap import guarded
 from pulsarctl.cli.state import State
+from pulsarctl.errors import UsageError
 
 try:  # typer >= 0.29 vendors click
     from typer._click import exceptions as click_exc
@@ -33,8 +34,19 @@ def root(
         "-o", "--output", help="Output format: text, json or ndjson.", metavar="FORMAT")] = "text",
     traceback: Annotated[bool, typer.Option(
         "--traceback", help="Show a traceback on errors (for bug reports).")] = False,
+    version: Annotated[bool, typer.Option(
+        "--version", help="Print the version and exit.", is_eager=True,
+        callback=lambda value: _print_version(value))] = False,
 ):
     ctx.obj = State(store, check_output(output), traceback)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from pulsarctl import __version__
+
+        render.outln(f"pulsarctl {__version__}")
+        raise typer.Exit(0)
 
 
 def _register() -> None:
@@ -48,10 +60,76 @@ _register()
 helpfmt.install()  # help shows metavars, not Python type names
 
 
+# The global options are accepted after the subcommand too (`pulsarctl topics list NS --store
+# P`): they are moved in front of it before click parses, unless the command has an option of
+# that name itself (most commands have their own -o, which wins for that command).
+_GLOBAL_VALUED = ("--store", "-o", "--output")
+_GLOBAL_FLAGS = ("--traceback",)
+_COMMAND = []
+
+
+def command():
+    """The click command tree of the app, built once."""
+    if not _COMMAND:
+        _COMMAND.append(typer.main.get_command(app))
+    return _COMMAND[0]
+
+
+def hoist_globals(argv: list[str], root=None) -> list[str]:
+    """argv with global options found after the subcommand moved in front of it."""
+    root = root or command()
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # global options already in front
+        i += 1 if argv[i] in _GLOBAL_FLAGS or "=" in argv[i] else 2
+    cmd = root
+    while i < len(argv) and argv[i] in getattr(cmd, "commands", {}):
+        cmd = cmd.commands[argv[i]]
+        i += 1
+    if cmd is root:
+        return argv
+    valued = {o for p in cmd.params if not getattr(p, "is_flag", True) and not getattr(p, "count", False)
+              for o in getattr(p, "opts", ())}
+    own = {o for p in cmd.params for o in getattr(p, "opts", ())}
+    front, rest = [], []
+    j = i
+    while j < len(argv):
+        a = argv[j]
+        if a == "--":
+            rest.extend(argv[j:])
+            break
+        name = a.split("=", 1)[0] if a.startswith("--") else a
+        if name in own:
+            rest.append(a)
+            if name in valued and "=" not in a and j + 1 < len(argv):
+                rest.append(argv[j + 1])
+                j += 1
+        elif name in _GLOBAL_FLAGS:
+            front.append(a)
+        elif name in _GLOBAL_VALUED:
+            front.append(a)
+            if "=" not in a and j + 1 < len(argv):
+                front.append(argv[j + 1])
+                j += 1
+        else:
+            rest.append(a)
+        j += 1
+    if not front:
+        return argv
+    # In front of the first subcommand name: after the root's own options.
+    first = argv.index(next(a for a in argv[:i] if not a.startswith("-") and a in root.commands)) \
+        if any(a in root.commands for a in argv[:i]) else i
+    return argv[:first] + front + argv[first:i] + rest
+
+
 def _click_errors(exc) -> int | None:
     if isinstance(exc, click_exc.NoArgsIsHelpError):
-        render.err(exc.ctx.get_help() if exc.ctx else str(exc))
-        return 2
+        # A command or group run without arguments shows its help once, on stdout, and that
+        # is not an error. (typer's rich help has already printed it while the exception was
+        # made; a plain formatter returns it as the message.)
+        text = exc.format_message()
+        if text.strip():
+            render.outln(text.rstrip("\n"))
+        return 0
     if isinstance(exc, click_exc.UsageError):
         where = f"`{exc.ctx.command_path} --help`" if exc.ctx else "`pulsarctl --help`"
         render.error_line(f"error: {exc.format_message().rstrip('.')}; see {where}")
@@ -67,10 +145,25 @@ def _click_errors(exc) -> int | None:
     return None
 
 
+def _check_utf8(argv: list[str]) -> None:
+    """Arguments are text: bytes that are not UTF-8 (Python keeps them as lone surrogates)
+    would fail deep inside a command, so they are refused up front, before anything is
+    written."""
+    for i, arg in enumerate(argv):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise UsageError(f"argument {i + 1} ({shown!r}) is not valid UTF-8",
+                             hint="pass raw bytes in a file (-f FILE) or on standard input "
+                                  "(--stdin)") from None
+
+
 def run(argv: list[str]) -> int:
     """Run the command line; return the exit code."""
     def invoke():
-        rv = app(args=argv, prog_name="pulsarctl", standalone_mode=False)
+        _check_utf8(argv)
+        rv = command()(args=hoist_globals(argv), prog_name="pulsarctl", standalone_mode=False)
         if rv == 130:
             # typer turns Ctrl-C into a silent exit 130; say so, in one line.
             render.error_line("interrupted")

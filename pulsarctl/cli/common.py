@@ -28,8 +28,15 @@ def check_output(value: str) -> str:
     return value
 
 
+def _output_option(value: str | None) -> str | None:
+    # Checked while the command line is parsed, before the command body runs: a bad -o must
+    # never leave a tenant created or a message sent (every command's -o is this option).
+    return None if value is None else check_output(value)
+
+
 Output = Annotated[Optional[str], typer.Option(
-    "-o", "--output", help="Output format: text, json or ndjson.", metavar="FORMAT")]
+    "-o", "--output", help="Output format: text, json or ndjson.", metavar="FORMAT",
+    callback=_output_option)]
 Topic = Annotated[str, typer.Argument(help="Topic name: t, tenant/ns/t or persistent://tenant/ns/t.",
                                       show_default=False)]
 Sub = Annotated[str, typer.Option("-s", "--subscription", help="Subscription name.",

@@ -38,7 +38,7 @@ def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
 @daemon.command("start", help="Start the daemon in the background; prints its pid once it holds "
                 "the lock (or, with --standby, once it waits for it).")
 def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output: Output = None):
-    from pulsarctl.daemon import acquire, check_tick, paths, read_state, standbys
+    from pulsarctl.daemon import acquire, check_tick, open_log, paths, read_state, standbys
     from pulsarctl.errors import LockBusy, PulsarctlError
 
     check_tick(tick)
@@ -56,7 +56,7 @@ def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output
             "--tick", str(tick)]
     if standby:
         args.append("--standby")
-    with open(paths(store)["log"], "a") as logf:
+    with open_log(store) as logf:  # 0600, as the store's files
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
                                 start_new_session=True, cwd="/")
     deadline = clocks.monotonic() + 10
@@ -118,28 +118,36 @@ def stop(ctx: typer.Context, output: Output = None):
         render.data({"stopped": True, "pid": pid}, out)
 
 
-@daemon.command("status", help="Is a daemon running (exit 3 if not)? pid, last tick, timers due.")
+@daemon.command("status", help="Is a daemon running (exit 3 if not)? pid, last tick, timers "
+                "scheduled (every nack delay and ack timeout waiting) and due (left to fire at "
+                "the last tick).")
 def status_cmd(ctx: typer.Context, output: Output = None):
     from pulsarctl.daemon import status
 
     st = status(_store(ctx))
     render.data(st, fmt(ctx, output),
                 lambda d: render.outln(f"running pid {d['pid']}, last tick {d['lastTick']}, "
-                                       f"{d['timersDue']} timer(s) due"))
+                                       f"{d['timersScheduled']} timer(s) scheduled, "
+                                       f"{d['timersDue']} due"))
 
 
 @daemon.command("run-once", help="Fire everything due, then exit (for cron); works whether or "
                 "not a daemon runs.")
 def run_once(ctx: typer.Context, output: Output = None):
+    from pulsarctl.daemon import timer_text
+
     b = state(ctx).broker()
-    fired = b.fire_due()
+    kinds = b.fire_due(by_kind=True)
     swept = b.sweep_consumers()
     pol = b.enforce_policies()
-    doc = {"fired": fired, "disconnected": swept, "timersDue": b.timers_due(), **pol}
+    fired = sum(kinds.values())
+    doc = {"fired": fired, "firedByKind": kinds, "disconnected": swept, **b.timer_counts(),
+           **pol}
     out = fmt(ctx, output)
     if out == render.TEXT:
-        render.err(f"fired {fired} timer(s), disconnected {swept} consumer(s), expired "
-                   f"{pol['expired']} message(s) by TTL, trimmed {pol['trimmedLedgers']} "
-                   "ledger(s)")
+        render.err(f"fired {fired} timer(s) ({timer_text(kinds)}), disconnected {swept} "
+                   f"consumer(s), expired {pol['expired']} message(s) by TTL, trimmed "
+                   f"{pol['trimmedLedgers']} ledger(s); {doc['timersScheduled']} timer(s) "
+                   "still scheduled")
     else:
         render.data(doc, out)

@@ -15,9 +15,7 @@ def guarded(fn, argv: list[str], extra=None) -> int:
     code or None."""
     want_tb = "--traceback" in argv
     try:
-        rv = fn()
-        render.flush()
-        return rv if isinstance(rv, int) else 0
+        return _run(fn)
     except PulsarctlError as exc:
         if want_tb:
             raise
@@ -44,3 +42,17 @@ def guarded(fn, argv: list[str], extra=None) -> int:
         render.error_line(f"error: unexpected {type(exc).__name__}: {exc}; run again with "
                           f"--traceback and report it")
         return 1
+
+
+def _run(fn) -> int:
+    try:
+        rv = fn()
+    finally:
+        # An array of message records begun with -o json is closed whatever ended the
+        # command (done, an error, Ctrl-C), so what was printed stays one JSON document.
+        try:
+            render.end_messages()
+        except OSError:
+            pass
+    render.flush()
+    return rv if isinstance(rv, int) else 0

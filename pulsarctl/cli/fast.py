@@ -107,6 +107,10 @@ def parse(argv: list[str]):
 
 
 def try_run(argv: list[str]) -> int | None:
+    try:
+        "".join(argv).encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # the typer path refuses it in one line (app._check_utf8)
     parsed = parse(argv)
     if parsed is None:
         return None

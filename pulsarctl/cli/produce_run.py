@@ -73,15 +73,23 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
     collected = [] if out == render.JSON else None
     seq = sequence_id
     dups = 0
+    sent = 0
+    from pulsarctl.names import parse_topic
+
+    topic = str(parse_topic(producer.topic()))  # records name the full topic
+    progress = render.Counter("produced", "message") if from_stdin else None
 
     def emit(ids):
-        nonlocal dups
+        nonlocal dups, sent
         dups += sum(1 for i in ids if i.ledger_id < 0)
+        sent += len(ids)
         if collected is not None:
             collected.extend(ids)
         else:
-            render.message_ids(ids, out, producer.topic())
+            render.message_ids(ids, out, topic)
             render.flush()
+        if progress is not None:
+            progress.update(sent)
 
     if bodies:
         msgs = p.build(template, bodies, num, seq)
@@ -92,26 +100,31 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
         for group in _paced(msgs, rate):
             emit(producer.send_many(group, batching=batch_bodies))
     if from_stdin:
-        lineno = 0
-        times: list = []
-        for lines in p.stdin_batches(sys.stdin, max_ms=window_ms, times=times):
-            if not lines:
-                continue
-            if ndjson:
-                msgs = [p.record_to_message(ln, template, lineno + i + 1) for i, ln in enumerate(lines)]
-            else:
-                msgs = [template.make(ln) for ln in lines]
-            if delay_ms is not None:
-                p.mark_delays(msgs, times, delay_ms, None)
-            if seq is not None:
-                for m in msgs:
-                    m.sequence_id = seq
-                    seq += 1
-            lineno += len(lines)
-            for group in _paced(msgs, rate):
-                emit(producer.send_many(group))
+        try:
+            lineno = 0
+            times: list = []
+            for lines in p.stdin_batches(sys.stdin, max_ms=window_ms, times=times):
+                if not lines:
+                    continue
+                if ndjson:
+                    msgs = [p.record_to_message(ln, template, lineno + i + 1) for i, ln in enumerate(lines)]
+                else:
+                    msgs = [template.make(ln) for ln in lines]
+                if delay_ms is not None:
+                    p.mark_delays(msgs, times, delay_ms, None)
+                if seq is not None:
+                    for m in msgs:
+                        m.sequence_id = seq
+                        seq += 1
+                lineno += len(lines)
+                for group in _paced(msgs, rate):
+                    emit(producer.send_many(group))
+        finally:
+            progress.close()
+        if render.stderr_tty():
+            render.err(render.safe(f"produced {sent - dups} message(s) to {topic}"))
     if collected is not None:
-        render.message_ids(collected, out, producer.topic(), producer.producer_name())
+        render.message_ids(collected, out, topic, producer.producer_name())
     if dups:
         render.err(f"{dups} message(s) not stored: their sequence ids were already stored by "
                    f"producer {producer.producer_name()} (deduplication is on)")

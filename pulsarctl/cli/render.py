@@ -43,18 +43,28 @@ def error_line(message: str) -> None:
     err(" ".join(safe(message).split()))
 
 
-def json_doc(data) -> None:
+# C1 controls (U+0080-U+009F; U+009B is a CSI on many terminals) are escaped in JSON too:
+# json.dumps(ensure_ascii=False) writes them raw, and `cat` of a record must not drive the
+# terminal. They only ever occur inside JSON strings, where \u00XX is the same text.
+_JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x80, 0xA0)}
+
+
+def dumps(data, pretty: bool = True) -> str:
     import json
 
-    outln(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = json.dumps(data, indent=2 if pretty else None, ensure_ascii=False, default=str,
+                      separators=None if pretty else (",", ":"))
+    return text.translate(_JSON_C1)
+
+
+def json_doc(data) -> None:
+    outln(dumps(data))
 
 
 def ndjson_rows(rows) -> None:
-    import json
-
     w = sys.stdout.write
     for r in rows:
-        w(json.dumps(r, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
+        w(dumps(r, pretty=False) + "\n")
 
 
 def _console(stderr: bool = False):
@@ -65,7 +75,20 @@ def _console(stderr: bool = False):
                    markup=False, emoji=False)
 
 
+def stdout_tty() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 def table(columns: list[str], rows: list[list], title: str | None = None) -> None:
+    """A table for people: rich's boxes on a terminal; otherwise plain aligned columns, one
+    line per row, never wrapped, so `| grep` and `| cut` see whole rows."""
+    if not stdout_tty():
+        _plain_table(columns, [[safe("" if v is None else str(v)) for v in r] for r in rows],
+                     title)
+        return
     from rich.table import Table
 
     t = Table(title=title, show_lines=False, header_style="bold")
@@ -74,6 +97,17 @@ def table(columns: list[str], rows: list[list], title: str | None = None) -> Non
     for r in rows:
         t.add_row(*[safe("" if v is None else str(v)) for v in r])
     _console().print(t)
+
+
+def _plain_table(columns: list[str], rows: list[list[str]], title: str | None) -> None:
+    # A cell's own newlines would split its row: shown escaped, as safe() shows controls.
+    rows = [[c.replace("\n", "\\n") for c in r] for r in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in rows if i < len(r)])
+              for i, c in enumerate(columns)]
+    lines = [title] if title else []
+    for r in [columns] + rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    sys.stdout.write("".join(line + "\n" for line in lines))
 
 
 def kv(data: dict, title: str | None = None) -> None:
@@ -118,6 +152,43 @@ def names(items: list[str], fmt: str, key: str = "name") -> None:
             outln(safe(x))
 
 
+class _Records:
+    """`-o json` prints one JSON document: a command that may print several message records
+    (consume/receive/read with -n other than 1) writes them as one array. Each record is
+    written (and flushed by the caller) as it comes, before its message is acked, so nothing
+    is held back in memory; the array is closed when the command ends, whatever ends it."""
+
+    def __init__(self):
+        self.open_ = False
+        self.n = 0
+
+    def begin(self) -> None:
+        self.open_, self.n = True, 0
+
+    def write(self, text: str) -> None:
+        sys.stdout.write(("[\n" if self.n == 0 else ",\n") + text)
+        self.n += 1
+
+    def end(self) -> None:
+        if self.open_:
+            self.open_ = False
+            sys.stdout.write("[]\n" if self.n == 0 else "\n]\n")
+            sys.stdout.flush()
+
+
+_records = _Records()
+
+
+def begin_messages(fmt: str, many: bool) -> None:
+    """Call before printing messages: with -o json and many=True they form one array."""
+    if fmt == JSON and many:
+        _records.begin()
+
+
+def end_messages() -> None:
+    _records.end()
+
+
 def message_ids(ids, fmt: str, topic: str | None = None, producer: str | None = None) -> None:
     if fmt == JSON:
         json_doc({"topic": topic, "producerName": producer, "messageIds": [str(i) for i in ids]})
@@ -130,8 +201,6 @@ def message_ids(ids, fmt: str, topic: str | None = None, producer: str | None = 
 def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with_id=False) -> None:
     """One message: a record for json/ndjson; pulsar-client's layout for people."""
     if fmt in (JSON, NDJSON):
-        import json
-
         r = m.record()
         if hide_content:
             r.pop("payload", None)
@@ -139,9 +208,10 @@ def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with
         elif hex_:
             r["payload"] = m.payload.hex()
             r["encoding"] = "hex"
-        line = json.dumps(r, ensure_ascii=False, separators=(",", ":") if fmt == NDJSON else None,
-                          indent=None if fmt == NDJSON else 2, default=str)
-        sys.stdout.write(line + "\n")
+        if fmt == JSON and _records.open_:
+            _records.write(dumps(r))
+        else:
+            sys.stdout.write(dumps(r, pretty=fmt == JSON) + "\n")
         return
     props = ", ".join(f"{safe(k)}={safe(v)}" for k, v in (m.properties_ or {}).items())
     key = "null" if m.key is None else safe(m.key)
@@ -195,3 +265,31 @@ class Progress:
         if self._p is not None:
             self._p.stop()
             self._p = None
+
+
+class Counter:
+    """A running count on stderr ("produced 1200 messages"), only when stderr is a terminal:
+    for input of unknown length, where a bar has no total."""
+
+    def __init__(self, verb: str, noun: str):
+        self._status = None
+        self._text = f"{verb} {{n}} {noun}s"
+        if stderr_tty():
+            from rich.live import Live
+            from rich.spinner import Spinner
+
+            self._spinner = Spinner("dots", self._text.format(n=0))
+            # stdout is data (message ids): never redirected into the display.
+            self._status = Live(self._spinner, console=_console(stderr=True), transient=True,
+                                redirect_stdout=False, redirect_stderr=False,
+                                refresh_per_second=8)
+            self._status.start()
+
+    def update(self, n: int) -> None:
+        if self._status is not None:
+            self._spinner.update(text=self._text.format(n=n))
+
+    def close(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None

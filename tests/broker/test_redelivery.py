@@ -205,10 +205,12 @@ def test_fire_due_fires_the_timer_without_a_fetch(broker, clock):
     _, ids = broker.publish("t", n_msgs(1))
     sub(broker, "t", "s", "c1", fetch=1, settings={"negativeAckRedeliveryDelayMs": 1000})
     broker.nack("t", "s", ids)
-    assert broker.describe_subscription("t", "s")["timersDue"] == 1
+    d = broker.describe_subscription("t", "s")
+    assert (d["timersScheduled"], d["timersDue"]) == (1, 0)   # waiting, not due yet
     clock.advance(1000)
+    assert broker.describe_subscription("t", "s")["timersDue"] == 1
     assert broker.fire_due() == 1
-    assert broker.describe_subscription("t", "s")["timersDue"] == 0
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
     assert broker.pending_messages("t", "s") == []       # given back, waiting for a consumer
     assert stored_count(broker, "t", "s", ids[0]) == 1
     got = fetch(broker, "t", "s", "c1")
@@ -301,7 +303,7 @@ def test_dead_letter_after_max_plus_one_deliveries_shared(broker, clock):
     assert fetch(broker, "t", "s", "c1") == []
     assert backlog(broker, "t", "s") == 0
     assert broker.pending_messages("t", "s") == []
-    assert broker.describe_subscription("t", "s")["timersDue"] == 0
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
     dead = topic_messages(broker, dlq)
     assert len(dead) == 1
     m = dead[0]
@@ -379,7 +381,7 @@ def test_dead_letter_publish_and_ack_are_one_transaction(broker, clock, monkeypa
     # Nothing half-done: no DLQ, the message still pending with its timer.
     assert not broker.topic_exists(FULL + "t-s-DLQ")
     assert backlog(broker, "t", "s") == 1
-    assert broker.describe_subscription("t", "s")["timersDue"] == 1
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 1
     monkeypatch.setattr(deadletter, "subs", real)
     assert broker.fire_due() == 1
     assert len(topic_messages(broker, FULL + "t-s-DLQ")) == 1
@@ -545,7 +547,7 @@ def test_nack_of_a_message_never_received_is_a_noop(broker, clock):
         assert broker.nack("t", "s", ids) == 0
         clock.advance(DELAY)
         assert broker.fire_due() == 0
-    assert broker.describe_subscription("t", "s")["timersDue"] == 0
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
     assert not broker.topic_exists(FULL + "t-s-DLQ")        # never received, never dead-lettered
     got = fetch(broker, "t", "s", "c1")
     assert ids_of(got) == ids and counts_of(got) == [0, 0]
@@ -572,7 +574,7 @@ def test_nack_of_an_unknown_id_changes_nothing(broker, clock):
     with pytest.raises(MessageNotFound) as ei:
         broker.nack("t", "s", [ids[0], bogus])
     assert ei.value.exit_code == 3
-    assert broker.describe_subscription("t", "s")["timersDue"] == 0
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
     assert pending_by_id(broker, "t", "s")[str(ids[0])]["nextRedelivery"] is None
 
 
@@ -588,7 +590,7 @@ def test_cli_nack_exit_codes(cli):
     assert_error(cli("nack", "t", "-s", "nosub", rec["messageId"]), 3)
     [p] = pjson(cli("subscriptions", "pending", "t", "s", "-o", "json"))
     assert p["nextRedelivery"] is None
-    assert pjson(cli("subscriptions", "describe", "t", "s", "-o", "json"))["timersDue"] == 0
+    assert pjson(cli("subscriptions", "describe", "t", "s", "-o", "json"))["timersScheduled"] == 0
     # Ids from stdin, as message records: the timer is set.
     out = pjson(cli("nack", "t", "-s", "s", "-", "-o", "json", input=json.dumps(rec) + "\n"))
     assert out["nacked"] == 1
@@ -675,9 +677,9 @@ def test_reset_cursor_clears_counts_and_timers(broker, clock):
     clock.advance(DELAY)
     assert counts_of(fetch(broker, "t", "s", "c1")) == [1, 1]
     broker.nack("t", "s", [ids[0]])                           # a timer pending
-    assert broker.describe_subscription("t", "s")["timersDue"] == 1
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 1
     broker.reset_cursor("t", "s", message_id=ids[0])
-    assert broker.describe_subscription("t", "s")["timersDue"] == 0
+    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
     assert stored_count(broker, "t", "s", ids[0]) == 0
     assert stored_count(broker, "t", "s", ids[1]) == 0
     got = fetch(broker, "t", "s", "c1")

@@ -386,7 +386,7 @@ def test_cli_reconsume_later_without_retry_is_exit_4(cli):
     assert after["msgBacklog"] == before["msgBacklog"] == 1
     [p] = pjson(cli("subscriptions", "pending", "t", "s", "-o", "json"))
     assert p["messageId"] == rec["messageId"] and p["consumerName"] == "cli"
-    assert pjson(cli("subscriptions", "describe", "t", "s", "-o", "json"))["timersDue"] == 0
+    assert pjson(cli("subscriptions", "describe", "t", "s", "-o", "json"))["timersScheduled"] == 0
 
 
 def test_cli_reconsume_later_usage_and_not_found(cli):

@@ -405,7 +405,8 @@ def test_run_once_fires_what_is_due(run_proc):
     assert [m["messageId"] for m in rows(r.stdout)] == ids
     pok(run_proc("nack", TOPIC, "-s", "S", *ids))
 
-    assert _run_once(run_proc) == {"fired": 0, "disconnected": 0, "timersDue": 0,
+    assert _run_once(run_proc) == {"fired": 0, "firedByKind": {"nack": 0, "ackTimeout": 0},
+                                    "disconnected": 0, "timersScheduled": 2, "timersDue": 0,
                                     "expired": 0, "trimmedLedgers": 0}
     pok(run_proc("clock", "advance", "30s"))  # not due yet
     assert _run_once(run_proc)["fired"] == 0
@@ -415,7 +416,8 @@ def test_run_once_fires_what_is_due(run_proc):
     # daemon tick): only run-once fires.
     pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
     assert len(_pending(run_proc)) == 2
-    assert _run_once(run_proc) == {"fired": 2, "disconnected": 0, "timersDue": 0,
+    assert _run_once(run_proc) == {"fired": 2, "firedByKind": {"nack": 2, "ackTimeout": 0},
+                                    "disconnected": 0, "timersScheduled": 0, "timersDue": 0,
                                     "expired": 0, "trimmedLedgers": 0}
     assert _pending(run_proc) == []
     s = _sub_stats(run_proc)
@@ -480,7 +482,8 @@ def _check_disconnected(run_proc, ids):
 def test_run_once_disconnects_a_consumer_whose_lease_ended(run_proc):
     ids = _leased_consumer_with_two_messages(run_proc)
     assert _run_once(run_proc)["disconnected"] == 0  # lease still running
-    pok(run_proc("clock", "advance", "2m"))
+    # Past the lease *without* firing (`clock advance` would disconnect, as a daemon tick).
+    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
     doc = _run_once(run_proc)
     assert doc["disconnected"] == 1 and doc["fired"] == 0
     _check_disconnected(run_proc, ids)
@@ -492,7 +495,8 @@ def test_daemon_disconnects_a_consumer_whose_lease_ended(run_proc, daemons, stor
     _ticks_after(store_path, time.time(), n=3)  # a few ticks inside the lease change nothing
     cons = json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o", "json")).stdout)
     assert [c["consumerName"] for c in cons] == ["cli"]
-    pok(run_proc("clock", "advance", "2m"))
+    # Past the lease without disconnecting (`clock advance` would): the daemon does it.
+    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
     wait_for(lambda: json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o",
                                               "json")).stdout) == [],
              "the daemon to disconnect the consumer")
