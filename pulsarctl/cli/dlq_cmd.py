@@ -394,8 +394,6 @@ class _Sink:
 
     def write(self, msgs) -> None:
         """Write the records and make them durable before the caller acks them."""
-        import json
-
         if self.f is None:
             for m in msgs:
                 render.message(m, render.NDJSON)
@@ -405,8 +403,7 @@ class _Sink:
             except ValueError:
                 pass  # not a real file (a test's capture)
             return
-        data = "".join(json.dumps(m.record(), ensure_ascii=False, separators=(",", ":"),
-                                  default=str) + "\n" for m in msgs)
+        data = "".join(render.dumps(m.record(), pretty=False) + "\n" for m in msgs)
         self.f.write(data.encode("utf-8"))
         self.f.flush()
         _fsync(self.f.fileno())

@@ -157,3 +157,12 @@ def test_c1_controls_never_reach_the_output_raw(cli):
     text = ok(cli("read", "t", "-m", "earliest", "-mp")).stdout
     assert not any(0x80 <= ord(ch) <= 0x9F for ch in text)
     assert "\\u009b31m" in text
+
+
+def test_c1_controls_are_escaped_in_drained_dead_letters(cli, tmp_path):
+    ok(cli("produce", "t-s-DLQ", "-m", "p" + C1, "-p", f"REAL_TOPIC={PREFIX}t"))
+    out = tmp_path / "dead.ndjson"
+    ok(cli("dlq", "drain", "t-s-DLQ", "--out", str(out)))
+    text = out.read_text("utf-8")
+    assert not any(0x80 <= ord(ch) <= 0x9F for ch in text), repr(text)
+    assert json.loads(text)["payload"] == "p" + C1
