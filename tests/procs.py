@@ -58,6 +58,18 @@ def proc_state(pid: int) -> str | None:
     return stat[stat.rindex(")") + 2:].split()[0]
 
 
+def signal_pending(pid: int, sig: int) -> bool:
+    """sig was sent to pid and not yet delivered (its handler has not run). False once the
+    process is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    masks = [int(line.split()[1], 16) for line in status.splitlines()
+             if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(m & (1 << (sig - 1)) for m in masks)
+
+
 def reap(procs) -> None:
     """Kill (if still running) and reap every process; close its pipes."""
     for p in procs:

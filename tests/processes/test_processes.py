@@ -1,13 +1,12 @@
 """Real processes: the entry point, concurrency across processes, crashes and Ctrl-C.
 
 Every command here is a separate `python -m pulsarctl` process, as a user's shell would run it;
-consumers meet only through the store. Message counts are small and every wait has a deadline,
-so the file runs in well under a minute.
+consumers meet only through the store. Message counts are small, and every wait is for an event
+(a line printed, a process blocked, a signal delivered) with a generous deadline.
 """
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,52 +15,14 @@ import time
 from pathlib import Path
 
 import pytest
-from procs import communicate_all
+from cli_helpers import ok, one_error_line, pjson, rows
+from procs import PATIENCE_S, argv, communicate_all, proc_state, signal_pending, wait_for
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="process liveness is read from /proc")
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _argv(*args) -> list[str]:
-    return [sys.executable, "-m", "pulsarctl", *args]
-
-
-@pytest.fixture
-def env(store_path):
-    return dict(os.environ, PULSARCTL_STORE=store_path, NO_COLOR="1")
-
-
-@pytest.fixture
-def spawn(env):
-    """Start `python -m pulsarctl ARGS` in the background; every process started here is killed
-    and reaped when the test ends, whatever happened."""
-    started: list[subprocess.Popen] = []
-
-    def start(*args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
-        p = subprocess.Popen(_argv(*args), env=env, stdin=stdin, stdout=stdout, stderr=stderr,
-                             text=True)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - a process that ignores SIGKILL
-            pass
-        for f in (p.stdin, p.stdout, p.stderr):
-            if f is not None:
-                try:
-                    f.close()
-                except OSError:
-                    pass
-
-
-
-
 class LineReader(threading.Thread):
     """Read a process's stdout line by line, slowly, stopping after `pause_after` lines until
     resume() (so the process can be made to block on a full pipe)."""
@@ -95,45 +56,28 @@ class LineReader(threading.Thread):
         self._resume.set()
 
 
-def _records(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+# Set-up and observation run in-process (the `cli` fixture): only the commands under test are
+# processes of their own.
+def _stats(cli, topic="t") -> dict:
+    return pjson(cli("topics", "stats", topic, "-o", "json"))
 
 
-def _stats(run_proc, topic="t") -> dict:
-    r = run_proc("topics", "stats", topic, "-o", "json")
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
-
-
-def _wait_for(predicate, what: str, timeout: float = 15.0, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
-def _produce_lines(run_proc, payloads, topic="t") -> list[str]:
+def _produce_lines(cli, payloads, topic="t") -> list[str]:
     # -db: one entry per message (what these tests count and hand out).
-    r = run_proc("produce", topic, "--stdin", "-db", input="".join(p + "\n" for p in payloads))
-    assert r.returncode == 0, r.stderr
+    r = ok(cli("produce", topic, "--stdin", "-db", input="".join(p + "\n" for p in payloads)))
     ids = r.stdout.split()
     assert len(ids) == len(payloads)
     return ids
 
 
-def _create_sub(run_proc, sub, topic="t", at="earliest"):
-    r = run_proc("topics", "create-subscription", topic, "-s", sub, "-m", at)
-    assert r.returncode == 0, r.stderr
+def _create_sub(cli, sub, topic="t", at="earliest"):
+    ok(cli("topics", "create-subscription", topic, "-s", sub, "-m", at))
 
 
-def _one_error_line(stderr: str) -> str:
-    lines = stderr.splitlines()
-    assert len(lines) == 1, f"expected one stderr line, got {stderr!r}"
-    return lines[0]
+def _wait_blocked(p) -> None:
+    """Wait until p sleeps in the kernel: a consumer with messages to print whose stdout pipe
+    nobody reads is blocked in write() then."""
+    wait_for(lambda: proc_state(p.pid) == "S", f"process {p.pid} to block")
 
 
 # -- 1. the entry point ----------------------------------------------------------------------
@@ -144,41 +88,43 @@ def test_entry_point_module_and_console_script(run_proc, env):
     assert r.stderr == ""
 
     script = Path(sys.executable).parent / "pulsarctl"
-    argv = [str(script)] if script.exists() else _argv()
-    r = subprocess.run([*argv, "produce", "t", "-m", "y"], env=env, capture_output=True,
+    command = [str(script)] if script.exists() else argv()
+    r = subprocess.run([*command, "produce", "t", "-m", "y"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout == "1:1:-1\n"
 
     # Through the typer app (not the produce fast path), from the same entry point.
-    r = subprocess.run([*argv, "read", "t", "-m", "earliest", "-n", "2", "-o", "ndjson"],
+    r = subprocess.run([*command, "read", "t", "-m", "earliest", "-n", "2", "-o", "ndjson"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert [m["payload"] for m in _records(r.stdout)] == ["x", "y"]
+    assert [m["payload"] for m in rows(r.stdout)] == ["x", "y"]
 
 
 # -- 2. two processes on one Shared subscription -----------------------------------------------
-def test_two_processes_share_a_shared_subscription(run_proc, spawn):
+def test_two_processes_share_a_shared_subscription(cli, spawn):
     n = 3000
     payloads = [f"m-{i}" for i in range(n)]
-    _produce_lines(run_proc, payloads)
-    _create_sub(run_proc, "s")
+    _produce_lines(cli, payloads)
+    _create_sub(cli, "s")
 
-    args = ("consume", "t", "-s", "s", "-t", "Shared", "-n", "0", "--idle-timeout", "2s",
+    # Every message is there before they start, and neither can take back what the other has
+    # pending: a consumer that finds nothing to fetch is done, so the idle timeout only ends it.
+    args = ("consume", "t", "-s", "s", "-t", "Shared", "-n", "0", "--idle-timeout", "500ms",
             "-o", "ndjson")
     a, b = spawn(*args), spawn(*args)
     # Nobody reads their output until both are attached: a consumer that starts first fills
     # its pipe and blocks with at most a receiver queue (1000) pending, so it cannot take all
     # 3000 before the other one arrives, however the two start-ups race.
     def both_attached():
-        sub = _stats(run_proc)["subscriptions"]["s"]
+        sub = _stats(cli)["subscriptions"]["s"]
         return len(sub["consumers"]) == 2
 
-    _wait_for(both_attached, "both consumers to attach")
+    wait_for(both_attached, "both consumers to attach")
     (out_a, err_a), (out_b, err_b) = communicate_all([a, b])
     assert a.returncode == 0, err_a
     assert b.returncode == 0, err_b
-    ra, rb = _records(out_a), _records(out_b)
+    ra, rb = rows(out_a), rows(out_b)
     pa, pb = [m["payload"] for m in ra], [m["payload"] for m in rb]
 
     assert len(pa) == len(set(pa)) and len(pb) == len(set(pb)), "a process printed a message twice"
@@ -191,7 +137,7 @@ def test_two_processes_share_a_shared_subscription(run_proc, spawn):
     names_a, names_b = {m["consumerName"] for m in ra}, {m["consumerName"] for m in rb}
     assert len(names_a) == 1 and len(names_b) == 1 and names_a != names_b
 
-    sub = _stats(run_proc)["subscriptions"]["s"]
+    sub = _stats(cli)["subscriptions"]["s"]
     assert sub["msgBacklog"] == 0
     assert sub["unackedMessages"] == 0
     assert sub["consumers"] == []
@@ -199,50 +145,52 @@ def test_two_processes_share_a_shared_subscription(run_proc, spawn):
 
 
 # -- 3. Exclusive across processes -------------------------------------------------------------
-def test_exclusive_subscription_refuses_a_second_process(run_proc, spawn):
-    first = spawn("consume", "t", "-s", "ex", "-n", "0", "--idle-timeout", "5s", "-o", "ndjson")
+def test_exclusive_subscription_refuses_a_second_process(cli, run_proc, spawn):
+    # No idle timeout: the first consumer runs until it has its one message.
+    first = spawn("consume", "t", "-s", "ex", "-n", "1", "-o", "ndjson")
 
     def attached():
-        r = run_proc("topics", "stats", "t", "-o", "json")
-        if r.returncode != 0:
+        r = cli("topics", "stats", "t", "-o", "json")
+        if r.exit_code != 0:
             return None
         sub = json.loads(r.stdout)["subscriptions"].get("ex")
         return sub["consumers"] if sub and sub["consumers"] else None
 
-    consumers = _wait_for(attached, "the first consumer to attach")
+    consumers = wait_for(attached, "the first consumer to attach")
     assert [c["address"] for c in consumers] == [f"pid:{first.pid}"]
 
     r = run_proc("consume", "t", "-s", "ex", "-n", "1", "--idle-timeout", "1s")
-    assert first.poll() is None, "the first consumer ended too early for this test"
+    assert first.poll() is None, "the first consumer ended before it had a message"
     assert r.returncode == 4, (r.returncode, r.stdout, r.stderr)
-    assert "Exclusive consumer is already connected" in _one_error_line(r.stderr)
+    assert "Exclusive consumer is already connected" in one_error_line(r.stderr)
     assert r.stdout == ""
 
-    out, err = first.communicate(timeout=30)
+    # The first one is still the consumer: it gets the next message, and ends.
+    ok(cli("produce", "t", "-m", "first"))
+    out, err = first.communicate(timeout=PATIENCE_S)
     assert first.returncode == 0, err
-    assert out == ""
+    assert [m["payload"] for m in rows(out)] == ["first"]
 
-    r = run_proc("produce", "t", "-m", "after")
-    assert r.returncode == 0, r.stderr
+    ok(cli("produce", "t", "-m", "after"))
     r = run_proc("consume", "t", "-s", "ex", "-n", "1", "--idle-timeout", "5s", "-o", "ndjson")
     assert r.returncode == 0, r.stderr
-    assert [m["payload"] for m in _records(r.stdout)] == ["after"]
-    sub = _stats(run_proc)["subscriptions"]["ex"]
+    assert [m["payload"] for m in rows(r.stdout)] == ["after"]
+    sub = _stats(cli)["subscriptions"]["ex"]
     assert sub["msgBacklog"] == 0 and sub["consumers"] == []
 
 
 # -- 4. receive in one process, ack in another -----------------------------------------------
-def test_receive_then_ack_from_another_process(run_proc):
-    ids = _produce_lines(run_proc, ["a", "b"])
+def test_receive_then_ack_from_another_process(cli, run_proc):
+    ids = _produce_lines(cli, ["a", "b"])
     r = run_proc("receive", "t", "-s", "w", "-p", "Earliest", "-n", "2", "-o", "ndjson")
     assert r.returncode == 0, r.stderr
-    recs = _records(r.stdout)
+    recs = rows(r.stdout)
     assert [m["payload"] for m in recs] == ["a", "b"]
     assert [m["messageId"] for m in recs] == ids
     assert {m["consumerName"] for m in recs} == {"cli"}
     assert {m["subscription"] for m in recs} == {"w"}
 
-    sub = _stats(run_proc)["subscriptions"]["w"]
+    sub = _stats(cli)["subscriptions"]["w"]
     assert sub["unackedMessages"] == 2
     assert sub["msgBacklog"] == 2
     assert [(c["consumerName"], c["unackedMessages"], c["address"]) for c in sub["consumers"]] \
@@ -252,7 +200,7 @@ def test_receive_then_ack_from_another_process(run_proc):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["acked"] == 2
 
-    sub = _stats(run_proc)["subscriptions"]["w"]
+    sub = _stats(cli)["subscriptions"]["w"]
     assert sub["msgBacklog"] == 0
     assert sub["unackedMessages"] == 0
 
@@ -263,53 +211,53 @@ def test_receive_then_ack_from_another_process(run_proc):
 
 
 # -- 5. kill -9 gives the pending messages back ------------------------------------------------
-def _kill9_scenario(run_proc, spawn, *, reap_before_next: bool):
+def _kill9_scenario(cli, spawn, *, reap_before_next: bool):
     n = 2000
     payloads = [f"k-{i:05d}-" + "x" * 1000 for i in range(n)]
-    _produce_lines(run_proc, payloads)
-    _create_sub(run_proc, "k")
+    _produce_lines(cli, payloads)
+    _create_sub(cli, "k")
 
     first = spawn("consume", "t", "-s", "k", "-t", "Shared", "-n", "0", "-o", "ndjson")
     # Read 150 lines slowly (so some grouped acks are flushed), then stop reading: the
     # consumer fills the pipe and blocks with most of its receiver queue pending.
     reader = LineReader(first.stdout, pause_after=150, delay=0.003)
     reader.start()
-    assert reader.paused.wait(30), "the consumer printed nothing"
+    assert reader.paused.wait(PATIENCE_S), "the consumer printed nothing"
 
     def stuck_with_acks():
-        sub = _stats(run_proc)["subscriptions"]["k"]
+        sub = _stats(cli)["subscriptions"]["k"]
         return sub if 0 < sub["msgBacklog"] < n and sub["unackedMessages"] > 0 else None
 
-    _wait_for(stuck_with_acks, "some acks and pending messages from the first consumer")
-    time.sleep(0.3)  # let it fill the pipe and block
+    wait_for(stuck_with_acks, "some acks and pending messages from the first consumer")
+    _wait_blocked(first)
     assert first.poll() is None
     first.send_signal(signal.SIGKILL)
     if reap_before_next:
-        first.wait(timeout=10)
+        first.wait(timeout=PATIENCE_S)
     else:
-        _wait_for(lambda: Path(f"/proc/{first.pid}/stat").read_text().split(")")[-1].split()[0]
-                  == "Z", "the killed process to become a zombie", timeout=10)
+        wait_for(lambda: proc_state(first.pid) == "Z", "the killed process to become a zombie")
 
-    sub = _stats(run_proc)["subscriptions"]["k"]
+    sub = _stats(cli)["subscriptions"]["k"]
     backlog_before = sub["msgBacklog"]
     acked_by_first = n - backlog_before
     assert acked_by_first > 0
 
-    second = spawn("consume", "t", "-s", "k", "-t", "Shared", "-n", "0", "--idle-timeout", "2s",
-                   "-o", "ndjson")
+    # Every message it can get is there before it starts: the idle timeout only ends it.
+    second = spawn("consume", "t", "-s", "k", "-t", "Shared", "-n", "0", "--idle-timeout",
+                   "500ms", "-o", "ndjson")
     (out2, err2), = communicate_all([second])
     assert second.returncode == 0, err2
 
     # Only now read what the killed consumer managed to print (it stays in the pipe).
     reader.resume()
     if not reap_before_next:
-        first.wait(timeout=10)
-    assert reader.done.wait(10)
+        first.wait(timeout=PATIENCE_S)
+    assert reader.done.wait(PATIENCE_S)
     # (A line is one write() under PIPE_BUF, so a kill cannot cut one; skip a torn tail anyway.)
     printed_by_first = [json.loads(line)["payload"] for line in reader.lines
                         if line.endswith("\n")]
 
-    recs2 = _records(out2)
+    recs2 = rows(out2)
     got2 = [m["payload"] for m in recs2]
     assert len(got2) == len(set(got2)), "the second consumer got a message twice"
     assert acked_by_first <= len(printed_by_first), "acked messages the first never printed"
@@ -322,25 +270,25 @@ def _kill9_scenario(run_proc, spawn, *, reap_before_next: bool):
     # Back without a redelivery count increment, as when a Pulsar consumer disconnects.
     assert {m["redeliveryCount"] for m in recs2} == {0}
 
-    sub = _stats(run_proc)["subscriptions"]["k"]
+    sub = _stats(cli)["subscriptions"]["k"]
     assert sub["msgBacklog"] == 0
     assert sub["unackedMessages"] == 0
     assert sub["consumers"] == []
 
 
-def test_kill_9_gives_pending_messages_back(run_proc, spawn):
-    _kill9_scenario(run_proc, spawn, reap_before_next=True)
+def test_kill_9_gives_pending_messages_back(cli, spawn):
+    _kill9_scenario(cli, spawn, reap_before_next=True)
 
 
-def test_kill_9_not_yet_reaped_zombie_is_disconnected(run_proc, spawn):
+def test_kill_9_not_yet_reaped_zombie_is_disconnected(cli, spawn):
     """A killed process is dead as soon as the kernel closes its files, before its parent reaps
     it (a Pulsar consumer's connection drops then too): a zombie must not hold messages."""
-    _kill9_scenario(run_proc, spawn, reap_before_next=False)
+    _kill9_scenario(cli, spawn, reap_before_next=False)
 
 
 # -- 6. Ctrl-C ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("when", ["blocked on a full pipe", "while the pipe drains", "while idle"])
-def test_ctrl_c_acks_exactly_what_was_printed(run_proc, spawn, when):
+def test_ctrl_c_acks_exactly_what_was_printed(cli, spawn, when):
     """Ctrl-C: exit 130, one line on stderr, and every message that reached stdout is acked,
     none that did not (the backlog is exactly N - printed).
 
@@ -351,11 +299,12 @@ def test_ctrl_c_acks_exactly_what_was_printed(run_proc, spawn, when):
     """
     n = 50 if when == "while idle" else 3000
     payloads = [f"c-{i:05d}-" + "y" * 200 for i in range(n)]
-    _produce_lines(run_proc, payloads)
-    _create_sub(run_proc, "c")
+    _produce_lines(cli, payloads)
+    _create_sub(cli, "c")
 
     p = spawn("consume", "t", "-s", "c", "-n", "0", "-o", "ndjson")
-    watchdog = threading.Timer(30, p.kill)  # reads below are bounded even if SIGINT is ignored
+    # reads below are bounded even if SIGINT is ignored
+    watchdog = threading.Timer(PATIENCE_S, p.kill)
     watchdog.start()
     try:
         if when == "while the pipe drains":
@@ -364,7 +313,7 @@ def test_ctrl_c_acks_exactly_what_was_printed(run_proc, spawn, when):
                 line = p.stdout.readline()
                 assert line, "the consumer stopped printing"
                 lines.append(line)
-            time.sleep(0.3)  # it fills the pipe and blocks in write()
+            _wait_blocked(p)  # it fills the pipe and blocks in write()
             assert p.poll() is None
             p.send_signal(signal.SIGINT)
             lines.extend(p.stdout.readlines())
@@ -372,19 +321,20 @@ def test_ctrl_c_acks_exactly_what_was_printed(run_proc, spawn, when):
             if when == "blocked on a full pipe":
                 reader = LineReader(p.stdout, pause_after=100, delay=0.002)
                 reader.start()
-                assert reader.paused.wait(30), "the consumer printed nothing"
+                assert reader.paused.wait(PATIENCE_S), "the consumer printed nothing"
             else:
                 reader = LineReader(p.stdout)
                 reader.start()
-                _wait_for(lambda: len(reader.lines) >= n, "every message to be printed")
-            time.sleep(0.3)
+                wait_for(lambda: len(reader.lines) >= n, "every message to be printed")
+            _wait_blocked(p)  # in write() on the full pipe, or waiting for messages
             assert p.poll() is None
             p.send_signal(signal.SIGINT)
-            time.sleep(0.2)  # let the signal land before the pipe drains
+            # The signal lands before the pipe drains.
+            wait_for(lambda: not signal_pending(p.pid, signal.SIGINT), "SIGINT to be delivered")
             reader.resume()
-            assert reader.done.wait(30)
+            assert reader.done.wait(PATIENCE_S)
             lines = reader.lines
-        p.wait(timeout=20)
+        p.wait(timeout=PATIENCE_S)
     finally:
         watchdog.cancel()
     err = p.stderr.read()
@@ -398,18 +348,18 @@ def test_ctrl_c_acks_exactly_what_was_printed(run_proc, spawn, when):
     else:
         assert len(printed) < n, "the consumer was not interrupted mid-stream"
 
-    sub = _stats(run_proc)["subscriptions"]["c"]
+    sub = _stats(cli)["subscriptions"]["c"]
     if sub["msgBacklog"] != n - len(printed):
         pytest.fail(f"printed {len(printed)} of {n} (last {printed[-1][:7]}), but the backlog "
                     f"is {sub['msgBacklog']}, not {n - len(printed)}")
     assert sub["unackedMessages"] == 0
     assert sub["consumers"] == []
     # Interrupted is an error like any other: exactly one line on stderr.
-    assert _one_error_line(err) == "interrupted"
+    assert one_error_line(err) == "interrupted"
 
 
 # -- 7. two writers at once --------------------------------------------------------------------
-def test_two_producers_write_concurrently(run_proc, spawn):
+def test_two_producers_write_concurrently(cli, spawn):
     n = 5000
     inputs = ["".join(f"{w}-{i}\n" for i in range(n)) for w in ("a", "b")]
     procs = [spawn("produce", "t", "--stdin", stdin=subprocess.PIPE) for _ in inputs]
@@ -422,12 +372,11 @@ def test_two_producers_write_concurrently(run_proc, spawn):
         ids.extend(got)
     assert len(set(ids)) == 2 * n, "two messages got the same id"
 
-    st = _stats(run_proc)
+    st = _stats(cli)
     assert st["msgInCounter"] == 2 * n
 
-    r = run_proc("read", "t", "-m", "earliest", "-n", "0", "--until-end", "-o", "ndjson")
-    assert r.returncode == 0, r.stderr
-    recs = _records(r.stdout)
+    r = ok(cli("read", "t", "-m", "earliest", "-n", "0", "--until-end", "-o", "ndjson"))
+    recs = rows(r.stdout)
     assert sorted(m["messageId"] for m in recs) == sorted(ids)
     by_writer = {w: [m["payload"] for m in recs if m["payload"].startswith(w + "-")]
                  for w in ("a", "b")}
@@ -436,15 +385,15 @@ def test_two_producers_write_concurrently(run_proc, spawn):
 
 
 # -- 8. a leased consumer on a simulated clock -------------------------------------------------
-def test_lease_ends_on_simulated_clock_across_processes(run_proc):
-    ids = _produce_lines(run_proc, ["one", "two", "three"])
+def test_lease_ends_on_simulated_clock_across_processes(cli, run_proc):
+    ids = _produce_lines(cli, ["one", "two", "three"])
     r = run_proc("clock", "simulate", "--at", "2026-01-01T00:00:00Z")
     assert r.returncode == 0, r.stderr
 
     r = run_proc("receive", "t", "-s", "l", "-p", "Earliest", "--lease", "1m", "-n", "1",
                  "-o", "ndjson")
     assert r.returncode == 0, r.stderr
-    (first,) = _records(r.stdout)
+    (first,) = rows(r.stdout)
     assert first["payload"] == "one" and first["consumerName"] == "cli"
     assert first["messageId"] == ids[0]
 
@@ -452,7 +401,7 @@ def test_lease_ends_on_simulated_clock_across_processes(run_proc):
             "--idle-timeout", "1s", "-o", "ndjson")
     r = run_proc(*busy)
     assert r.returncode == 4, (r.returncode, r.stdout, r.stderr)
-    line = _one_error_line(r.stderr)
+    line = one_error_line(r.stderr)
     assert "Exclusive consumer is already connected" in line and "'cli'" in line
     assert r.stdout == ""
 
@@ -465,13 +414,13 @@ def test_lease_ends_on_simulated_clock_across_processes(run_proc):
     assert r.returncode == 0, r.stderr
     r = run_proc(*busy)
     assert r.returncode == 0, r.stderr
-    (again,) = _records(r.stdout)
+    (again,) = rows(r.stdout)
     assert again["payload"] == "one", "the cursor did not rewind when the lease ended"
     assert again["messageId"] == first["messageId"]
     assert again["consumerName"] == "other"
     assert again["redeliveryCount"] == 0
 
-    sub = _stats(run_proc)["subscriptions"]["l"]
+    sub = _stats(cli)["subscriptions"]["l"]
     assert [c["consumerName"] for c in sub["consumers"]] == ["other"]
     assert sub["unackedMessages"] == 1
     assert sub["msgBacklog"] == 3
