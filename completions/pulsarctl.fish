@@ -813,7 +813,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from brokers; and __fish_seen_s
 # pulsarctl clock
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -a 'show' -d 'Show the store\'s clock.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -a 'simulate' -d 'Run the store on a simulated clock (from now, or --at TIME).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -a 'advance' -d 'Move the simulated clock forward.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -a 'advance' -d 'Move the simulated clock forward and fire what became due, as a daemon tick would; says what fired, by kind: nack (redelivery delays), ack timeout, delayed (deliver-at came), retry (reconsume-later delays), TTL (messages expired) and lease (consumers disconnected).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -a 'real' -d 'Go back to the real clock.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from clock; and not __fish_seen_subcommand_from show simulate advance real' -s h -l help -d 'Show this message and exit.'
 
@@ -924,7 +924,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run' -d 'Run the daemon in the foreground (exit 5 if one already runs).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'start' -d 'Start the daemon in the background; prints its pid once it holds the lock (or, with --standby, once it waits for it).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'stop' -d 'Stop the running daemon; returns when it has exited.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'status' -d 'Is a daemon running (exit 3 if not)? pid, last tick, timers due.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'status' -d 'Is a daemon running (exit 3 if not)? pid, last tick, timers scheduled (every nack delay and ack timeout waiting) and due (left to fire at the last tick).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run-once' -d 'Fire everything due, then exit (for cron); works whether or not a daemon runs.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -s h -l help -d 'Show this message and exit.'
 

@@ -532,7 +532,7 @@ def _zaction(choices, files, names: str = "", topic_arg: int | None = None) -> s
     if choices:
         return "(" + " ".join(c.replace(" ", "\\ ") for c in choices) + ")"
     if names == SUBSCRIPTIONS:
-        return f"__pulsarctl_names {names} {topic_arg + 1}"
+        return f"__pulsarctl_names {names}@{topic_arg + 1}"  # a colon would end the spec
     if names:
         return f"__pulsarctl_names {names}"
     return "_files" if files else " "
@@ -615,17 +615,16 @@ def _zsh(root: Node) -> str:
     return "\n".join(out) + "\n"
 
 
-ZSH_NAMES = r'''# Names from the store: $1 is topics, subscriptions or dlqs; for subscriptions, $2 is which
-# argument on the line ($line, from _arguments) is the topic; the rest are compadd options.
+ZSH_NAMES = r'''# Names from the store. _arguments calls __pulsarctl_names [COMPADD-OPTIONS] KIND: KIND is
+# topics, dlqs or subscriptions@N, N being which argument on the line ($line) is the topic.
 # Asks the pulsarctl being completed, with the --store on the line; offers nothing on any
 # error. (Two underscores: the functions _pulsarctl_<name> are the commands.)
 __pulsarctl_names() {
-    local kind=$1 topic prog store i
-    local -a toks args names
-    shift
+    local kind=${@[-1]%%@*} topic prog store i
+    local -a opts toks args names
+    opts=("${@[1,-2]}")
     if [[ $kind == subscriptions ]]; then
-        topic=${(Q)line[$1]}
-        shift
+        topic=${(Q)line[${@[-1]#*@}]}
         [[ -n $topic ]] || return 1
     fi
     toks=(${(z)BUFFER})
@@ -643,7 +642,7 @@ __pulsarctl_names() {
     [[ -n $topic ]] && args+=($topic)
     names=(${(f)"$($prog $args 2>/dev/null </dev/null)"})
     names=(${names:#})
-    compadd "$@" -a names
+    compadd "${opts[@]}" -a names
 }'''
 
 

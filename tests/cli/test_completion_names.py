@@ -5,11 +5,14 @@ nothing, and prints nothing but names: never an error into the user's command li
 
 A real store in tmp_path; the entry point in real subprocesses; bash driven for real (sourcing
 completions/pulsarctl.bash, COMP_WORDS/COMP_CWORD set, COMPREPLY read back); zsh's and fish's
-helpers run in the real shells when installed, with the shell's own line-reading stubbed.
+completion runs in the real shells when installed (zsh on a pseudo-terminal through zpty, fish
+through `complete -C`), and zsh's helper alone with compadd stubbed, for what it must not offer.
 """
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -245,9 +248,12 @@ compadd() {
 
 @pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
 @pytest.mark.parametrize("buffer, line, call, expected", [
-    ("pulsarctl consume orders -s ", "orders", "subscriptions 1 -J x", "COMPADD audit billing"),
-    ("pulsarctl subscriptions describe orders ", "orders", "subscriptions 1", "COMPADD audit billing"),
-    ("pulsarctl consume -s ", "", "subscriptions 1", ""),
+    # _arguments puts compadd's options before the kind
+    ("pulsarctl consume orders -s ", "orders", "-J x -X y subscriptions@1",
+     "COMPADD audit billing"),
+    ("pulsarctl subscriptions describe orders ", "orders", "subscriptions@1",
+     "COMPADD audit billing"),
+    ("pulsarctl consume -s ", "", "subscriptions@1", ""),
     ("pulsarctl dlq peek ", "", "dlqs", "COMPADD payments-charger-DLQ"),
     ("pulsarctl --store {other} consume ", "", "topics", "COMPADD elsewhere"),
     ("pulsarctl --store={other} consume ", "", "topics", "COMPADD elsewhere"),
@@ -268,33 +274,81 @@ def test_zsh_script_completes_names_with_the_helper():
     text = (SCRIPTS / "_pulsarctl").read_text()
     assert "'1:topic:__pulsarctl_names topics'" in text
     assert "'*:topics:__pulsarctl_names topics'" in text
-    assert "--subscription=[Subscription name.]:TEXT:__pulsarctl_names subscriptions 1'" in text
+    assert "--subscription=[Subscription name.]:TEXT:__pulsarctl_names subscriptions@1'" in text
     assert "'1:topic:__pulsarctl_names dlqs'" in text
 
 
-@pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
-@pytest.mark.parametrize("tokens, call, expected", [
-    ("pulsarctl consume orders -s", "subscriptions 1 - 0 -s", ["audit", "billing"]),
-    ("pulsarctl --store {other} consume", "topics 1 0+ 0", ["elsewhere"]),
-    ("pulsarctl --store={other} consume", "topics 1 0+ 0", ["elsewhere"]),
-    ("pulsarctl consume orders -n 3", "topics 1 0+ 0 -n", TOPICS),
-    ("pulsarctl subscriptions describe orders", "subscriptions 2 1 0", ["audit", "billing"]),
-    # the word being completed is not the argument the names are for
-    ("pulsarctl subscriptions describe orders", "topics 2 0 0", []),
-    ("pulsarctl dlq peek", "dlqs 2 0 -", ["payments-charger-DLQ"]),
-    ("pulsarctl --store {missing} dlq peek", "dlqs 2 0 -", []),
+ZPTY = r'''
+zmodload zsh/zpty
+zpty z 'zsh -f -i'
+zpty -w z "PS1='> '; autoload -U compinit; compinit -u -D; source ${(q)1}; zstyle ':completion:*' list-rows-first yes; echo RE''ADY"
+zpty -r z out '*READY*'
+zpty -w -n z "$2"$'\t\t'
+zpty -r z out "*$3*"
+zpty -d z
+print -r -- "$out"
+'''
+
+
+@pytest.mark.skipif(not shutil.which("zsh"), reason="zsh is not installed")
+@pytest.mark.parametrize("line, wanted", [
+    ("pulsarctl consume orders -s ", "audit*billing"),
+    ("pulsarctl subscriptions describe orders ", "audit*billing"),
+    ("pulsarctl consume pu", "public/orders/created"),  # the one match is inserted
+    ("pulsarctl dlq peek ", "payments-charger-DLQ"),
+    ("pulsarctl consume orders --dead-letter-topic ", "clicks*orders*payments*public/"),
+    ("pulsarctl --store {other} consume ", "elsewhere"),
 ])
-def test_fish_helper(store, other_store, prog, tmp_path, tokens, call, expected):
-    tokens = tokens.format(other=other_store, missing=tmp_path / "missing")
-    code = (f"source {SCRIPTS / 'pulsarctl.fish'}\n"
-            f"function commandline; printf '%s\\n' {tokens}; end\n"
-            f"__pulsarctl_names {call} --store -o --output\n")
+def test_zsh_completes_names_for_real(store, other_store, prog, tmp_path, line, wanted):
+    """An interactive zsh (on a pseudo-terminal) with compinit and the script: TAB lists or
+    inserts the names, sorted across rows; zpty -r waits for them (the subprocess timeout
+    bounds the wait)."""
+    line = line.format(other=other_store)
+    env = dict(os.environ, PATH=_path(prog), PULSARCTL_STORE=store, HOME=str(tmp_path),
+               TERM="dumb")
+    res = subprocess.run(["zsh", "-f", "-c", ZPTY, "zsh", str(SCRIPTS / "_pulsarctl"), line,
+                          wanted], capture_output=True, text=True, timeout=60, env=env)
+    assert res.returncode == 0, res.stderr
+    shown = res.stdout.split(line.split()[-1], 1)[-1]  # what came after the typed line
+    assert re.search(wanted.replace("*", ".*"), shown, re.S), res.stdout
+
+
+def _fish(prog, store, line: str) -> list[str]:
+    """What fish offers for line: `complete -C`, fish's own completion, with the script."""
+    code = f"source {SCRIPTS / 'pulsarctl.fish'}; complete -C {shlex.quote(line)}"
     env = dict(os.environ, PATH=_path(prog), PULSARCTL_STORE=store)
     res = subprocess.run(["fish", "--no-config", "-c", code], capture_output=True, text=True,
                          timeout=60, env=env)
-    assert res.stderr == ""
-    assert res.stdout.splitlines() == expected
-    assert not (tmp_path / "missing").exists()
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return [ln.split("\t")[0] for ln in res.stdout.splitlines()]
+
+
+@pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
+@pytest.mark.parametrize("line, expected", [
+    ("pulsarctl consume orders -s ", ["audit", "billing"]),
+    ("pulsarctl consume orders -s b", ["billing"]),
+    ("pulsarctl consume ", TOPICS),
+    ("pulsarctl consume orders -n 3 pay", ["payments", "payments-charger-DLQ"]),
+    ("pulsarctl subscriptions describe ", TOPICS),
+    ("pulsarctl subscriptions describe orders ", ["audit", "billing"]),
+    ("pulsarctl dlq peek ", ["payments-charger-DLQ"]),
+    ("pulsarctl dlq replay payments-charger-DLQ --to or", ["orders"]),
+    ("pulsarctl consume orders --dead-letter-topic pay", ["payments", "payments-charger-DLQ"]),
+    ("pulsarctl consume -s ", []),  # no topic yet
+    ("pulsarctl consume orders -p ", ["Earliest", "Latest"]),
+    ("pulsarctl topics list ", []),
+])
+def test_fish_completes_names(store, prog, line, expected):
+    assert _fish(prog, store, line) == expected
+
+
+@pytest.mark.skipif(not shutil.which("fish"), reason="fish is not installed")
+def test_fish_uses_the_store_on_the_line(store, other_store, prog, tmp_path):
+    assert _fish(prog, store, f"pulsarctl --store {other_store} consume ") == ["elsewhere"]
+    assert _fish(prog, store, f"pulsarctl --store={other_store} consume ") == ["elsewhere"]
+    missing = tmp_path / "missing"
+    assert _fish(prog, store, f"pulsarctl --store {missing} dlq peek ") == []
+    assert not missing.exists()
 
 
 def test_fish_script_completes_names_with_the_helper():
