@@ -3,7 +3,8 @@ pid reuse) or a lease, admission by subscription type, and disconnection of the 
 
 A consumer whose process is gone, or whose lease has ended, is disconnected: its pending
 messages go back to dispatch (Shared) or the cursor rewinds (Exclusive, Failover), as when a
-Pulsar consumer's connection drops.
+Pulsar consumer's connection drops, uncounted. Not the ones it nacked: nack timers are durable
+here, so those stay held until their timer fires and brings them back counted.
 """
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
     else:
         pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
         for o, prec in list(subs.pending_items(ctx, c.id)):
-            if prec[0] == rec["name"]:
+            # A nacked message stays held until its nack timer gives it back, counted.
+            if prec[0] == rec["name"] and not (len(prec) > 3 and prec[3]):
                 k = keys.pair(c.id, o)
                 ctx.txn.delete(k, db=pdb)
                 # Back to dispatch without a redelivery count increment (Pulsar's removeConsumer).

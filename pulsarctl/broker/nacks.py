@@ -2,8 +2,12 @@
 MultiplierRedeliveryBackoff's delay for the message's redelivery count, then (past
 maxRedeliverCount) the dead letter topic.
 
-Pulsar's client keeps the nack timer in memory; here it is a durable timer (timers.py), so a
-nack from one shell command is redelivered however many processes come and go."""
+Pulsar's client keeps the nack timer in memory, and it dies with the client; here it is a
+durable timer (timers.py), so a nack from one shell command is redelivered however many
+processes come and go: a nacked message whose consumer has gone (closed, crashed, its lease
+ended) stays held, neither redelivered nor counted, until its timer fires, and then comes back
+counted (or goes to the dead letter topic), whichever process fires it: a later command on the
+subscription, `clock advance`, the daemon or `daemon run-once`."""
 from __future__ import annotations
 
 import math
@@ -75,6 +79,9 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
                     db=ctx.env.db["pending"])
         holders.add(prec[0])
         done += 1
+    if done and not c.props.get(subs.NACKED):
+        c.props[subs.NACKED] = True  # a rewind keeps nacked messages held (subs.rewind)
+        ctx.cursors.save(ctx.txn, c)
     return done, holders
 
 
@@ -82,22 +89,22 @@ def fire(ctx, info, c) -> int:
     """Fire the subscription's due timers (nack delays and ack timeouts): the broker's
     redeliverUnacknowledgedMessages(ids).
     Returns how many messages were redelivered or dead-lettered."""
-    due = timers.take_due(ctx, c.id, ctx.now)
-    if not due:
+    first = timers.next_due(ctx, c.id)
+    if first is None or first > ctx.now:
         return 0
     from pulsarctl.broker import consumers
 
-    # A nack timer dies with its consumer, as the client's does: the consumer's going away
-    # already gave the message back, uncounted (unless it settled its nacks, see settle).
-    live = {r["name"] for r in consumers.sweep(ctx, info, c)}
+    # Consumers that are gone are disconnected first: their pending messages go back, but
+    # the ones they nacked stay held for their timers (consumers.remove, subscriptions.rewind),
+    # which fire here whoever holds them now. A nack timer does not die with its consumer.
+    consumers.sweep(ctx, info, c)
+    due = timers.take_due(ctx, c.id, ctx.now)
     pending = subs.pending_map(ctx, c.id)
     todo, holders = [], {}
     for _due, o, value in due:
         holder = value[3] if len(value) > 3 else None
         prec = pending.get(o)
         if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
-            continue
-        if holder not in live or prec is None or prec[0] != holder:
             continue
         if not applies(value, prec):
             continue  # redelivered (or, for an ack timeout, nacked) since: the timer is void
@@ -106,21 +113,6 @@ def fire(ctx, info, c) -> int:
     if todo:
         redeliver(ctx, info, c, todo, holders)
     return len(todo)
-
-
-def settle(ctx, info, c, name: str) -> int:
-    """Count now the nacks of a consumer that closes before their delay ran out (or dead-letter
-    past the limit); the messages come back at once. Pulsar's nack timer dies with its client
-    and the message comes back uncounted (as a lease ending or a crash does here too), so a
-    one-shot `consume --exec` run from cron, which nacks and exits, would see the same message
-    forever and never reach the dead letter topic: `consume --exec` settles its nacks when it
-    closes."""
-    nacked = [o for o, prec in subs.pending_items(ctx, c.id)
-              if prec[0] == name and len(prec) > 3 and prec[3]
-              and info.contains(o) and not ctx.cursors.is_acked(ctx.txn, c, o)]
-    if nacked:
-        redeliver(ctx, info, c, nacked, {o: name for o in nacked})
-    return len(nacked)
 
 
 def applies(value: list, prec: list | None) -> bool:
@@ -156,7 +148,10 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> 
         if typ not in subs.SINGLE_ACTIVE:
             k = keys.pair(c.id, o)
             ctx.txn.delete(k, db=pdb)
-            ctx.txn.put(k, codec.encode(n), db=rdb)
+            # Past the read position (a nack held across a rewind) the message is read again
+            # in order, with its count; before it, it goes to the replay set.
+            if o < c.read_position:
+                ctx.txn.put(k, codec.encode(n), db=rdb)
     if again and typ in subs.SINGLE_ACTIVE:
-        subs.rewind(ctx, c)
+        subs.rewind(ctx, c, release=again)
     ctx.cursors.save(ctx.txn, c)

@@ -188,13 +188,85 @@ def clear_delivery_state(ctx, c) -> None:
     """Forget pending and replay state: after a reset, a skip or the last consumer leaving."""
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
     ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+    c.props.pop(HELD, None)
 
 
-def rewind(ctx, c) -> None:
-    """Deliver again from the first unacknowledged entry (Pulsar's cursor rewind)."""
+# The highest offset at or past the read position that a held nack keeps pending (see rewind),
+# in the cursor's properties; absent when there is none, so dispatch looks nothing up.
+HELD = "heldTo"
+
+
+def rewind(ctx, c, release=()) -> None:
+    """Deliver again from the first unacknowledged entry (Pulsar's cursor rewind).
+
+    Every entry above mark-delete is read again, so whatever dispatch kept about the entries it
+    had read goes with the old read position: pending and replay records, and the delayed index
+    (a message whose time is still ahead is deferred again when it is read; one left in the
+    index too would come due from both and go out twice). One thing stays: a nacked message
+    whose nack timer still waits is held, pending for the consumer that nacked it, until the
+    timer gives it back counted (nack timers are durable, whoever runs then); dispatch skips it
+    when it reads past it (unread). release: offsets whose hold ends now (their timer fired)."""
+    from pulsarctl.broker import delayed
+
+    held = _held_nacks(ctx, c, set(release))
     c.read_position = c.mark_delete + 1
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
     ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+    delayed.clear(ctx, c.id)
+    if held:
+        pdb = ctx.env.db["pending"]
+        for o, raw in held:
+            ctx.txn.put(keys.pair(c.id, o), raw, db=pdb)
+        c.props[HELD] = held[-1][0]
+    else:
+        c.props.pop(HELD, None)
+        c.props.pop(NACKED, None)
+
+
+# Set in the cursor's properties by a nack: some pending record may be nacked (rewind looks).
+NACKED = "nacked"
+
+
+def _held_nacks(ctx, c, release: set) -> list[tuple[int, bytes]]:
+    """(offset, raw pending record) of the nacked messages whose nack timer still waits, in
+    offset order (nothing is decoded unless the subscription has nacked something)."""
+    if not c.props.get(NACKED):
+        return []
+    from pulsarctl.broker import timers
+
+    out = []
+    waiting = None
+    cur = ctx.env.cursor(ctx.txn, "pending")
+    prefix = keys.u64(c.id)
+    if cur.set_range(prefix):
+        for k, v in cur:
+            if not k.startswith(prefix):
+                break
+            o = keys.unpack_pair(k)[1]
+            rec = codec.decode(v)
+            if len(rec) < 4 or not rec[3] or o in release:
+                continue
+            if waiting is None:
+                waiting = timers.pending(ctx, c.id)
+            if any(t[0] == timers.NACK and t[3:5] == rec[:2] for _due, t in waiting.get(o, ())):
+                out.append((o, bytes(v)))
+    return out
+
+
+def held_offsets(ctx, c):
+    """A function offset -> whether a held nack keeps it (for dispatch reading from the read
+    position), or None when nothing at or past the read position is held."""
+    upto = c.props.get(HELD)
+    if upto is None:
+        return None
+    if c.read_position > upto:
+        c.props.pop(HELD)
+        return None
+    txn, pdb, pair, cid = ctx.txn, ctx.env.db["pending"], keys.pair, c.id
+
+    def held(o: int) -> bool:
+        return o <= upto and txn.get(pair(cid, o), db=pdb) is not None
+    return held
 
 
 # -- acknowledgement -------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The durable schedule that everything due-at-a-time goes through (nack delays now; ack
-timeouts and retries later). A timer is a record (cursor id, due ms, offset) -> [kind,
-managed-ledger id, subscription]; it fires lazily when a command touches its subscription, or
-when the clock is advanced, or from the daemon — correctness never depends on who fires it."""
+"""The durable schedule that everything due-at-a-time goes through (nack delays and ack
+timeouts). A timer is a record (cursor id, due ms, offset) -> [kind, managed-ledger id,
+subscription, consumer, delivered at]; it fires lazily when a command touches its
+subscription, or when the clock is advanced, or from the daemon — correctness never depends on
+who fires it, nor on whether the consumer that set it is still there."""
 from __future__ import annotations
 
 from store import codec, keys
@@ -37,6 +38,15 @@ def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, i
         if not cur.delete():
             break
     return [(due, o, v) for (due, o), v in zip(at, codec.decode_many(vals))]
+
+
+def next_due(ctx, cid: int) -> int | None:
+    """When the first timer of cid is due (None when it has none)."""
+    cur = ctx.txn.cursor(db=ctx.env.db["timers"])
+    prefix = keys.u64(cid)
+    if not cur.set_range(prefix) or not cur.key().startswith(prefix):
+        return None
+    return _untriple(cur.key())[1]
 
 
 def pending(ctx, cid: int) -> dict[int, list[tuple[int, list]]]:

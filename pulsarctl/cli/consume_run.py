@@ -60,7 +60,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
     guard = _PrintThenAck()
-    results = {True: 0, False: 0}
+    results = {ACKED: 0, NACKED: 0, LATER: 0}
     retry, retry_delay = False, None
     if exec_cmd is not None:
         from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
@@ -78,15 +78,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
             except Timeout:
                 break
             if exec_cmd is not None:
-                outcome = run_exec(exec_cmd, m)
-                if outcome == 0:
-                    consumer.acknowledge(m)
-                elif outcome == EX_TEMPFAIL and retry:
-                    consumer.reconsume_later(m, retry_delay)
-                else:
-                    # Without a retry topic, 75 (EX_TEMPFAIL) is a nack, as is any failure.
-                    consumer.negative_acknowledge(m)
-                results[outcome == 0] += 1
+                results[_exec_one(consumer, exec_cmd, m, retry, retry_delay)] += 1
                 count += 1
                 continue
             with guard:
@@ -98,43 +90,106 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
     finally:
         guard.restore()
         if ack:
-            # A one-shot --exec (cron) must not leave its nacks uncounted: see nacks.settle.
-            consumer.close(settle_nacks=exec_cmd is not None)
+            # Its nacks stay held after it closes: each comes back, counted, once its delay
+            # has passed (nack timers are durable), whichever process runs then.
+            consumer.close()
         else:
             consumer.detach()
         if exec_cmd is not None:
-            render.err(f"handled {count} message(s): {results[True]} acked, "
-                       f"{results[False]} nacked")
+            render.err(f"handled {count} message(s): {results[ACKED]} acked, "
+                       f"{results[NACKED]} nacked"
+                       + (f", {results[LATER]} reconsumed later" if retry else ""))
     return _finish(count, fail_if_empty)
 
 
 EX_TEMPFAIL = 75
+ACKED, NACKED, LATER = "acked", "nacked", "later"
+
+
+def _exec_one(consumer, cmd: str, m, retry: bool, retry_delay) -> str:
+    """Hand one message to the --exec command and settle it by the exit status: 0 acks, 75
+    (EX_TEMPFAIL) reconsumes later with retry enabled, anything else nacks, and so does a
+    message that cannot be handed over at all (the command cannot start): that is said in one
+    line on stderr, and the next message is handed over as usual."""
+    try:
+        outcome = spawn_exec(cmd, m)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        render.err(render.safe(f"warning: message {m.id} could not be handed to the --exec "
+                               f"command ({reason}); it was nacked"))
+        outcome = None
+    if outcome == 0:
+        consumer.acknowledge(m)
+        return ACKED
+    if outcome == EX_TEMPFAIL and retry:
+        consumer.reconsume_later(m, retry_delay)
+        return LATER
+    # Without a retry topic, 75 is a nack, as is any failure.
+    consumer.negative_acknowledge(m)
+    return NACKED
+
+
+ENCODING_SUFFIX = "_ENCODING"
+
+
+def _holdable(value: str) -> bool:
+    """Whether the environment can hold value as it is: a NUL would end its C string, and a
+    lone surrogate has no bytes to be."""
+    if "\0" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def exec_env(m) -> dict:
-    """The message's metadata for --exec: never interpolated into the command line."""
+    """The message's metadata for --exec: never interpolated into the command line. A value
+    the environment cannot hold as it is (one with a NUL) is given base64-encoded (its UTF-8
+    bytes) and VARIABLE_ENCODING=base64 says so, as a message record's "encoding" does for a
+    payload; nothing is dropped. PULSAR_PROP_* and *_ENCODING variables inherited from the
+    environment are left out: they would pass for this message's."""
+    import base64
     import os
     import re
 
-    env = dict(os.environ)
-    env.update({
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("PULSAR_PROP_") or
+                   (k.startswith("PULSAR_") and k.endswith(ENCODING_SUFFIX)))}
+    values = {
         "PULSAR_MESSAGE_ID": str(m.id), "PULSAR_TOPIC": m.topic or "",
         "PULSAR_KEY": m.key or "", "PULSAR_REDELIVERY_COUNT": str(m.redelivery_count_),
         "PULSAR_SUBSCRIPTION": m.subscription or "", "PULSAR_PUBLISH_TIME": str(m.publish_time),
-    })
+    }
     for k, v in (m.properties_ or {}).items():
-        env["PULSAR_PROP_" + re.sub(r"[^A-Z0-9_]", "_", str(k).upper())] = str(v).replace("\0", "")
+        values["PULSAR_PROP_" + re.sub(r"[^A-Z0-9_]", "_", str(k).upper())] = str(v)
+    encoded = []
+    for name, v in values.items():
+        if not _holdable(v):
+            v = base64.b64encode(v.encode("utf-8", "surrogatepass")).decode("ascii")
+            encoded.append(name)
+        env[name] = v
+    for name in encoded:  # last: a property of that name does not hide the marker
+        env[name + ENCODING_SUFFIX] = "base64"
     return env
+
+
+def spawn_exec(cmd: str, m) -> int:
+    """Run cmd (through sh) with the payload on stdin and return its exit status; OSError when
+    it cannot start (no /bin/sh, an environment over the system's limit: E2BIG)."""
+    import subprocess
+
+    return subprocess.run(["/bin/sh", "-c", cmd], input=m.payload, env=exec_env(m)).returncode
 
 
 def run_exec(cmd: str, m) -> int:
     """Run cmd (through sh) with the payload on stdin; its exit status decides the message."""
-    import subprocess
-
     try:
-        return subprocess.run(["/bin/sh", "-c", cmd], input=m.payload, env=exec_env(m)).returncode
-    except OSError as exc:
-        raise InvalidValue(f"cannot run --exec command: {exc.strerror}") from None
+        return spawn_exec(cmd, m)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidValue(f"cannot run --exec command: {reason}") from None
 
 
 class _PrintThenAck:

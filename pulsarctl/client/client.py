@@ -445,16 +445,15 @@ class Consumer:
             self._broker.unsubscribe(t, self._subscription)
         self._closed = True
 
-    def close(self, settle_nacks: bool = False) -> None:
-        """Flush acks and disconnect: messages still in the receiver queue go back. With
-        settle_nacks (not in pulsar-client), nacks whose delay has not run out count now."""
+    def close(self) -> None:
+        """Flush acks and disconnect: messages still in the receiver queue go back; nacked ones
+        come back after their nack delay, counted (nack timers are durable)."""
         if self._closed:
             return
         self._closed = True
         acks, self._acks = self._acks, []
         if self._topics:
-            self._broker.close_consumer(self._topics, self._subscription, self._name, acks,
-                                        settle_nacks)
+            self._broker.close_consumer(self._topics, self._subscription, self._name, acks)
 
     def detach(self) -> None:
         """Leave a leased consumer connected (its messages stay pending until the lease ends):

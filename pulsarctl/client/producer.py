@@ -106,16 +106,25 @@ class Producer:
         return OutgoingMessage(bytes(content), properties, partition_key, ordering_key,
                                int(event_timestamp or 0), da, sequence_id)
 
+    def _now_for(self, deliver_at, deliver_after) -> int | None:
+        """The store's time, which deliver_after counts from (a simulated clock too, as
+        `produce --deliver-after` does); None when no delay is asked for."""
+        if deliver_after is None or deliver_at is not None:
+            return None
+        return self._broker.clock_state()["now"]
+
     def send(self, content, properties=None, partition_key=None, ordering_key=None,
              sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:
         m = self._message(self._encode(content), properties, partition_key, ordering_key,
-                          sequence_id, event_timestamp, deliver_at, deliver_after)
+                          sequence_id, event_timestamp, deliver_at, deliver_after,
+                          self._now_for(deliver_at, deliver_after))
         with self._cond:
             self.flush()
             return self._publish([m], False)[0]
 
     def send_async(self, content, callback=None, **kw) -> None:
-        m = self._message(self._encode(content), **kw)
+        now = self._now_for(kw.get("deliver_at"), kw.get("deliver_after"))
+        m = self._message(self._encode(content), **kw, now_ms=now)
         with self._cond:
             self._buffer.append(m)
             self._callbacks.append(callback)

@@ -774,13 +774,20 @@ def test_exec_summary_with_real_process_nacks(run_proc, recorder):
 def test_one_shot_exec_runs_from_cron_count_their_nacks_and_reach_the_dlq(cli, recorder, typ):
     """Each run nacks and exits long before the 1 m nack delay. Pulsar would give the message
     back uncounted every time (its nack timer dies with the client) and it would never reach
-    the DLQ; `consume --exec` settles its nacks when it closes."""
+    the DLQ. Nack timers are durable here (issue 14): the message stays held after the run,
+    a run inside the delay does not see it, and the first run after it sees it counted.
+    (Before, `consume --exec` settled its nacks at exit: the message came back at once.)"""
+    ok(cli("clock", "simulate", "--at", str(START_MS)))
     ok(cli("produce", "t", "-m", "poison"))
     run = ["consume", "t", "-s", "s", "-t", typ, "-p", "Earliest", "-n", "1",
-           "--max-redeliver-count", "2", "--nack-delay", "1m", "--idle-timeout", "1s",
+           "--max-redeliver-count", "2", "--nack-delay", "1m", "--idle-timeout", "300ms",
            "--exec", recorder(1)]
-    for _ in range(3):  # delivered N+1 = 3 times: counts 0, 1, 2
+    for i in range(3):  # delivered N+1 = 3 times: counts 0, 1, 2
         ok(cli(*run))
+        assert len(recorder.calls()) == i + 1
+        ok(cli("clock", "advance", "30s"))
+        assert cli(*run, "--fail-if-empty").exit_code == 6     # inside the delay: held
+        ok(cli("clock", "advance", "30s"))
     assert [c["env"]["PULSAR_REDELIVERY_COUNT"] for c in recorder.calls()] == ["0", "1", "2"]
     st = pjson(cli("topics", "stats", "t", "-o", "json"))
     assert st["subscriptions"]["s"]["msgBacklog"] == 0

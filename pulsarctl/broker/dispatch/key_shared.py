@@ -79,11 +79,15 @@ def _slot(selector_policy, rec) -> int:
     return slot_of(selector_policy, sticky_key(okey, key, rec[1], rec[2]))
 
 
-def _held_elsewhere(ctx, info, c, selector, policy) -> dict:
-    """slot -> holder for pending messages whose slot now belongs to another consumer."""
+def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
+    """slot -> holder for pending messages whose slot now belongs to another consumer. A nack
+    held for a consumer that has gone blocks nothing: no one processes its key meanwhile."""
     out = {}
     read = ctx.ledgers.read
+    names = {r["name"] for r in live}
     for o, prec in subs.pending_items(ctx, c.id):
+        if prec[0] not in names:
+            continue
         raw = read(ctx.txn, info, o)
         if raw is None:
             continue
@@ -102,7 +106,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     me = consumer["name"]
     blocked: dict = {}
     if ks.get("draining"):
-        blocked = _held_elsewhere(ctx, info, c, selector, policy)
+        blocked = _held_elsewhere(ctx, info, c, selector, policy, live)
         if not blocked:
             ks["draining"] = False
     if not blocked and len(live) == 1 and policy != "sticky":
@@ -173,10 +177,13 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
     if len(out) < max_n and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
+        held = subs.held_offsets(ctx, c)  # nacks held past a rewind: their timers bring them
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
             if len(out) >= max_n:
                 break
             c.read_position = o + 1
+            if held is not None and held(o):
+                continue
             rec = _decode(ctx.ledgers.read(txn, info, o))
             if len(rec) > 8 and rec[8] > hold_until:
                 delayed.defer(ctx, cid, rec[8], o)
