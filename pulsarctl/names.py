@@ -1,4 +1,5 @@
-"""Topic names exactly as Pulsar's TopicName parses them, plus the -DLQ / -RETRY names."""
+"""Topic names exactly as Pulsar's TopicName parses them, plus the -DLQ / -RETRY names (the
+current <topic>-<subscription>-DLQ and the older <namespace>/<subscription>-DLQ)."""
 from __future__ import annotations
 
 from pulsarctl.errors import InvalidTopicName, InvalidValue
@@ -166,4 +167,13 @@ def dlq_topic(topic: str, subscription: str) -> str:
 
 
 def retry_topic(topic: str, subscription: str) -> str:
+    """Pulsar's default retry letter topic name: <topic>-<subscription>-RETRY."""
     return f"{topic}-{subscription}{RETRY_SUFFIX}"
+
+
+def group_letter_topic(topic: str, subscription: str, suffix: str) -> str:
+    """The default name before Pulsar 2.8 (RetryMessageUtil's RETRY_GROUP_TOPIC_SUFFIX and
+    DLQ_GROUP_TOPIC_SUFFIX): persistent://<tenant>/<namespace>/<subscription>-RETRY (or -DLQ),
+    one per namespace and subscription. The Java client still uses it where it exists as a
+    partitioned topic (ConsumerBuilderImpl, issue 9327; retry.settings_for)."""
+    return f"persistent://{parse_topic(str(topic)).namespace}/{subscription}{suffix}"

@@ -7,13 +7,14 @@ ORIGIN_MESSAGE_ID (and its deprecated twin ORIGIN_MESSAGE_IDY_TIME) and REAL_SUB
 only if absent (putIfAbsent: the first origin is kept through retries), as Java's ConsumerImpl."""
 from __future__ import annotations
 
+import itertools
 import secrets
 import string
 
 from store import codec
 from pulsarctl.broker import producers, subscriptions as subs, topics
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
-from pulsarctl.names import DLQ_SUFFIX, parse_topic
+from pulsarctl.names import DLQ_SUFFIX, TopicName, parse_topic
 
 REAL_TOPIC = "REAL_TOPIC"
 REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
@@ -57,14 +58,11 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
     else:
         msgs = [message_from_entry(
             rec, MessageId(pos.ledger_id, pos.entry_id, origin.partition_index), info.name)]
-    target = parse_topic(dlq_topic(info.name, c.name, policy))
-    dlq_info = topics.ensure(ctx, target)
+    dlq = parse_topic(dlq_topic(info.name, c.name, policy))
     init = policy.get("initialSubscriptionName")
-    if init and subs.get(ctx, dlq_info, init) is None:
-        # PIP-124: the broker creates it whenever it is missing, before the dead letter lands.
-        subs.create(ctx, dlq_info, init, "Earliest")
     holder = consumer or "consumer"
-    outs = []
+    pname = producer_name(info.name, c.name, holder)
+    routed = []  # (target, dead letter): a partitioned DLQ spreads them over its partitions
     for m in msgs:
         props = dict(m.properties_ or {})
         props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
@@ -73,9 +71,43 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
         props.setdefault(REAL_SUBSCRIPTION, c.name)
         out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
         out.chunks = copy[2] if copy else None
-        outs.append(out)
-    # The DLQ producer does not batch (enableBatching(false)): one entry per dead letter.
-    _name, ids = producers.publish(ctx, target, outs, producer_name(info.name, c.name, holder),
-                                   target.partition_index, internal=True)
+        routed.append((route(ctx, c, dlq, m.key), out))
+    first = None
+    for target, group in itertools.groupby(routed, key=lambda r: r[0]):
+        dlq_info = topics.ensure(ctx, target)
+        if init and subs.get(ctx, dlq_info, init) is None:
+            # PIP-124: the broker creates it whenever it is missing, before the dead letter
+            # lands.
+            subs.create(ctx, dlq_info, init, "Earliest")
+        # The DLQ producer does not batch (enableBatching(false)): one entry per dead letter.
+        _name, ids = producers.publish(ctx, target, [out for _t, out in group], pname,
+                                       target.partition_index, internal=True)
+        if first is None and ids:
+            first = ids[0]
     subs.ack(ctx, info, c, acked)
-    return ids[0] if ids else None
+    return first
+
+
+_ROUND_ROBIN = "letterRR"  # the cursor property that keeps the letter producers' counter
+
+
+def route(ctx, c, target: TopicName, key: str | None) -> TopicName:
+    """Where a dead (or retry) letter from subscription c goes on target: the topic itself, or
+    for a partitioned topic (the older <namespace>/<subscription>-DLQ names are partitioned,
+    see retry.settings_for) the partition the client's producer would pick: RoundRobinPartition,
+    the key's hash if it has one, else the next partition in turn (the counter lives with the
+    subscription, as the producer lives with its consumer)."""
+    from pulsarctl.broker import partitions
+
+    if target.is_partition:
+        return target
+    n = partitions.get(ctx, target)
+    if not n:
+        return target
+    from pulsarctl.broker.hashing import PartitionRouter
+
+    router = PartitionRouter(n, start=c.props.get(_ROUND_ROBIN, 0))
+    i = router.choose(key)
+    if key is None:
+        c.props[_ROUND_ROBIN] = router.counter
+    return target.partition(i)

@@ -1,7 +1,8 @@
 """Retry letter topics: reconsumeLater (Java's ConsumerImpl.doReconsumeLater).
 
 With retry enabled a consumer also consumes <topic>-<subscription>-RETRY under the same
-subscription. reconsume-later writes a new message there — properties copied, REAL_TOPIC and
+subscription (or the older <namespace>/<subscription>-RETRY where that is a partitioned topic,
+see settings_for). reconsume-later writes a new message there — properties copied, REAL_TOPIC and
 ORIGIN_MESSAGE_ID kept from the first origin (putIfAbsent), custom properties added,
 RECONSUMETIMES counting up, DELAY_TIME in ms, delivered after the delay — and acks the original,
 in one transaction. Past maxRedeliverCount (16 when retry is enabled without a policy) the
@@ -12,23 +13,45 @@ from store import codec
 from pulsarctl.broker import deadletter, producers, subscriptions as subs, topics
 from pulsarctl.errors import Conflict
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
-from pulsarctl.names import parse_topic
+from pulsarctl.names import DLQ_SUFFIX, RETRY_SUFFIX, group_letter_topic, parse_topic
 
 RECONSUMETIMES = "RECONSUMETIMES"
 DELAY_TIME = "DELAY_TIME"
 MAX_RECONSUMETIMES = 16
 
 
-def settings_for(topic: str, subscription: str, settings: dict) -> dict:
+def settings_for(topic: str, subscription: str, settings: dict, ctx=None) -> dict:
     """Retry enabled: the RETRY and DLQ names derived from the first topic as given (so all
-    partitions share them, as ConsumerBuilderImpl does) and the default limit of 16."""
+    partitions share them, as ConsumerBuilderImpl does) and the default limit of 16.
+
+    Pulsar's compatibility rule (ConsumerBuilderImpl, issue 9327): when either name is left to
+    the default, a partitioned topic <tenant>/<namespace>/<subscription>-RETRY (or -DLQ), the
+    default before 2.8, is used instead of <topic>-<subscription>-RETRY (-DLQ) wherever it
+    exists. ctx: the transaction to look it up in (without one, the new names)."""
     out = dict(settings)
     out["enableRetry"] = True
-    out["retryLetterTopic"] = out.get("retryLetterTopic") or f"{topic}-{subscription}-RETRY"
-    out["deadLetterTopic"] = out.get("deadLetterTopic") or f"{topic}-{subscription}-DLQ"
+    if not out.get("retryLetterTopic") or not out.get("deadLetterTopic"):
+        out["retryLetterTopic"] = out.get("retryLetterTopic") or _default_name(
+            ctx, topic, subscription, RETRY_SUFFIX)
+        out["deadLetterTopic"] = out.get("deadLetterTopic") or _default_name(
+            ctx, topic, subscription, DLQ_SUFFIX)
     if not out.get("maxRedeliverCount"):
         out["maxRedeliverCount"] = MAX_RECONSUMETIMES
     return out
+
+
+def _default_name(ctx, topic: str, subscription: str, suffix: str) -> str:
+    new = f"{topic}-{subscription}{suffix}"
+    if ctx is None:
+        return new
+    from pulsarctl.broker import partitions
+    from pulsarctl.errors import InvalidTopicName
+
+    try:
+        old = parse_topic(group_letter_topic(topic, subscription, suffix))
+    except InvalidTopicName:
+        return new  # no such topic can exist
+    return str(old) if partitions.get(ctx, old) > 0 else new
 
 
 def level_delay_ms(ctx, level: int) -> int:
@@ -113,6 +136,7 @@ def _move(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, increm
         target = parse_topic(policy["retryLetterTopic"])
         deliver_at = ctx.now + delay_ms if delay_ms > 0 else 0
         where = "retry"
+    target = deadletter.route(ctx, c, target, m.key)  # a partitioned one: to a partition
     topics.ensure(ctx, target)
     out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time, deliver_at)
     out.chunks = copy[2] if copy else None

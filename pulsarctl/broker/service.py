@@ -548,10 +548,10 @@ class Broker(CursorAdmin, DlqAdmin):
                 from pulsarctl.broker import retry
 
                 first = str(_topic(names if isinstance(names, (str, TopicName)) else names[0]))
-                settings = retry.settings_for(first, subscription, {**stored, **given})
-                rt = _topic(settings["retryLetterTopic"])
-                if rt not in targets:
-                    targets.append(rt)
+                settings = retry.settings_for(first, subscription, {**stored, **given}, ctx)
+                for rt in partitions.expand(ctx, _topic(settings["retryLetterTopic"])):
+                    if rt not in targets:
+                        targets.append(rt)
             for p in targets:
                 info = topics.ensure(ctx, p)
                 if self.non_persistent:
@@ -729,8 +729,9 @@ class Broker(CursorAdmin, DlqAdmin):
                 info = topics.lookup(ctx, p)
                 c = subs.get(ctx, info, subscription) if info is not None else None
                 rt = ((c.props.get("policy") or {}).get("retryLetterTopic") if c else None)
-                if rt and _topic(rt) not in targets:
-                    targets.append(_topic(rt))
+                for q in (partitions.expand(ctx, _topic(rt)) if rt else ()):
+                    if q not in targets:
+                        targets.append(q)
             out = {"retry": 0, "dlq": 0}
             for owner, mids in self._by_owner(ctx, targets, ids).items():
                 info = topics.require(ctx, owner)
