@@ -1123,6 +1123,10 @@ _pulsarctl() {
             [ "$word" = "--store" ] && store="${COMP_WORDS[i]}"
         elif [[ "$word" == -* || "$word" == "=" ]]; then
             :
+        elif [[ "$word" == ":" && "$npos" -gt 0 && $((i + 1)) -lt "$COMP_CWORD" ]]; then
+            # bash splits persistent://tenant/ns/t at ':': join the pieces again
+            i=$((i + 1))
+            pos[npos-1]+=":${COMP_WORDS[i]}"
         elif [[ " $subs " == *" $word "* ]]; then
             path="${path:+$path }$word"
             npos=0

@@ -466,6 +466,10 @@ BASH_MAIN = r'''_pulsarctl() {
             [ "$word" = "--store" ] && store="${COMP_WORDS[i]}"
         elif [[ "$word" == -* || "$word" == "=" ]]; then
             :
+        elif [[ "$word" == ":" && "$npos" -gt 0 && $((i + 1)) -lt "$COMP_CWORD" ]]; then
+            # bash splits persistent://tenant/ns/t at ':': join the pieces again
+            i=$((i + 1))
+            pos[npos-1]+=":${COMP_WORDS[i]}"
         elif [[ " $subs " == *" $word "* ]]; then
             path="${path:+$path }$word"
             npos=0
@@ -825,7 +829,7 @@ def _usage(n: Node, global_opts: bool = False) -> str:
         parts.append(_i("COMMAND") + " [" + _i("ARGS") + "]...")
     for a in n.args:
         word = _i(a.metavar) + ("..." if a.variadic else "")
-        parts.append(word if a.required else f"[{word}]")
+        parts.append(word if a.required or a.metavar.startswith("[") else f"[{word}]")
     return " ".join(parts)
 
 

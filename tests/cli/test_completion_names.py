@@ -198,6 +198,10 @@ def _bash(prog, store, *words, first="pulsarctl") -> list[str]:
     (["consume", "orders", "--subscription", "=", "a"], ["audit"]),
     (["consume", "orders", "--subscription=a"], ["--subscription=audit"]),
     (["topics", "reset-cursor", "clicks", "-s", ""], ["analytics"]),
+    # bash splits a full name at ':' (COMP_WORDBREAKS); the pieces make one topic again
+    (["consume", "persistent", ":", "//public/default/orders", "-s", ""], ["audit", "billing"]),
+    (["subscriptions", "describe", "persistent", ":", "//public/default/clicks", ""],
+     ["analytics"]),
     (["subscriptions", "describe", "orders", ""], ["audit", "billing"]),
     (["subscriptions", "describe", ""], TOPICS),
     (["dlq", "peek", ""], ["payments-charger-DLQ"]),

@@ -345,6 +345,14 @@ def test_example_commands_are_split_as_the_shell_would():
         ["ack", "t", "-s", "s", "-"], ["consume", "t", "-s", "s", "--exec", "wc -c"]]
 
 
+def test_optional_arguments_are_bracketed_once():
+    # `dlq list [NS]` declares its brackets; the synopsis must not add a second pair
+    text = _read(MAN / "pulsarctl-dlq.1")
+    assert "\\fB\\%list\\fR [\\fIOPTIONS\\fR] \\fI[NS]\\fR\n" in text
+    for page in MAN.glob("*.1"):
+        assert "[\\fI[" not in _read(page), page.name
+
+
 def test_roff_escaping():
     assert docgen._roff("a\\b") == "a\\eb"
     assert docgen._roff(".hidden request") == "\\&.hidden request"
