@@ -10,7 +10,7 @@ _pulsarctl_node() {
     case "$1" in
         "")
             subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
-            opts="--store -o --output --traceback -h --help"
+            opts="--store -o --output --traceback --version -h --help"
             vopts="--store -o --output"
             targ=""
             ;;

@@ -95,6 +95,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'spark' -d 'Spark jobs 
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l store -r -F -d 'Store directory (default: $PULSARCTL_STORE, the config file, then ~/.local/share/pulsarctl/store).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l traceback -d 'Show a traceback on errors (for bug reports).'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l version -d 'Print the version and exit.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl produce
