@@ -12,7 +12,7 @@ import typer
 from pulsarctl.broker import Broker
 from pulsarctl.clock import SimulatedClock
 
-from simclock import START_MS  # noqa: E402  (2026-01-01T00:00:00Z)
+from simclock import START_MS, FakeTime  # noqa: E402  (2026-01-01T00:00:00Z)
 
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
 # -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`.
@@ -41,6 +41,17 @@ def store_path(tmp_path):
 @pytest.fixture
 def clock():
     return SimulatedClock(START_MS)
+
+
+@pytest.fixture
+def fake_time(monkeypatch):
+    """pulsarctl.clock.monotonic()/sleep() on a FakeTime: real-time waits without waiting."""
+    import pulsarctl.clock
+
+    t = FakeTime()
+    monkeypatch.setattr(pulsarctl.clock, "monotonic", t.monotonic)
+    monkeypatch.setattr(pulsarctl.clock, "sleep", t.sleep)
+    return t
 
 
 @pytest.fixture

@@ -4,16 +4,18 @@ exclusive producer (kill -9) releases the topic."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 import pulsarctl
 from pulsarctl.client import ProducerAccessMode
 from pulsarctl.errors import InvalidValue, ProducerFenced
+
+from procs import PATIENCE_S
 
 
 def _payloads(broker, topic="t"):
@@ -97,19 +99,39 @@ def test_kill_9_of_an_exclusive_producer_releases_the_topic(run_proc, store_path
             f.close()
 
 
+# `pulsarctl produce ...` that says "waiting" on stderr the first time it waits for the topic (a
+# WaitForExclusive producer waits on the store's wake file while another holds the topic).
+_SAYS_WHEN_WAITING = r"""
+import sys
+from pulsarctl import wake
+sleep = wake.Waiter.sleep
+def sleep_and_say(self, seconds):
+    if not getattr(sleep_and_say, "said", False):
+        sleep_and_say.said = True
+        sys.stderr.write("waiting\n")
+        sys.stderr.flush()
+    return sleep(self, seconds)
+wake.Waiter.sleep = sleep_and_say
+from pulsarctl.cli.entry import main
+main(sys.argv[1:])
+"""
+
+
 def test_wait_for_exclusive_waits_for_the_holder_then_writes(run_proc, store_path, broker):
     p = _holder(store_path, "--access-mode", "WaitForExclusive")
     env = dict(os.environ, PULSARCTL_STORE=store_path, NO_COLOR="1")
-    w = subprocess.Popen([sys.executable, "-m", "pulsarctl", "produce", "t", "-m", "second",
-                          "--access-mode", "WaitForExclusive"],
+    w = subprocess.Popen([sys.executable, "-c", _SAYS_WHEN_WAITING, "produce", "t", "-m",
+                          "second", "--access-mode", "WaitForExclusive"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        time.sleep(1.0)
+        ready, _, _ = select.select([w.stderr], [], [], PATIENCE_S)
+        line = w.stderr.readline() if ready else ""
+        assert line == "waiting\n", f"the producer did not wait: {line!r}, exit {w.poll()}"
         assert w.poll() is None, w.communicate()  # still waiting for the leader
         p.stdin.write("leader again\n")
         p.stdin.close()  # the leader finishes and lets go
-        assert p.wait(20) == 0
-        out, err = w.communicate(timeout=20)
+        assert p.wait(PATIENCE_S) == 0
+        out, err = w.communicate(timeout=PATIENCE_S)
         assert w.returncode == 0, err
         assert _payloads(broker) == [b"from the leader", b"leader again", b"second"]
     finally:

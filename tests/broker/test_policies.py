@@ -6,8 +6,6 @@ letter policy and the unacked-message limits. Real LMDB in tmp_path and a simula
 (never a sleep), through the broker API and through the CLI with the `cli` fixture."""
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import pulsarctl.clock
@@ -679,7 +677,7 @@ def test_message_age_eviction_acks_what_is_older_than_the_limit(broker, clock):
     assert backlog(broker) == 2
 
 
-def test_producer_request_hold_fails_after_the_send_timeout(broker, monkeypatch):
+def test_producer_request_hold_fails_after_the_send_timeout(broker, fake_time):
     sub(broker)
     set_ns(broker, P.BACKLOG_QUOTA, quota("destination_storage", "producer_request_hold", 0))
     publish(broker)                                      # backlog 0: fine
@@ -688,11 +686,12 @@ def test_producer_request_hold_fails_after_the_send_timeout(broker, monkeypatch)
     assert ei.value.exit_code == 1 and "producer_request_hold" in str(ei.value)
     before = broker.topic_stats("t")["msgInCounter"]
     producer = Producer(broker, "t", "held", send_timeout_ms=200)
-    start = time.monotonic()
+    start = fake_time.now  # the producer's real-time wait, on a clock that moves as it sleeps
     with pytest.raises(BacklogQuotaHold):
         producer.send(b"x")
-    elapsed = time.monotonic() - start
-    assert 0.2 <= elapsed < 2.0
+    elapsed = fake_time.now - start
+    assert 0.2 - 1e-9 <= elapsed < 2.0
+    assert fake_time.slept, "the producer gave up without waiting"
     assert broker.topic_stats("t")["msgInCounter"] == before
 
 

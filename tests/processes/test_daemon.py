@@ -18,6 +18,7 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from cli_helpers import ok, one_error_line, pjson, rows
@@ -55,10 +56,10 @@ def daemons(store_path):
     wait_for(lambda: all(gone(p) for p in pids), "the killed daemons to exit")
 
 
-def _daemon_diag(run_proc, store: str, p: subprocess.Popen | None = None):
+def _daemon_diag(cli, store: str, p: subprocess.Popen | None = None):
     """What a failed wait for a daemon saw: status, the daemon's exit code and stderr, its log."""
     def diag() -> str:
-        rc, st, r = _status(run_proc)
+        rc, st, r = _status(cli)
         out = [f"status exit {rc}: {st or r.stderr.strip()}"]
         if p is not None:
             out.append(f"daemon pid {p.pid} exit {p.poll()}")
@@ -85,9 +86,18 @@ def _wait_ticked(store: str, p: subprocess.Popen) -> dict:
     return wait_for(ticked, f"daemon {p.pid} to tick")
 
 
-def _status(run_proc):
-    r = run_proc("daemon", "status", "-o", "json")
-    return r.returncode, (json.loads(r.stdout) if r.returncode == 0 else None), r
+def _status(cli):
+    """`daemon status -o json` (in-process: asking never touches the election lock)."""
+    r = cli("daemon", "status", "-o", "json")
+    return r.exit_code, (json.loads(r.stdout) if r.exit_code == 0 else None), r
+
+
+def _as_cli(run_proc):
+    """run_proc with results shaped as the cli fixture's (exit_code, stdout, stderr)."""
+    def run(*args):
+        r = run_proc(*args)
+        return SimpleNamespace(exit_code=r.returncode, stdout=r.stdout, stderr=r.stderr)
+    return run
 
 
 def _start(run_proc, daemons, *extra) -> int:
@@ -102,33 +112,37 @@ def _iso_s(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def _sub_stats(run_proc, sub="S", topic=TOPIC) -> dict:
-    r = pok(run_proc("topics", "stats", topic, "-o", "json"))
-    return json.loads(r.stdout)["subscriptions"][sub]
+# Set-up and observation run in-process (the `cli` fixture; reading commands never fire, there
+# as in a process of their own): the daemons are the processes here.
+def _sub_stats(cli, sub="S", topic=TOPIC) -> dict:
+    return pjson(cli("topics", "stats", topic, "-o", "json"))["subscriptions"][sub]
 
 
-def _pending(run_proc, sub="S") -> list[dict]:
-    return json.loads(pok(run_proc("subscriptions", "pending", TOPIC, sub, "-o", "json")).stdout)
+def _pending(cli, sub="S") -> list[dict]:
+    return pjson(cli("subscriptions", "pending", TOPIC, sub, "-o", "json"))
 
 
-def _dlq_in(run_proc) -> int:
+def _consumers(cli) -> list[dict]:
+    return pjson(cli("subscriptions", "consumers", TOPIC, "S", "-o", "json"))
+
+
+def _dlq_in(cli) -> int:
     """msgInCounter of the dead letter topic (0 while it does not exist)."""
-    r = run_proc("topics", "stats", DLQ, "-o", "json")
-    if r.returncode == 3:
+    r = cli("topics", "stats", DLQ, "-o", "json")
+    if r.exit_code == 3:
         return 0
-    pok(r)
-    return json.loads(r.stdout)["msgInCounter"]
+    return pjson(r)["msgInCounter"]
 
 
-def _run_once(run_proc) -> dict:
-    return json.loads(pok(run_proc("daemon", "run-once", "-o", "json")).stdout)
+def _run_once(cli) -> dict:
+    return pjson(cli("daemon", "run-once", "-o", "json"))
 
 
-def _produce(run_proc, *payloads) -> list[str]:
+def _produce(cli, *payloads) -> list[str]:
     args = []
     for p in payloads:
         args += ["-m", p]
-    return pok(run_proc("produce", TOPIC, *args)).stdout.split()
+    return ok(cli("produce", TOPIC, *args)).stdout.split()
 
 
 # == 1. election, standby, stop, SIGTERM ========================================================
@@ -157,14 +171,14 @@ def _ticks_after(store: str, when_s: float, n: int = 1) -> None:
     wait_for(ticked, f"the daemon to tick {n} time(s)")
 
 
-def test_start_busy_standby_takeover_and_stop(run_proc, daemons, store_path):
+def test_start_busy_standby_takeover_and_stop(cli, run_proc, daemons, store_path):
     tick = 0.2
     before = time.time()
     active = _start(run_proc, daemons, "--tick", str(tick))
     assert not gone(active)
 
     # `start` returned only once the daemon held the lock and had ticked: status says so at once.
-    rc, st, r = _status(run_proc)
+    rc, st, r = _status(cli)
     t1 = time.time()
     assert rc == 0, r.stderr
     assert st["running"] is True and st["pid"] == active and st["standby"] is False
@@ -191,7 +205,7 @@ def test_start_busy_standby_takeover_and_stop(run_proc, daemons, store_path):
     assert not gone(active)
     _ticks_after(store_path, time.time(), n=2)  # the standby has tried the lock meanwhile
     assert not gone(standby), "the standby daemon exited"
-    rc, st, _ = _status(run_proc)
+    rc, st, _ = _status(cli)
     assert rc == 0 and st["pid"] == active
 
     # kill -9 the active one: the standby takes over (it tries the lock every tick).
@@ -199,10 +213,10 @@ def test_start_busy_standby_takeover_and_stop(run_proc, daemons, store_path):
     killed_at = time.monotonic()
 
     def taken_over():
-        rc, st, _ = _status(run_proc)
+        rc, st, _ = _status(cli)
         return st if rc == 0 and st["pid"] == standby else None
 
-    st = wait_for(taken_over, "the standby to take over", diag=_daemon_diag(run_proc, store_path))
+    st = wait_for(taken_over, "the standby to take over", diag=_daemon_diag(cli, store_path))
     print(f"\nstandby took over {time.monotonic() - killed_at:.2f}s after kill -9 (tick {tick}s, "
           "seen via status)")
     assert st["running"] is True and st["lastTick"] is not None
@@ -212,25 +226,25 @@ def test_start_busy_standby_takeover_and_stop(run_proc, daemons, store_path):
     r = run_proc("daemon", "stop")
     assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
     assert gone(standby), "daemon stop returned while the daemon process still runs"
-    rc, _, r = _status(run_proc)
+    rc, _, r = _status(cli)
     assert rc == 3, (rc, r.stdout, r.stderr)
     assert not Path(store_path, "daemon.json").exists()
 
 
-def test_status_reports_a_waiting_standby(run_proc, daemons):
+def test_status_reports_a_waiting_standby(cli, run_proc, daemons):
     """CLI.md: status `standby` bool — a standby daemon is waiting. `start --standby` returns
     once the standby waits for the lock, so status says so as soon as it has returned."""
     active = _start(run_proc, daemons, "--tick", "0.2")
     standby = _start(run_proc, daemons, "--standby", "--tick", "0.2")
     assert not gone(standby)
-    rc, st, r = _status(run_proc)
+    rc, st, r = _status(cli)
     assert rc == 0, r.stderr
     assert st["pid"] == active
     assert st["standby"] is True, f"a standby (pid {standby}) is waiting, status says {st}"
 
 
 @pytest.mark.parametrize("standby", [False, True], ids=["active", "standby"])
-def test_start_with_a_malformed_tick_is_a_usage_error(run_proc, daemons, standby):
+def test_start_with_a_malformed_tick_is_a_usage_error(cli, run_proc, daemons, standby):
     """Malformed values are exit 2, and `start` must not report success for a daemon that
     exited at once (with --standby it returns 'once it is waiting for the lock')."""
     args = ["daemon", "start", "--tick", "0"] + (["--standby"] if standby else [])
@@ -240,16 +254,16 @@ def test_start_with_a_malformed_tick_is_a_usage_error(run_proc, daemons, standby
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert r.stdout == ""
     assert "--tick" in one_error_line(r.stderr)
-    rc, _, _ = _status(run_proc)
+    rc, _, _ = _status(cli)
     assert rc == 3
 
 
-def test_sigterm_stops_a_foreground_daemon_and_removes_its_state(run_proc, spawn, store_path):
+def test_sigterm_stops_a_foreground_daemon_and_removes_its_state(cli, spawn, store_path):
     p = spawn("daemon", "run", "--tick", "0.1")
     state = Path(store_path, "daemon.json")
 
     _wait_ticked(store_path, p)
-    rc, st, r = _status(run_proc)
+    rc, st, r = _status(cli)
     assert rc == 0, r.stderr
     assert st["running"] is True and st["pid"] == p.pid and st["lastTick"] is not None
     assert state.exists()
@@ -260,11 +274,11 @@ def test_sigterm_stops_a_foreground_daemon_and_removes_its_state(run_proc, spawn
         pytest.fail("the daemon did not exit after SIGTERM")
     assert rc == 0, p.stderr.read()
     assert not state.exists(), "daemon.json left behind"
-    rc, _, _ = _status(run_proc)
+    rc, _, _ = _status(cli)
     assert rc == 3
 
 
-def test_sigterm_is_prompt_even_with_a_long_tick(run_proc, spawn, store_path):
+def test_sigterm_is_prompt_even_with_a_long_tick(spawn, store_path):
     """`daemon stop` waits 15 s for the daemon; a daemon that sleeps out its whole tick after
     SIGTERM makes stop fail for any tick over 15 s. With a one-hour tick, such a daemon would
     still run long after the (generous) wait below; a prompt one exits at once."""
@@ -281,7 +295,8 @@ def test_sigterm_is_prompt_even_with_a_long_tick(run_proc, spawn, store_path):
     assert not Path(store_path, "daemon.json").exists()
 
 
-def test_status_probes_never_make_a_starting_daemon_fail(spawn, run_proc, daemons, store_path):
+def test_status_probes_never_make_a_starting_daemon_fail(cli, spawn, run_proc, daemons,
+                                                         store_path):
     """`daemon status` is a read-only probe: however often it runs (a monitoring loop, a
     health check), a daemon starting meanwhile must not exit 5 "a daemon already runs" when
     none does. The probe here is the function behind `daemon status`, called in tight loops
@@ -291,7 +306,7 @@ def test_status_probes_never_make_a_starting_daemon_fail(spawn, run_proc, daemon
     from pulsarctl.daemon import status as probe
     from pulsarctl.errors import NotFound
 
-    pok(run_proc("produce", TOPIC, "-m", "x"))  # the store exists before the probes start
+    ok(cli("produce", TOPIC, "-m", "x"))  # the store exists before the probes start
     stop = threading.Event()
     probes = [0]
 
@@ -340,30 +355,30 @@ def test_status_probes_never_make_a_starting_daemon_fail(spawn, run_proc, daemon
 
 
 # == 2. the daemon fires timers by itself; run-once ===============================================
-def test_daemon_fires_nack_timers_on_the_real_clock_then_dead_letters(run_proc, daemons):
-    (mid,) = _produce(run_proc, "hello")
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
-                     "--nack-delay", "300ms", "--max-redeliver-count", "1", "-n", "1",
-                     "--idle-timeout", "5s", "-o", "ndjson"))
+def test_daemon_fires_nack_timers_on_the_real_clock_then_dead_letters(cli, run_proc, daemons):
+    (mid,) = _produce(cli, "hello")
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
+               "--nack-delay", "300ms", "--max-redeliver-count", "1", "-n", "1",
+               "--idle-timeout", "5s", "-o", "ndjson"))
     (m,) = rows(r.stdout)
     assert m["messageId"] == mid and m["redeliveryCount"] == 0
-    pok(run_proc("nack", TOPIC, "-s", "S", mid))
+    ok(cli("nack", TOPIC, "-s", "S", mid))
 
     # Control: with no daemon, nothing fires however late it is (reading commands never fire).
-    (p,) = _pending(run_proc)
+    (p,) = _pending(cli)
     assert p["nextRedelivery"] is not None
     due = _iso_s(p["nextRedelivery"])
     wait_for(lambda: time.time() > due + 0.2, "the nack delay to pass")
-    (p,) = _pending(run_proc)
+    (p,) = _pending(cli)
     assert p["messageId"] == mid and p["consumerName"] == "cli"
-    assert _sub_stats(run_proc)["replayCount"] == 0
+    assert _sub_stats(cli)["replayCount"] == 0
 
     _start(run_proc, daemons, "--tick", "0.1")
 
     def fired():
-        if _pending(run_proc):
+        if _pending(cli):
             return None
-        s = _sub_stats(run_proc)
+        s = _sub_stats(cli)
         return s if s["replayCount"] == 1 else None
 
     s = wait_for(fired, "the daemon to fire the due nack")
@@ -372,135 +387,133 @@ def test_daemon_fires_nack_timers_on_the_real_clock_then_dead_letters(run_proc, 
 
     # Redelivered with count 1; a second nack goes to the DLQ (limit 1) — fired by the daemon
     # once the nack delay has passed, while only reading commands run.
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-n", "1",
-                     "--idle-timeout", "5s", "-o", "ndjson"))
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-n", "1",
+               "--idle-timeout", "5s", "-o", "ndjson"))
     (m,) = rows(r.stdout)
     assert m["messageId"] == mid and m["redeliveryCount"] == 1
-    pok(run_proc("nack", TOPIC, "-s", "S", mid))
+    ok(cli("nack", TOPIC, "-s", "S", mid))
 
     def dead_lettered():
-        return _dlq_in(run_proc) == 1 and _sub_stats(run_proc)["msgBacklog"] == 0
+        return _dlq_in(cli) == 1 and _sub_stats(cli)["msgBacklog"] == 0
 
     wait_for(dead_lettered, "the daemon to move the message to the DLQ")
-    s = _sub_stats(run_proc)
+    s = _sub_stats(cli)
     assert s["unackedMessages"] == 0 and s["replayCount"] == 0
-    assert _pending(run_proc) == []
-    r = pok(run_proc("read", DLQ, "-m", "earliest", "-n", "0", "--until-end", "-o", "ndjson"))
+    assert _pending(cli) == []
+    r = ok(cli("read", DLQ, "-m", "earliest", "-n", "0", "--until-end", "-o", "ndjson"))
     (d,) = rows(r.stdout)
     assert d["payload"] == "hello"
     assert d["properties"]["ORIGIN_MESSAGE_ID"] == mid
     assert d["properties"]["REAL_TOPIC"] == FULL_TOPIC
     assert d["properties"]["REAL_SUBSCRIPTION"] == "S"
 
-    rc, st, _ = _status(run_proc)
+    rc, st, _ = _status(cli)
     assert rc == 0 and st["timersDue"] == 0
     pok(run_proc("daemon", "stop"))
 
 
-def test_run_once_fires_what_is_due(run_proc):
-    ids = _produce(run_proc, "a", "b")
-    pok(run_proc("clock", "simulate", "--at", SIM_START))
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
-                     "--nack-delay", "1m", "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
+def test_run_once_fires_what_is_due(cli):
+    ids = _produce(cli, "a", "b")
+    ok(cli("clock", "simulate", "--at", SIM_START))
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
+               "--nack-delay", "1m", "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
     assert [m["messageId"] for m in rows(r.stdout)] == ids
-    pok(run_proc("nack", TOPIC, "-s", "S", *ids))
+    ok(cli("nack", TOPIC, "-s", "S", *ids))
 
-    assert _run_once(run_proc) == {"fired": 0, "firedByKind": {"nack": 0, "ackTimeout": 0},
+    assert _run_once(cli) == {"fired": 0, "firedByKind": {"nack": 0, "ackTimeout": 0},
                                     "disconnected": 0, "timersScheduled": 2, "timersDue": 0,
                                     "expired": 0, "trimmedLedgers": 0}
-    pok(run_proc("clock", "advance", "30s"))  # not due yet
-    assert _run_once(run_proc)["fired"] == 0
-    assert len(_pending(run_proc)) == 2
+    ok(cli("clock", "advance", "30s"))  # not due yet
+    assert _run_once(cli)["fired"] == 0
+    assert len(_pending(cli)) == 2
 
     # Move the clock past the nack delay *without* firing (`clock advance` would fire, as a
     # daemon tick): only run-once fires.
-    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
-    assert len(_pending(run_proc)) == 2
-    assert _run_once(run_proc) == {"fired": 2, "firedByKind": {"nack": 2, "ackTimeout": 0},
+    ok(cli("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
+    assert len(_pending(cli)) == 2
+    assert _run_once(cli) == {"fired": 2, "firedByKind": {"nack": 2, "ackTimeout": 0},
                                     "disconnected": 0, "timersScheduled": 0, "timersDue": 0,
                                     "expired": 0, "trimmedLedgers": 0}
-    assert _pending(run_proc) == []
-    s = _sub_stats(run_proc)
+    assert _pending(cli) == []
+    s = _sub_stats(cli)
     assert s["replayCount"] == 2 and s["unackedMessages"] == 0 and s["msgBacklog"] == 2
-    assert _run_once(run_proc)["fired"] == 0  # nothing twice
+    assert _run_once(cli)["fired"] == 0  # nothing twice
 
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-n", "2",
-                     "--idle-timeout", "5s", "-o", "ndjson"))
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-n", "2",
+               "--idle-timeout", "5s", "-o", "ndjson"))
     assert sorted((m["messageId"], m["redeliveryCount"]) for m in rows(r.stdout)) == \
         sorted((i, 1) for i in ids)
 
 
-def test_run_once_works_while_a_daemon_runs(run_proc, spawn, store_path):
-    (mid,) = _produce(run_proc, "x")
-    pok(run_proc("clock", "simulate", "--at", SIM_START))
+def test_run_once_works_while_a_daemon_runs(cli, spawn, store_path):
+    (mid,) = _produce(cli, "x")
+    ok(cli("clock", "simulate", "--at", SIM_START))
     # A daemon with a long tick: after its first tick it sleeps, so only run-once can fire.
     p = spawn("daemon", "run", "--tick", "30")
 
     _wait_ticked(store_path, p)
-    rc, st, _ = _status(run_proc)
+    rc, st, _ = _status(cli)
     assert rc == 0 and st["pid"] == p.pid
-    pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
-                 "--nack-delay", "1m", "-n", "1", "--idle-timeout", "5s"))
-    pok(run_proc("nack", TOPIC, "-s", "S", mid))
-    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
-    assert _run_once(run_proc)["fired"] == 1
-    assert _sub_stats(run_proc)["replayCount"] == 1
+    ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
+           "--nack-delay", "1m", "-n", "1", "--idle-timeout", "5s"))
+    ok(cli("nack", TOPIC, "-s", "S", mid))
+    ok(cli("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
+    assert _run_once(cli)["fired"] == 1
+    assert _sub_stats(cli)["replayCount"] == 1
     assert p.poll() is None, "run-once disturbed the running daemon"
-    rc, st, _ = _status(run_proc)
+    rc, st, _ = _status(cli)
     assert rc == 0 and st["pid"] == p.pid
     p.send_signal(signal.SIGTERM)  # prompt, even in the middle of a 30 s tick
     assert p.wait(timeout=5) == 0
 
 
 # == 3. lease ends ================================================================================
-def _leased_consumer_with_two_messages(run_proc) -> list[str]:
-    ids = _produce(run_proc, "a", "b")
-    pok(run_proc("clock", "simulate", "--at", SIM_START))
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
-                     "--lease", "1m", "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
+def _leased_consumer_with_two_messages(cli) -> list[str]:
+    ids = _produce(cli, "a", "b")
+    ok(cli("clock", "simulate", "--at", SIM_START))
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "-p", "Earliest",
+               "--lease", "1m", "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
     assert [m["messageId"] for m in rows(r.stdout)] == ids
-    cons = json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o", "json")).stdout)
+    cons = _consumers(cli)
     assert [(c["consumerName"], c["unackedMessages"]) for c in cons] == [("cli", 2)]
     return ids
 
 
-def _check_disconnected(run_proc, ids):
-    cons = json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o", "json")).stdout)
+def _check_disconnected(cli, ids):
+    cons = _consumers(cli)
     assert cons == []
-    assert _pending(run_proc) == []
-    s = _sub_stats(run_proc)
+    assert _pending(cli) == []
+    s = _sub_stats(cli)
     # (the last consumer of a Shared subscription left: Pulsar rewinds the cursor)
     assert s["unackedMessages"] == 0 and s["msgBacklog"] == 2
-    r = pok(run_proc("receive", TOPIC, "-s", "S", "-t", "Shared", "--consumer-name", "other",
-                     "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
+    r = ok(cli("receive", TOPIC, "-s", "S", "-t", "Shared", "--consumer-name", "other",
+               "-n", "2", "--idle-timeout", "5s", "-o", "ndjson"))
     got = rows(r.stdout)
     # Back without a redelivery count increment, as when a Pulsar consumer disconnects.
     assert sorted((m["messageId"], m["redeliveryCount"]) for m in got) == \
         sorted((i, 0) for i in ids)
 
 
-def test_run_once_disconnects_a_consumer_whose_lease_ended(run_proc):
-    ids = _leased_consumer_with_two_messages(run_proc)
-    assert _run_once(run_proc)["disconnected"] == 0  # lease still running
+def test_run_once_disconnects_a_consumer_whose_lease_ended(cli):
+    ids = _leased_consumer_with_two_messages(cli)
+    assert _run_once(cli)["disconnected"] == 0  # lease still running
     # Past the lease *without* firing (`clock advance` would disconnect, as a daemon tick).
-    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
-    doc = _run_once(run_proc)
+    ok(cli("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
+    doc = _run_once(cli)
     assert doc["disconnected"] == 1 and doc["fired"] == 0
-    _check_disconnected(run_proc, ids)
+    _check_disconnected(cli, ids)
 
 
-def test_daemon_disconnects_a_consumer_whose_lease_ended(run_proc, daemons, store_path):
-    ids = _leased_consumer_with_two_messages(run_proc)
+def test_daemon_disconnects_a_consumer_whose_lease_ended(cli, run_proc, daemons, store_path):
+    ids = _leased_consumer_with_two_messages(cli)
     _start(run_proc, daemons, "--tick", "0.1")
     _ticks_after(store_path, time.time(), n=3)  # a few ticks inside the lease change nothing
-    cons = json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o", "json")).stdout)
+    cons = _consumers(cli)
     assert [c["consumerName"] for c in cons] == ["cli"]
     # Past the lease without disconnecting (`clock advance` would): the daemon does it.
-    pok(run_proc("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
-    wait_for(lambda: json.loads(pok(run_proc("subscriptions", "consumers", TOPIC, "S", "-o",
-                                              "json")).stdout) == [],
-             "the daemon to disconnect the consumer")
-    _check_disconnected(run_proc, ids)
+    ok(cli("clock", "simulate", "--at", "2026-01-01T00:02:00Z"))
+    wait_for(lambda: _consumers(cli) == [], "the daemon to disconnect the consumer")
+    _check_disconnected(cli, ids)
     pok(run_proc("daemon", "stop"))
 
 
@@ -518,6 +531,8 @@ import pulsarctl.broker.consumers, pulsarctl.broker.subscriptions, pulsarctl.bro
 import pulsarctl.broker.redelivery, pulsarctl.broker.producers, pulsarctl.broker.topics
 import pulsarctl.broker.dispatch, pulsarctl.broker.stats
 from pulsarctl.cli.entry import main
+
+pulsarctl.cli.app.command()  # the click command tree, built once here rather than in each child
 
 
 def child(req):
@@ -766,17 +781,18 @@ def test_status_names_the_lock_holder_without_taking_the_lock(run_proc, store_pa
     from pulsarctl import daemon as d
 
     pok(run_proc("produce", TOPIC, "-m", "x"))  # the store exists
-    rc, _st, r = _status(run_proc)
+    # status in a process of its own: this one holds the lock below
+    rc, _st, r = _status(_as_cli(run_proc))
     assert rc == 3 and r.stdout == ""
     fd = os.open(os.path.join(store_path, d.LOCK), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert d.lock_holder(store_path) == os.getpid()
-        rc, st, r = _status(run_proc)
+        rc, st, r = _status(_as_cli(run_proc))
         assert rc == 0, r.stderr
         assert st["running"] is True and st["lockHolder"] == os.getpid()
         # A probe that took the lock would fail here: we hold it throughout.
     finally:
         os.close(fd)
     assert d.lock_holder(store_path) is None
-    assert _status(run_proc)[0] == 3
+    assert _status(_as_cli(run_proc))[0] == 3
