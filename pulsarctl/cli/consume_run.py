@@ -59,6 +59,8 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
                                 key_shared_policy=policy, settings=settings)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
+    render.begin_messages(out, many=num != 1)
+    _say_waiting(consumer.topics(), f"{sub_type} subscription {subscription}", num, idle_timeout)
     guard = _PrintThenAck()
     results = {ACKED: 0, NACKED: 0, LATER: 0}
     retry, retry_delay = False, None
@@ -127,6 +129,16 @@ def _exec_one(consumer, cmd: str, m, retry: bool, retry_delay) -> str:
     # Without a retry topic, 75 is a nack, as is any failure.
     consumer.negative_acknowledge(m)
     return NACKED
+
+
+def _say_waiting(topics, what: str, num: int, idle_timeout) -> None:
+    """On a terminal, say what the command waits for, so a person knows it is not hung."""
+    if not render.stderr_tty():
+        return
+    names = ", ".join(topics[:3]) + (f" and {len(topics) - 3} more" if len(topics) > 3 else "")
+    count = "messages" if num != 1 else "a message"
+    until = f", or {idle_timeout} idle" if idle_timeout else ""
+    render.err(render.safe(f"waiting for {count} on {names} ({what}); Ctrl-C to stop{until}"))
 
 
 ENCODING_SUFFIX = "_ENCODING"
@@ -264,6 +276,7 @@ def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_
     reader = client.create_reader(topic, start_id, inclusive)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)
+    render.begin_messages(out, many=num != 1)
     while num == 0 or count < num:
         if end_id is not None and not reader.has_message_available():
             break
