@@ -17,7 +17,7 @@ import pytest
 from pulsarctl.broker import Broker
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from procs import communicate_all, reap
+from procs import communicate_all, reap, wait_for
 
 FULL = "persistent://public/default/"
 DLQ = "orders-billing-DLQ"
@@ -135,8 +135,13 @@ def test_kill_9_during_replay_never_loses_or_duplicates(store, spawn):
     everything = letters(store, 300)
     rng = random.Random(7)
     for _ in range(12):
+        # Killed once it has moved a few more messages (1 to 30, at random), a moment later:
+        # every kill lands in the middle of its work, however slow the machine.
+        want = min(300, len(topic_origins(store, "target")) + rng.randint(1, 30))
         p = spawn("dlq", "replay", DLQ, "--to", "target", "--batch", "5", "--rate", "100")
-        time.sleep(rng.uniform(0.3, 0.9))
+        wait_for(lambda: len(topic_origins(store, "target")) >= want or p.poll() is not None,
+                 "the replay to move messages")
+        time.sleep(rng.uniform(0, 0.05))  # where in a batch the kill lands
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(10)
         moved, left = topic_origins(store, "target"), waiting_origins(store)
@@ -169,8 +174,12 @@ def test_kill_9_during_drain_loses_nothing(store, spawn, tmp_path):
     rng = random.Random(11)
     kills, batch = 12, 5
     for _ in range(kills):
+        # Killed once it has written a few more records (1 to 30, at random), a moment later.
+        want = min(300, len(set(_drained(out))) + rng.randint(1, 30))
         p = spawn("dlq", "drain", DLQ, "--out", out, "--batch", str(batch), "--rate", "100")
-        time.sleep(rng.uniform(0.3, 0.9))
+        wait_for(lambda: len(set(_drained(out))) >= want or p.poll() is not None,
+                 "the drain to write records")
+        time.sleep(rng.uniform(0, 0.05))  # where in a batch the kill lands
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(10)
         written = _drained(out)
