@@ -6,6 +6,7 @@ bound is generous (60 s by default), so it only fails when the thing never happe
 loaded the machine is."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -68,6 +69,18 @@ def signal_pending(pid: int, sig: int) -> bool:
     masks = [int(line.split()[1], 16) for line in status.splitlines()
              if line.startswith(("SigPnd:", "ShdPnd:"))]
     return any(m & (1 << (sig - 1)) for m in masks)
+
+
+def flock_waiters(path: str) -> set[int]:
+    """Pids blocked in flock() on the file at path, read from /proc/locks ("->" marks one)."""
+    st = os.stat(path)
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        parts = line.split()
+        if len(parts) >= 7 and parts[1] == "->" and parts[2] == "FLOCK" and parts[6] == want:
+            pids.add(int(parts[5]))
+    return pids
 
 
 def reap(procs) -> None:

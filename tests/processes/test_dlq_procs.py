@@ -17,7 +17,7 @@ import pytest
 from pulsarctl.broker import Broker
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from procs import communicate_all, reap, wait_for
+from procs import communicate_all, flock_waiters, reap, wait_for
 
 FULL = "persistent://public/default/"
 DLQ = "orders-billing-DLQ"
@@ -101,14 +101,20 @@ def test_no_wait_exits_5_while_another_process_holds_the_lock(store, spawn, run_
     assert r.returncode == 0 and r.stderr.strip() == "purged 3", r.stderr
 
 
-def test_a_second_command_waits_for_the_lock(store, spawn):
+def test_a_second_command_waits_for_the_lock(store, spawn, tmp_path):
+    from pulsarctl.broker.dlq import lock_path
+
     letters(store, 2)
-    drain = spawn("dlq", "drain", DLQ, "--max", "1", "--exec", "sleep 1.5")
+    gate = tmp_path / "gate"  # the drain's --exec holds the lock until the gate opens
+    drain = spawn("dlq", "drain", DLQ, "--max", "1", "--exec",
+                  f"while [ ! -e '{gate}' ]; do sleep 0.01; done")
     wait_for_lock_holder(store, drain.pid)
     purge = spawn("dlq", "purge", DLQ)
-    time.sleep(0.8)
+    wait_for(lambda: purge.pid in flock_waiters(lock_path(store.path, DLQ))
+             or purge.poll() is not None, "the purge to wait for the drain's lock")
     assert purge.poll() is None, purge.communicate()  # waiting for the drain's lock
-    (_o1, e1), (_o2, e2) = communicate_all([drain, purge], timeout=30)
+    gate.touch()
+    (_o1, e1), (_o2, e2) = communicate_all([drain, purge], timeout=60)
     assert drain.returncode == 0 and e1.strip() == "drained 1, failed 0", e1
     assert purge.returncode == 0 and e2.strip() == "purged 1", e2
     assert waiting_origins(store) == []
