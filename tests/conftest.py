@@ -8,11 +8,18 @@ from dataclasses import dataclass
 
 import pytest
 import typer
+from hypothesis import settings
 
 from pulsarctl.broker import Broker
 from pulsarctl.clock import SimulatedClock
 
 from simclock import START_MS, FakeTime  # noqa: E402  (2026-01-01T00:00:00Z)
+
+# Hypothesis: the same examples on every run (derandomized), so a run's outcome depends only on
+# the code; HYPOTHESIS_PROFILE=explore draws new ones (and keeps failures in .hypothesis/).
+settings.register_profile("deterministic", derandomize=True, database=None, deadline=None)
+settings.register_profile("explore", deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
 # -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`.
