@@ -5,6 +5,7 @@ gets, and the pending, replay and delayed state it leaves."""
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import pytest
 
@@ -15,6 +16,7 @@ from pulsarctl.errors import (
 from pulsarctl.messages import MessageId, OutgoingMessage
 
 from simclock import START_MS
+from cli_helpers import assert_error, ok
 
 LEASE = 7 * 24 * 3_600_000  # consumers outlive every clock advance here
 MIN = 60_000
@@ -442,18 +444,7 @@ def test_unknown_topic_or_subscription_is_not_found(broker, clock, op):
 
 
 # -- the commands -------------------------------------------------------------------------------
-def ok(r):
-    assert r.exit_code == 0, f"exit {r.exit_code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    assert "Traceback" not in r.stderr
-    return r
-
-
-def fails(r, code):
-    assert r.exit_code == code, f"exit {r.exit_code} != {code}\n{r.stdout}\n{r.stderr}"
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), r.stderr
-    assert "unexpected" not in lines[0] and r.stdout == ""
-    return lines[0]
+fails = partial(assert_error, stdout_empty=True)  # these commands' errors leave stdout empty
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+from functools import partial
 import os
 import re
 import shutil
@@ -13,6 +14,8 @@ import subprocess
 import sys
 
 import pytest
+
+from cli_helpers import assert_error, ok, rows
 
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ID_RE = re.compile(r"^\d+:\d+:-?\d+(:-?\d+)?$")
@@ -23,27 +26,8 @@ FULL = "persistent://public/default/"
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def ok(r):
-    assert r.exit_code == 0, f"exit {r.exit_code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    assert "Traceback" not in r.stderr
-    return r
-
-
-def assert_error(r, code, *, stdout_empty=True):
-    """CLI.md: errors are one line on stderr, never a traceback, with a documented code."""
-    assert r.exit_code == code, f"exit {r.exit_code} != {code}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1, f"stderr is not exactly one line: {r.stderr!r}"
-    assert lines[0].startswith("error:"), lines[0]
-    assert "unexpected" not in lines[0], f"an unmapped exception: {lines[0]}"
-    if stdout_empty:
-        assert r.stdout == "", r.stdout
-    return lines[0]
-
-
-def rows(text):
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+# Every error of these commands leaves stdout empty.
+assert_error = partial(assert_error, stdout_empty=True)
 
 
 def produce(cli, topic, *msgs, extra=()):

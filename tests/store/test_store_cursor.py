@@ -2,7 +2,6 @@
 targeted tests of seek, skip, cumulative ack and persistence. Real LMDB in tmp_path."""
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test,
@@ -12,13 +11,6 @@ from store import Cursors, Env
 from store.cursor import CursorState
 
 ML = 7
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(str(tmp_path / "store"))
-    yield e
-    e.close()
 
 
 def first_gap(acked: set) -> int:

@@ -2,22 +2,13 @@
 store-wide ledger ids, positions <-> offsets, scans across ledger boundaries, trim, delete."""
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from store import Env, ManagedLedgers, Position
 from store.ledger import LedgerInfo
 
-T0 = 1_767_225_600_000
-
-
-@pytest.fixture
-def env(tmp_path):
-    e = Env(str(tmp_path / "store"))
-    yield e
-    e.close()
+from simclock import START_MS as T0  # noqa: E402  (2026-01-01T00:00:00Z)
 
 
 def value(i: int, tag: str = "a") -> bytes:
