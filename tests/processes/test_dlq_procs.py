@@ -17,7 +17,7 @@ import pytest
 from pulsarctl.broker import Broker
 from pulsarctl.messages import MessageId, OutgoingMessage
 
-from procs import communicate_all, flock_waiters, reap, wait_for
+from procs import PATIENCE_S, communicate_all, flock_waiters, reap, wait_for
 
 FULL = "persistent://public/default/"
 DLQ = "orders-billing-DLQ"
@@ -68,7 +68,7 @@ def topic_origins(store, topic) -> list[str]:
     return [m.properties()["ORIGIN_MESSAGE_ID"] for m in msgs]
 
 
-def wait_for_lock_holder(store, pid, timeout=15.0):
+def wait_for_lock_holder(store, pid, timeout=PATIENCE_S):
     """Until the DLQ's lock file names pid (it writes it once it holds the lock)."""
     from pulsarctl.broker.dlq import lock_path
 
