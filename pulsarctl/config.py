@@ -38,17 +38,23 @@ def read_config_file(path: str | None = None) -> dict:
 
 def resolve_store(cli_value: str | None = None) -> str:
     """--store > $PULSARCTL_STORE > config file key `store` > $XDG_DATA_HOME/pulsarctl/store."""
+    return resolve_store_source(cli_value)[0]
+
+
+def resolve_store_source(cli_value: str | None = None) -> tuple[str, str]:
+    """The store's path and the setting that chose it: "--store", "PULSARCTL_STORE", "config
+    file <path>" or "default" (what `doctor` shows)."""
     if cli_value:
-        return os.path.expanduser(cli_value)
+        return os.path.expanduser(cli_value), "--store"
     env = os.environ.get(ENV_STORE)
     if env:
-        return os.path.expanduser(env)
+        return os.path.expanduser(env), ENV_STORE
     store = read_config_file().get("store")
     if store:
         if not isinstance(store, str):
             raise InvalidValue(f"config file {config_path()}: `store` must be a string")
-        return os.path.expanduser(store)
-    return default_store()
+        return os.path.expanduser(store), f"config file {config_path()}"
+    return default_store(), "default"
 
 
 # Store-wide dynamic settings (pulsar-admin brokers update-dynamic-config), with defaults and

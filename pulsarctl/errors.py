@@ -146,3 +146,20 @@ class PartlyFailed(PulsarctlError):
     """Some messages of a run failed (a dlq drain --exec command's non-zero exit, a dlq replay
     without a target); the others were handled. For cron: it mails only these runs."""
     exit_code = 7
+
+
+# -- 1: a damaged store, a full disk ------------------------------------------------------------
+class DamagedStore(PulsarctlError):
+    """A store file is not what LMDB wrote (store.StoreDamaged): refused before it is mapped."""
+    hint = ("run `pulsarctl doctor` to see what is wrong, or `pulsarctl doctor --salvage "
+            "NEW_STORE` to copy what is still readable into a new store")
+
+
+class DiskFull(PulsarctlError):
+    """The store's file system is full (store.StoreDiskFull); nothing was half-written. The
+    message carries what to do: `disk full writing <path>: free space or move the store`."""
+    hint = ""
+
+    def __init__(self, path: str):
+        super().__init__(f"disk full writing {path}: free space or move the store (--store)")
+        self.path = path

@@ -5,6 +5,7 @@ timestamps as integers. See ARCHITECTURE.md, "store/".
 """
 from store.errors import (
     StoreError, StoreNotFound, StoreNotAStore, StoreReadOnly, StoreFormatError, StoreLocked,
+    StoreDamaged, StoreDiskFull, LedgerError,
 )
 from store.position import Position
 from store.env import Env, FORMAT_VERSION, lmdb_version
@@ -14,5 +15,5 @@ from store.cursor import Cursors, CursorState
 __all__ = [
     "Env", "FORMAT_VERSION", "lmdb_version", "ManagedLedgers", "LedgerInfo", "Cursors", "CursorState", "Position",
     "StoreError", "StoreNotFound", "StoreNotAStore", "StoreReadOnly", "StoreFormatError",
-    "StoreLocked",
+    "StoreLocked", "StoreDamaged", "StoreDiskFull", "LedgerError",
 ]

@@ -21,15 +21,24 @@ def encode_compressed(value) -> bytes:
     return b"\x02" + lz4.frame.compress(_pack(value))
 
 
-def decode(data):
-    tag = data[0]
-    if tag == PLAIN:
-        return _unpackb(memoryview(data)[1:], raw=False, strict_map_key=False)
-    if tag == LZ4:
-        import lz4.frame
+class CorruptValue(ValueError):
+    """A stored value that does not decode: what the store's file holds is damaged."""
 
-        return _unpackb(lz4.frame.decompress(bytes(data[1:])), raw=False, strict_map_key=False)
-    raise ValueError(f"unknown value encoding {tag}")
+
+def decode(data):
+    try:
+        tag = data[0]
+        if tag == PLAIN:
+            return _unpackb(memoryview(data)[1:], raw=False, strict_map_key=False)
+        if tag == LZ4:
+            import lz4.frame
+
+            return _unpackb(lz4.frame.decompress(bytes(data[1:])), raw=False,
+                            strict_map_key=False)
+    except Exception as exc:  # msgpack and lz4 each raise their own
+        raise CorruptValue(f"a stored value does not decode ({type(exc).__name__}: {exc})") \
+            from exc
+    raise CorruptValue(f"a stored value has an unknown encoding {tag}")
 
 
 def decode_many(values: list) -> list:

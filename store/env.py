@@ -1,7 +1,10 @@
 """The LMDB environment: the only module that imports lmdb.
 
 One environment per store directory, named databases for each kind of record, an explicit map
-size that grows when full, and an on-disk format version checked at open.
+size that grows when full, and an on-disk format version checked at open. Before LMDB maps a
+store's file, store/check.py checks it with plain file I/O (a damaged file is StoreDamaged, never
+a SIGBUS nor a new, empty store); files LMDB would extend through a map are allocated first (a
+full disk is StoreDiskFull, never a SIGBUS).
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ from contextlib import contextmanager
 
 import lmdb
 
-from store import codec
+from store import check, codec, keys
+from store.ledger import LedgerInfo
 from store.errors import (
-    StoreError, StoreFormatError, StoreNotAStore, StoreNotFound, StoreReadOnly,
+    StoreDamaged, StoreDiskFull, StoreError, StoreFormatError, StoreNotAStore, StoreNotFound,
+    StoreReadOnly,
 )
 
 FORMAT_VERSION = 1
@@ -63,6 +68,16 @@ class Env:
         # The process-wide handle is writable whenever the directory is, so that a writable
         # Env can follow a read-only one; read-only is then enforced by this object.
         handle_readonly = readonly and not os.access(self.path, os.W_OK)
+        # Checked before LMDB maps the file: a file cut short would be a SIGBUS, an emptied one
+        # a new store.
+        found = check.precheck(self.path)
+        if found.state in ("absent", "new") and (readonly or not create):
+            raise StoreNotFound(f"no store at {self.path}")
+        if not handle_readonly:
+            if found.state in ("absent", "new"):
+                check.reserve_new(self.path)
+            else:
+                check.reserve_lock(self.path)
         try:
             self._env = lmdb.open(
                 self.path, map_size=size, max_dbs=len(DATABASES) + 4, subdir=True, mode=0o600,
@@ -82,6 +97,10 @@ class Env:
             self._env.close()
             raise
         _OPEN[self.path] = [self._env, self._pid, 1, handle_readonly, self.db]
+        if not handle_readonly:
+            info = self._env.info()
+            check.note_healthy(self.path, found.identity, self._env.stat()["psize"],
+                               info["last_pgno"], info["last_txnid"])
         for f in (_DATA, "lock.mdb"):
             p = os.path.join(self.path, f)
             if not handle_readonly and os.path.exists(p):
@@ -116,6 +135,10 @@ class Env:
         p = self.path
         if os.path.exists(p) and not os.path.isdir(p):
             raise StoreNotAStore(f"{p} is a file, not a store directory")
+        if os.path.isdir(p) and not os.path.exists(os.path.join(p, _DATA)) \
+                and check.read_identity(p) is not None:
+            raise StoreDamaged(os.path.join(p, _DATA), f"it is missing, but {check.IDENTITY} "
+                               "says the store held data")
         if not os.path.exists(p):
             if not create:
                 raise StoreNotFound(f"no store at {p}")
@@ -162,6 +185,8 @@ class Env:
             yield txn
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
+        except codec.CorruptValue as exc:
+            raise self._undecodable(None, None, exc) from exc
         finally:
             txn.abort()
 
@@ -190,6 +215,9 @@ class Env:
             except lmdb.Error as exc:
                 txn.abort()
                 raise _translate(exc, self.path) from exc
+            except codec.CorruptValue as exc:
+                txn.abort()
+                raise self._undecodable(None, None, exc) from exc
             except BaseException:
                 txn.abort()
                 raise
@@ -239,7 +267,18 @@ class Env:
     # -- small helpers over named databases ---------------------------------------------------
     def get(self, txn, dbname: str, key: bytes):
         raw = txn.get(key, db=self.db[dbname])
-        return None if raw is None else codec.decode(raw)
+        if raw is None:
+            return None
+        try:
+            return codec.decode(raw)
+        except codec.CorruptValue as exc:
+            raise self._undecodable(dbname, key, exc) from None
+
+    def _undecodable(self, dbname: str | None, key: bytes | None,
+                     exc: Exception) -> StoreDamaged:
+        where = "a record" if dbname is None else (
+            f"the record {check.describe_key(dbname, bytes(key))} of its {dbname} database")
+        return StoreDamaged(os.path.join(self.path, _DATA), f"{where} cannot be decoded: {exc}")
 
     def put(self, txn, dbname: str, key: bytes, value) -> None:
         txn.put(key, codec.encode(value), db=self.db[dbname])
@@ -255,7 +294,21 @@ class Env:
         for key, raw in cur:
             if not key.startswith(prefix):
                 break
-            yield key, codec.decode(raw)
+            try:
+                value = codec.decode(raw)
+            except codec.CorruptValue as exc:
+                raise self._undecodable(dbname, key, exc) from None
+            yield key, value
+
+    def scan_raw(self, txn, dbname: str, prefix: bytes):
+        """Yield (key, stored bytes) for every key that starts with prefix, in key order."""
+        cur = txn.cursor(db=self.db[dbname])
+        if not cur.set_range(prefix):
+            return
+        for key, raw in cur:
+            if not key.startswith(prefix):
+                break
+            yield key, raw
 
     def delete_prefix(self, txn, dbname: str, prefix: bytes) -> int:
         cur = txn.cursor(db=self.db[dbname])
@@ -277,6 +330,12 @@ def lmdb_version() -> str:
 
 
 def _translate(exc: Exception, path: str) -> StoreError:
+    if isinstance(exc, lmdb.DiskError) or (
+            isinstance(exc, lmdb.Error) and check.disk_full(path, getattr(exc, "errno", None),
+                                                            str(exc))):
+        return StoreDiskFull(os.path.join(path, _DATA))
+    if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError):
+        return StoreDamaged(os.path.join(path, _DATA), f"LMDB reports {exc}")
     if isinstance(exc, lmdb.ReadonlyError):
         return StoreReadOnly(f"store at {path} is read-only")
     if isinstance(exc, lmdb.InvalidError):
@@ -286,3 +345,187 @@ def _translate(exc: Exception, path: str) -> StoreError:
     if isinstance(exc, lmdb.Error) and "Permission denied" in str(exc):
         return StoreReadOnly(f"store at {path} is not accessible: permission denied")
     return StoreError(f"store at {path}: {exc}")
+
+
+# -- doctor --deep and --salvage ------------------------------------------------------------------
+@contextmanager
+def _pinned(path: str):
+    """Hold a read transaction on the store while its file is read without LMDB, so that no
+    commit reuses the pages being read; nothing is held when the store cannot be opened (a
+    damaged store is read as it lies)."""
+    try:
+        env = Env(path, readonly=True, create=False)
+    except StoreError:
+        yield None, None
+        return
+    try:
+        with env.read() as txn:
+            yield env, txn
+    finally:
+        env.close()
+
+
+def verify_structure(path: str) -> list[str] | None:
+    """py-lmdb's offline verifier (lmdb.verify, pure Python, never maps the file): every page
+    reachable once, the free list and the live pages covering the file. None when this py-lmdb
+    has no verifier."""
+    try:
+        from lmdb import verify as v
+    except ImportError:
+        return None
+    try:
+        return list(v.verify(os.path.join(path, _DATA), subdir=False))
+    except v.VerifyError as exc:
+        return [str(exc)]
+    except OSError as exc:
+        return [f"{exc.strerror}"]
+
+
+def deep_check(path: str) -> check.DeepReport:
+    """Read every record of the store at path (store/check.py's read_all) and check LMDB's
+    structure: what `doctor --deep` reports."""
+    path = os.path.abspath(path)
+    with _pinned(path) as (env, txn):
+        rep = check.read_all(path, DATABASES)
+        if rep.inspection.state not in ("absent", "new") and not rep.problems:
+            rep.structure = verify_structure(path)
+        if env is not None and not any(d.bad for d in rep.dbs.values()):
+            rep.problems.extend(_ledger_gaps(txn, env, _ledgers(txn, env)))
+    return rep
+
+
+# The id counters of the meta database and where the ids they hand out appear in keys (the first
+# eight bytes of each key of those databases).
+_COUNTERS = {
+    b"next_ledger_id": ("owners", "entries"),
+    b"next_ml_id": ("mledgers",),
+    b"next_cursor_id": ("acked", "pending", "replay", "redelivery", "delayed", "timers"),
+}
+_SALVAGE_BATCH = 5000
+_SALVAGE_BYTES = 32 << 20
+
+
+def salvage(src: str, dst: str) -> check.DeepReport:
+    """Copy every record of the store at src that can still be read and decoded into a new
+    store at dst (as sqlite's .recover does), in batches of write transactions; the report says
+    what could not be saved. The id counters of the new store are raised past every id its
+    records use, so that nothing new takes the id of something salvaged."""
+    src, dst = os.path.abspath(src), os.path.abspath(dst)
+    out = Env(dst, create=True)
+    try:
+        batch: list = []
+        size = [0]
+        top = {c: 0 for c in _COUNTERS}
+        owners = {db: c for c, dbs in _COUNTERS.items() for db in dbs}
+
+        def flush():
+            if batch:
+                out.write(lambda txn: [txn.put(k, v, db=out.db[name]) for name, k, v in batch])
+                batch.clear()
+                size[0] = 0
+
+        def on_record(name, key, value):
+            if name == "meta" and key == b"format":
+                return                      # the new store has its own
+            c = owners.get(name)
+            if c is not None and len(key) >= 8:
+                top[c] = max(top[c], int.from_bytes(key[:8], "big"))
+            batch.append((name, key, value))
+            size[0] += len(key) + len(value)
+            if len(batch) >= _SALVAGE_BATCH or size[0] >= _SALVAGE_BYTES:
+                flush()
+
+        with _pinned(src):
+            rep = check.read_all(src, DATABASES, on_record)
+        flush()
+
+        rep.problems.extend(out.write(_reconcile, out))
+
+        def raise_counters(txn):
+            meta = out.db["meta"]
+            for counter, highest in top.items():
+                raw = txn.get(counter, db=meta)
+                now = int.from_bytes(raw, "big") if raw is not None and len(raw) == 8 else 1
+                if highest + 1 > now:
+                    txn.put(counter, (highest + 1).to_bytes(8, "big"), db=meta)
+        out.write(raise_counters)
+    finally:
+        out.close()
+    return rep
+
+
+def _ranges(ids: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    shown = ", ".join(out[:5])
+    return shown + (f" and {len(out) - 5} more ranges" if len(out) > 5 else "")
+
+
+def _reconcile(txn, out: Env) -> list[str]:
+    """After a salvage, in the new store: what the copied records point at that was not saved.
+    A managed ledger whose own record was lost cannot be read (nothing says where its entries
+    are): its name and its entries are left out, so the name starts again empty. The owners
+    index is rebuilt from the ledger records. Entries lost inside a saved ledger are named by
+    ledger and entry id: reading them fails with LedgerError (skip past them)."""
+    db, u64, unpack = out.db, keys.u64, keys.unpack_u64
+    problems: list[str] = []
+    mls = _ledgers(txn, out)
+    for k, v in list(txn.cursor(db=db["names"])):
+        ml = unpack(v)
+        if ml not in mls:
+            txn.delete(k, db=db["names"])
+            problems.append(f"managed ledger {k.decode(errors='replace')!r} (id {ml}): its "
+                            "record was lost, so its entries cannot be found: it is left out")
+    owner = {row[0]: ml for ml, info in mls.items() for row in info.ledgers}
+    orphans = 0
+    for k, v in list(txn.cursor(db=db["owners"])):
+        if unpack(v) not in mls:
+            txn.delete(k, db=db["owners"])
+            orphans += out.delete_prefix(txn, "entries", k)
+    for lid, ml in owner.items():
+        txn.put(u64(lid), u64(ml), db=db["owners"])
+    # Entries of ledgers no saved record holds (their owner record was lost too).
+    cur = txn.cursor(db=db["entries"])
+    stray = []
+    if cur.first():
+        for k in cur.iternext(keys=True, values=False):
+            lid = unpack(k[:8])
+            if lid not in owner and (not stray or stray[-1] != lid):
+                stray.append(lid)
+    for lid in stray:
+        orphans += out.delete_prefix(txn, "entries", u64(lid))
+    if orphans:
+        problems.append(f"{orphans} entries belonged to managed ledgers whose record was "
+                        "lost: they are left out")
+    return problems + _ledger_gaps(txn, out, mls)
+
+
+def _ledgers(txn, env: Env) -> dict[int, LedgerInfo]:
+    out = {}
+    for k, v in txn.cursor(db=env.db["mledgers"]):
+        out[keys.unpack_u64(k)] = LedgerInfo.from_record(keys.unpack_u64(k), codec.decode(v))
+    return out
+
+
+def _ledger_gaps(txn, env: Env, mls: dict[int, LedgerInfo]) -> list[str]:
+    """Entries a managed ledger's record says its ledgers hold that are not there."""
+    problems = []
+    for info in mls.values():
+        for row in info.ledgers:
+            if len(row) > 5 and row[5]:
+                continue                            # offloaded: its entries live elsewhere
+            lid, n = row[0], row[2]
+            have = [keys.unpack_pair(k)[1] for k, _ in env.scan_raw(txn, "entries",
+                                                                    keys.u64(lid))]
+            if len(have) < n:
+                present = set(have)
+                lost = [e for e in range(n) if e not in present]
+                problems.append(f"managed ledger {info.name!r}: ledger {lid} lost {len(lost)} "
+                                f"of its {n} entries ({_ranges(lost)}): reading them fails; "
+                                "skip past them")
+    return problems

@@ -27,3 +27,22 @@ class StoreLocked(StoreError):
 
 class LedgerError(StoreError):
     """An entry is not where its ledger says it is: never expected, never silently ignored."""
+
+
+class StoreDamaged(StoreError):
+    """A store file is not what LMDB wrote (cut short, emptied, overwritten, garbage after its
+    end, a record that does not decode): refused before LMDB maps the file, never taken for a
+    new store."""
+
+    def __init__(self, file: str, problem: str):
+        super().__init__(f"{file} is damaged: {problem}")
+        self.file = file
+        self.problem = problem
+
+
+class StoreDiskFull(StoreError):
+    """The file system holding the store is full: the write was refused, nothing half-written."""
+
+    def __init__(self, file: str):
+        super().__init__(f"disk full writing {file}")
+        self.file = file

@@ -6,7 +6,10 @@ from __future__ import annotations
 import importlib
 import os
 
-from store import Env, ManagedLedgers, Cursors, StoreError, StoreNotFound, StoreReadOnly
+from store import (
+    Env, LedgerError, ManagedLedgers, Cursors, StoreDamaged, StoreDiskFull, StoreError,
+    StoreNotFound, StoreReadOnly,
+)
 from store import codec
 from pulsarctl import clock as clocks
 from pulsarctl import offload
@@ -16,7 +19,8 @@ from pulsarctl.broker.cursor_admin import CursorAdmin
 from pulsarctl.broker.dlq import DlqAdmin
 from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
 from pulsarctl.errors import (
-    InvalidValue, MessageNotFound, PulsarctlError, StoreUnavailable, TopicNotFound,
+    DamagedStore, DiskFull, InvalidValue, MessageNotFound, PulsarctlError, StoreUnavailable,
+    TopicNotFound,
 )
 from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName, parse_topic
@@ -63,6 +67,16 @@ def _topic(name) -> TopicName:
     return name if isinstance(name, TopicName) else parse_topic(name)
 
 
+def _store_failure(exc: StoreError):
+    """A store error as the pulsarctl error saying what to do: a damaged store points to doctor,
+    a full disk says so; anything else is an unusable store."""
+    if isinstance(exc, StoreDiskFull):
+        return DiskFull(exc.file)
+    if isinstance(exc, StoreDamaged | LedgerError):
+        return DamagedStore(str(exc))
+    return StoreUnavailable(str(exc))
+
+
 class Broker(CursorAdmin, DlqAdmin):
     def __init__(self, path: str, clock: clocks.Clock | None = None, *, readonly: bool = False,
                  create: bool = True, map_size: int | None = None):
@@ -82,7 +96,7 @@ class Broker(CursorAdmin, DlqAdmin):
             raise StoreUnavailable(str(exc), hint="produce to a topic to create it, or pass "
                                    "--store PATH") from None
         except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from None
+            raise _store_failure(exc) from None
         self.readonly = readonly
         self.path = self.env.path
         self.wake_path = self.path
@@ -120,7 +134,7 @@ class Broker(CursorAdmin, DlqAdmin):
             raise StoreUnavailable(str(exc), hint="this command writes; use a writable store "
                                    "with --store PATH") from None
         except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from None
+            raise _store_failure(exc) from None
 
     def read(self, fn, *args, **kwargs):
         try:
@@ -128,7 +142,7 @@ class Broker(CursorAdmin, DlqAdmin):
                 ctx = Ctx(self, txn, self.clock_for(txn).now_ms(), False)
                 return fn(ctx, *args, **kwargs)
         except StoreError as exc:
-            raise StoreUnavailable(str(exc)) from None
+            raise _store_failure(exc) from None
 
     def close(self) -> None:
         if self._np is not None:

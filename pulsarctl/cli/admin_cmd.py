@@ -146,11 +146,22 @@ def version(ctx: typer.Context, output: Output = None):
         render.data(doc, out)
 
 
-@app.command(help="Check the store and the installation.")
-def doctor(ctx: typer.Context, output: Output = None):
-    from pulsarctl.doctor import checks
+@app.command(help="Check the installation and the store: its files are checked before LMDB "
+             "opens them, so a damaged store is described, never a crash. Exit 0 when every "
+             "check passes, 1 when one fails (a damaged store, an undecodable record with "
+             "--deep, anything --salvage could not save).")
+def doctor(ctx: typer.Context,
+           deep: Annotated[bool, typer.Option("--deep", help="Also read every record of the "
+                                              "store and report what cannot be decoded.")] = False,
+           salvage: Annotated[Optional[str], typer.Option(
+               "--salvage", metavar="NEW_STORE", help="Copy every record that can still be read "
+               "into a new store at NEW_STORE (which must not exist, or be empty) and say what "
+               "could not be saved.")] = None,
+           output: Output = None):
+    from pulsarctl import doctor as doc
 
-    results = checks(state(ctx).store)
+    st = state(ctx)
+    results = doc.salvage(st.store, salvage) if salvage else doc.checks(st.store, deep=deep)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.table(["check", "ok", "detail"], [[r["check"], "yes" if r["ok"] else "NO", r["detail"]]
