@@ -119,10 +119,15 @@ BAD_VALUES = ("zzz", "-5")
 
 
 def test_a_bad_value_for_any_option_is_refused_before_anything_is_written(cli, store_path,
-                                                                          seeded, tmp_path):
+                                                                          seeded, tmp_path,
+                                                                          monkeypatch):
     """Each valued option of each command in turn gets a malformed value. Whatever the command
     makes of it, a usage error (exit 2) leaves the store exactly as it was, and nothing ends
-    in an internal error or a traceback."""
+    in an internal error or a traceback. (A value may name a path, `doctor --salvage zzz`:
+    the walk runs in a directory of its own.)"""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
     before = seeded
     usage_errors = 0
     for path, cmd in leaves(command()):
