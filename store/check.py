@@ -375,6 +375,25 @@ def _zeros(buf: bytes) -> bool:
     return not buf.strip(b"\0")
 
 
+def _being_made(path: str) -> bool:
+    """Is another process making this store right now? LMDB holds a write lock on the first
+    byte of lock.mdb while it sets the environment up (mdb_env_excl_lock) and a read lock
+    after; LMDB opening the store then waits for it."""
+    import fcntl  # only here: the one rare state that needs it
+
+    try:
+        fd = os.open(os.path.join(path, LOCK), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 0)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)                 # (closing it releases the probe's lock)
+    return False
+
+
 def _foreign(path: str) -> list[str]:
     try:
         return sorted(set(os.listdir(path)) - {DATA, LOCK})
@@ -449,6 +468,9 @@ def _inspect_once(fd: int, res: Inspection) -> int | None:
         return None
     if m0 is not None and m1 is None and m0.txnid == 0 and ident is None \
             and size < 2 * m0.psize:
+        if _being_made(res.path):
+            res.state = "new"      # LMDB in another process is writing its first pages
+            return None
         res.state = "damaged"
         res.problems.append("its creation was interrupted (a full disk?) before anything was "
                             "stored in it: remove it and run the command again")
@@ -696,17 +718,22 @@ def read_all(path: str, known: tuple, on_record=None) -> DeepReport:
         if cur is None:
             rep.problems.append("neither meta page can be read: nothing can be found in the file")
             return rep
-        walk = Walk(PageFile(fd, size, cur.psize), cur.last_pg)
-        subs = []
-        for key, nflags, value in walk.records("main database", cur.main):
-            name = key.decode(errors="replace")
-            if value is None:
-                continue
-            if not nflags & F_SUBDATA or len(value) != _DB.size or name not in known:
-                rep.unknown.append(name)
-                continue
-            subs.append((name, Db(value)))
-        for name, db in subs:
+        pf = PageFile(fd, size, cur.psize)
+        walk = Walk(pf, cur.last_pg)
+        subs = _named(walk, cur, known, rep.unknown)
+        other = m1 if cur is m0 else m0
+        if len(subs) < len(known) and other is not None and other.psize == cur.psize:
+            # The databases the last commit's main database no longer shows (its pages are
+            # lost) are read as the commit before it left them: LMDB keeps that snapshot's
+            # pages until the next commit, so it is whole, one transaction older.
+            old = _named(Walk(pf, other.last_pg), other, known, [])
+            for name, db in old.items():
+                if name not in subs:
+                    subs[name] = db
+                    rep.problems.append(f"database {name}: the last commit's record of it is "
+                                        f"lost; read as transaction {other.txnid} left it (the "
+                                        f"one before the last, {cur.txnid})")
+        for name, db in sorted(subs.items()):
             d = rep.dbs[name] = DbReport(name, expected=db.entries)
             for key, _nflags, value in walk.records(f"database {name}", db):
                 if value is None:
@@ -726,6 +753,20 @@ def read_all(path: str, known: tuple, on_record=None) -> DeepReport:
     finally:
         os.close(fd)
     return rep
+
+
+def _named(walk: Walk, meta: Meta, known: tuple, unknown: list) -> dict[str, Db]:
+    """The named databases a meta's main database records."""
+    subs = {}
+    for key, nflags, value in walk.records("main database", meta.main):
+        name = key.decode(errors="replace")
+        if value is None:
+            continue
+        if not nflags & F_SUBDATA or len(value) != _DB.size or name not in known:
+            unknown.append(name)
+            continue
+        subs[name] = Db(value)
+    return subs
 
 
 def describe_key(db: str, key: bytes) -> str:

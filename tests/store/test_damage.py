@@ -188,6 +188,33 @@ def test_pages_a_failed_commit_left_after_the_end_are_not_garbage(path):
     assert found.state == "ok" and not found.warnings, (found.problems, found.warnings)
 
 
+def test_a_creation_cut_after_one_meta_page_is_told_from_one_under_way(tmp_path):
+    """LMDB writes a new store's two meta pages at once; a full disk can stop it after the
+    first. That file held nothing: doctor says to remove it. While another process is making
+    the store (LMDB holds the lock file's first byte), the same file is no damage: LMDB waits."""
+    path = str(tmp_path / "s")
+    os.makedirs(path, mode=0o700)
+    raw = lmdb.open(os.path.join(tmp_path, "model"), subdir=True)
+    raw.close()
+    head = open(os.path.join(tmp_path, "model", "data.mdb"), "rb").read(os.sysconf("SC_PAGESIZE"))
+    with open(data(path), "wb") as f:
+        f.write(head)
+    open(os.path.join(path, "lock.mdb"), "wb").close()
+    found = check.inspect(path)
+    assert found.state == "damaged" and "creation was interrupted" in found.problems[0]
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys\n"
+         f"fd = os.open({os.path.join(path, 'lock.mdb')!r}, os.O_RDWR)\n"
+         "fcntl.lockf(fd, fcntl.LOCK_EX, 1, 0)\nprint('held', flush=True)\nsys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        assert check.inspect(path).state == "new"
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
 # -- stores made before the identity record ---------------------------------------------------------
 def make_store_as_before(path: str) -> None:
     """A store as Env made it before identity records: LMDB, the named databases, the format."""
