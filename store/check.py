@@ -33,7 +33,7 @@ PAGEHDR = 16                                   # mp_pgno u64, mp_pad u16, mp_fla
 _HDR = struct.Struct("<QHHHH")
 _PAGES = struct.Struct("<I")                   # mp_pages of an overflow page, at offset 12
 _DB = struct.Struct("<IHHQQQQQ")               # md_pad (psize in FREE_DBI), flags, depth, ... root
-_META = struct.Struct("<IIQQ48s48sQQ")         # magic, version, address, mapsize, 2 dbs, last_pg, txn
+_META = struct.Struct("<IIQQ48s48sQQ")         # magic, version, address, mapsize, dbs, last, txn
 _NODE = struct.Struct("<HHHH")                 # lo, hi, flags, ksize
 _U16 = struct.Struct("<H")
 _U64 = struct.Struct("<Q")
@@ -615,7 +615,7 @@ def disk_full(path: str, code: int | None, message: str) -> bool:
     return False
 
 
-# -- reading every record: doctor --deep and --salvage ---------------------------------------------
+# -- reading every record: doctor --deep and --salvage --------------------------------------------
 # What each database holds (store/keys.py builds the keys): the key's length (None: any) and how
 # its values are encoded.
 SHAPES = {

@@ -300,16 +300,6 @@ class Env:
                 raise self._undecodable(dbname, key, exc) from None
             yield key, value
 
-    def scan_raw(self, txn, dbname: str, prefix: bytes):
-        """Yield (key, stored bytes) for every key that starts with prefix, in key order."""
-        cur = txn.cursor(db=self.db[dbname])
-        if not cur.set_range(prefix):
-            return
-        for key, raw in cur:
-            if not key.startswith(prefix):
-                break
-            yield key, raw
-
     def delete_prefix(self, txn, dbname: str, prefix: bytes) -> int:
         cur = txn.cursor(db=self.db[dbname])
         n = 0
@@ -520,8 +510,14 @@ def _ledger_gaps(txn, env: Env, mls: dict[int, LedgerInfo]) -> list[str]:
             if len(row) > 5 and row[5]:
                 continue                            # offloaded: its entries live elsewhere
             lid, n = row[0], row[2]
-            have = [keys.unpack_pair(k)[1] for k, _ in env.scan_raw(txn, "entries",
-                                                                    keys.u64(lid))]
+            prefix = keys.u64(lid)
+            cur = txn.cursor(db=env.db["entries"])
+            have = []
+            if cur.set_range(prefix):
+                for k in cur.iternext(keys=True, values=False):
+                    if not k.startswith(prefix):
+                        break
+                    have.append(keys.unpack_pair(k)[1])
             if len(have) < n:
                 present = set(have)
                 lost = [e for e in range(n) if e not in present]

@@ -56,7 +56,7 @@ def failing(rows):
     return [f'{r["check"]}: {r["detail"]}' for r in rows if not r["ok"]]
 
 
-# -- cut short, emptied ------------------------------------------------------------------------------
+# -- cut short, emptied ---------------------------------------------------------------------------
 def test_a_store_cut_to_half_is_one_error_line_from_every_command(run_proc, store_path):
     fill(store_path)
     size = os.path.getsize(data(store_path))
@@ -102,7 +102,7 @@ def test_garbage_at_the_end_of_the_file_does_not_pass_doctor(run_proc, store_pat
     assert doctor_rows(run_proc)[0] == 0
 
 
-# -- an undecodable record: --deep, --salvage ----------------------------------------------------------
+# -- an undecodable record: --deep, --salvage -----------------------------------------------------
 def flip_message(store_path: str, payload: bytes) -> None:
     """Make the stored entry holding payload undecodable: its codec byte becomes 0xff."""
     raw = bytearray(open(data(store_path), "rb").read())
@@ -157,7 +157,7 @@ def rows_copied(rows) -> int:
     return n
 
 
-# -- a full disk -----------------------------------------------------------------------------------------
+# -- a full disk ----------------------------------------------------------------------------------
 def on_small_fs(tmp_path, script: str, size_kb: int = 1024) -> subprocess.CompletedProcess:
     """Run a shell script with $FS a directory on a tmpfs of size_kb, $PY the pulsarctl command
     and $FILL a command that fills the file system, in a private mount namespace (the mount is
@@ -235,7 +235,7 @@ def test_a_full_disk_says_so_and_half_writes_nothing(tmp_path):
                     "store (--store)\n" for f in ("lock.mdb", "data.mdb")), err2
 
 
-# -- what doctor tells -------------------------------------------------------------------------------------
+# -- what doctor tells ----------------------------------------------------------------------------
 def test_doctor_says_which_setting_chose_the_store(run_proc, store_path, tmp_path):
     fill(store_path, 1)
 

@@ -17,7 +17,7 @@ import textwrap
 import lmdb
 import pytest
 
-from store import Env, StoreDamaged, StoreDiskFull, StoreError, check, codec, keys
+from store import Env, StoreDamaged, StoreError, check, codec, keys
 from store import env as env_module
 from store.env import DATABASES, FORMAT_VERSION, deep_check, salvage
 
@@ -61,7 +61,8 @@ def roots(path: str) -> list[int]:
         named = check._named(walk, found.meta, DATABASES, [])
     finally:
         os.close(fd)
-    return [found.meta.main.root] + [db.root for db in named.values() if db.root != check.P_INVALID]
+    return [found.meta.main.root] + [db.root for db in named.values()
+                                     if db.root != check.P_INVALID]
 
 
 def records(path: str) -> dict:
@@ -98,7 +99,7 @@ def open_in_child(path: str, **kw):
     return tuple(json.loads(got))
 
 
-# -- cut short, emptied, missing, overwritten ------------------------------------------------------
+# -- cut short, emptied, missing, overwritten -----------------------------------------------------
 def test_a_store_cut_to_half_is_refused_not_a_sigbus(path):
     make_store(path)
     size = os.path.getsize(data(path))
@@ -215,7 +216,7 @@ def test_a_creation_cut_after_one_meta_page_is_told_from_one_under_way(tmp_path)
         holder.wait(timeout=60)
 
 
-# -- stores made before the identity record ---------------------------------------------------------
+# -- stores made before the identity record -------------------------------------------------------
 def make_store_as_before(path: str) -> None:
     """A store as Env made it before identity records: LMDB, the named databases, the format."""
     os.makedirs(path, mode=0o700)
@@ -309,7 +310,7 @@ def test_deep_check_of_a_healthy_store_finds_nothing(path):
     assert set(rep.dbs) == set(DATABASES)
 
 
-# -- doctor --salvage -------------------------------------------------------------------------------
+# -- doctor --salvage -----------------------------------------------------------------------------
 def test_salvage_copies_what_is_readable_from_a_store_cut_short(path, tmp_path):
     want = make_store(path, 3000, per_txn=100)
     size = os.path.getsize(data(path))
@@ -364,7 +365,7 @@ def test_salvage_of_a_healthy_store_copies_everything(path, tmp_path):
     assert records(str(tmp_path / "saved")) == want
 
 
-# -- a full disk --------------------------------------------------------------------------------------
+# -- a full disk ----------------------------------------------------------------------------------
 _SIMULATE = """
 import os, resource, signal
 # No mount allowed: the same scenario on a file-size limit (LMDB's pwrite then really stops
