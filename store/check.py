@@ -505,8 +505,13 @@ def _inspect_once(fd: int, res: Inspection) -> int | None:
         if value is not None and nflags & F_SUBDATA and len(value) == _DB.size:
             names.append((key, Db(value)))
     for key, db in names:
-        if db.root != P_INVALID:
-            walk._tree_page(f"database {key.decode(errors='replace')}", db.root)
+        where = f"database {key.decode(errors='replace')}"
+        if key == b"meta":
+            # Every command reads it (the format, the clock): all of it, a few records.
+            for _record in walk.records(where, db):
+                pass
+        elif db.root != P_INVALID:
+            walk._tree_page(where, db.root)
     if walk.problems:
         res.state = "damaged"
         res.problems.extend(walk.problems)

@@ -161,6 +161,24 @@ def test_a_root_page_overwritten_is_damage(path):
     assert got[0] == "StoreDamaged" and "main database" in got[1], got
 
 
+def test_a_broken_node_in_the_meta_database_is_damage(path):
+    """Every command reads the meta database (format, clock): all of it is checked first."""
+    make_store(path, 10)
+    found = check.inspect(path)
+    fd = os.open(data(path), os.O_RDONLY)
+    try:
+        walk = check.Walk(check.PageFile(fd, found.file_bytes, found.meta.psize),
+                          found.meta.last_pg)
+        meta_root = check._named(walk, found.meta, DATABASES, [])["meta"].root
+    finally:
+        os.close(fd)
+    with open(data(path), "r+b") as f:
+        f.seek(meta_root * found.meta.psize + check.PAGEHDR)      # its first node's offset
+        f.write(b"\xff\xff")
+    got = open_in_child(path)
+    assert got[0] == "StoreDamaged" and "database meta" in got[1], got
+
+
 def test_garbage_after_the_last_page_is_found_and_nothing_is_lost(path):
     want = make_store(path, 100)
     keep = os.path.getsize(data(path))
