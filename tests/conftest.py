@@ -91,9 +91,37 @@ def _shim_app():
     return shim
 
 
+@pytest.fixture(autouse=True)
+def cli_brokers(monkeypatch):
+    """The stores the CLI opens in this test process (pulsarctl.cli.state.State.broker), closed
+    when the test ends: a command's process would end with the command, and its store with it;
+    here every test would otherwise leave an LMDB environment open, and a long run would run
+    out of file descriptors. The cli fixture closes them after each command."""
+    from pulsarctl.cli.state import State
+
+    opened: list = []
+    open_broker = State.broker
+
+    def broker(self):
+        b = open_broker(self)
+        if not any(b is o for o in opened):
+            opened.append(b)
+        return b
+
+    monkeypatch.setattr(State, "broker", broker)
+    yield opened
+    close_all(opened)
+
+
+def close_all(brokers: list) -> None:
+    while brokers:
+        brokers.pop().close()
+
+
 @pytest.fixture
-def cli(store_path, monkeypatch):
-    """Run the CLI in-process through CliRunner: cli('produce', 't', '-m', 'x', input=None)."""
+def cli(store_path, monkeypatch, cli_brokers):
+    """Run the CLI in-process through CliRunner: cli('produce', 't', '-m', 'x', input=None).
+    The store a command opened is closed when it returns, as at the end of its process."""
     from typer.testing import CliRunner
 
     monkeypatch.setenv("PULSARCTL_STORE", store_path)
@@ -103,7 +131,10 @@ def cli(store_path, monkeypatch):
     shim = _shim_app()
 
     def run(*args, input=None) -> CliResult:
-        res = runner.invoke(shim, list(args), input=input, catch_exceptions=False)
+        try:
+            res = runner.invoke(shim, list(args), input=input, catch_exceptions=False)
+        finally:
+            close_all(cli_brokers)
         return CliResult(res.exit_code, res.stdout, res.stderr)
 
     return run
