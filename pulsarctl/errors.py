@@ -129,7 +129,7 @@ class Interrupted(PulsarctlError):
 
 EXIT_CODES = {
     0: "ok",
-    1: "error (for example a message over the maximum size, an unusable store)",
+    1: "error (for example a message over the maximum size, a damaged store, a full disk)",
     2: "usage: bad arguments or malformed values (topic names, message ids, durations)",
     3: "not found (topic, subscription, message, tenant, namespace)",
     4: "conflict (ConsumerBusy, already exists, cumulative ack not allowed, topic terminated)",
