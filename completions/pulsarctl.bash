@@ -70,8 +70,8 @@ _pulsarctl_node() {
             ;;
         "doctor")
             subs=""
-            opts="-o --output -h --help"
-            vopts="-o --output"
+            opts="--deep --salvage -o --output -h --help"
+            vopts="--salvage -o --output"
             targ=""
             ;;
         "completion")

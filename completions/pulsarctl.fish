@@ -79,7 +79,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'read' -d 'Read message
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'redeliver-unacked' -d 'Redeliver a consumer\'s (or every consumer\'s) unacked messages now, counted as redeliveries.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'Move messages to the retry letter topic, delivered again after --delay (past the limit: to the dead letter topic); needs --enable-retry.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the store and the installation.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
@@ -246,6 +246,8 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s o -l output -x
 complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl doctor
+complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -l deep -d 'Also read every record of the store and report what cannot be decoded.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -l salvage -x -d 'Copy every record that can still be read into a new store at NEW_STORE (which must not exist, or be empty) and say what could not be saved.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -s h -l help -d 'Show this message and exit.'
 
