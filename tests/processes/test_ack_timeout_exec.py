@@ -691,7 +691,7 @@ def test_exec_failure_nacks_and_comes_back_in_the_same_run(cli, recorder, code, 
     ok(cli("produce", "t", "-m", "payload"))
     r = ok(cli("consume", "t", "-s", "s", "-t", typ, "-p", "Earliest", "-n", "2",
                "--nack-delay", "100ms", "--exec", recorder(code, first_only=True),
-               "--idle-timeout", "3s"))
+               "--idle-timeout", "60s"))  # a bound only: -n 2 ends it once the redelivery came
     calls = recorder.calls()
     assert len(calls) == 2
     assert calls[0]["env"]["PULSAR_MESSAGE_ID"] == calls[1]["env"]["PULSAR_MESSAGE_ID"]
@@ -723,7 +723,7 @@ def test_exec_command_not_found_nacks(cli, recorder):
     assert st["subscriptions"]["s"]["msgBacklog"] == 1
     # Exit 127 each time: nacked, redelivered with count 1 within the run, nacked again.
     r = ok(cli("consume", "t", "-s", "s2", "-t", "Shared", "-p", "Earliest", "-n", "2",
-               "--nack-delay", "100ms", "--idle-timeout", "3s",
+               "--nack-delay", "100ms", "--idle-timeout", "60s",  # a bound: -n 2 ends it
                "--exec", recorder(0) + "; pulsarctl-no-such-command-xyz"))
     calls = recorder.calls()
     assert [c["env"]["PULSAR_REDELIVERY_COUNT"] for c in calls] == ["0", "1"]
