@@ -128,7 +128,12 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     if not others and current != sub_type:
         # A new type starts from the first unacked message: the old dispatcher's pending and
         # replay state means nothing to the new one (Shared's replay set is invisible to an
-        # Exclusive cursor, and the other way round).
+        # Exclusive cursor, and the other way round). Exclusive and Failover deliver delayed
+        # messages at once, so the delayed index of a Shared past means nothing to them either.
+        if sub_type in subs.SINGLE_ACTIVE:
+            from pulsarctl.broker import delayed
+
+            delayed.clear(ctx, c.id)
         subs.rewind(ctx, c)
         c.props.pop("active", None)
         c.props["type"] = sub_type

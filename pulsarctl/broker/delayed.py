@@ -67,5 +67,23 @@ def count(ctx, cid: int) -> int:
     return n
 
 
+def offsets(ctx, cid: int) -> set[int]:
+    """The offsets held in the index for cursor cid."""
+    out = set()
+    cur = ctx.txn.cursor(db=ctx.env.db["delayed"])
+    prefix = keys.u64(cid)
+    if cur.set_range(prefix):
+        for k in cur.iternext(values=False):
+            if not k.startswith(prefix):
+                break
+            out.add(_untriple(k)[2])
+    return out
+
+
+def highest(ctx, cid: int) -> int | None:
+    """The highest offset held in the index for cursor cid, or None."""
+    return max(offsets(ctx, cid), default=None)
+
+
 def clear(ctx, cid: int) -> None:
     ctx.env.delete_prefix(ctx.txn, "delayed", keys.u64(cid))

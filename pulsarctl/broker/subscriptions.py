@@ -200,27 +200,35 @@ def rewind(ctx, c, release=()) -> None:
     """Deliver again from the first unacknowledged entry (Pulsar's cursor rewind).
 
     Every entry above mark-delete is read again, so whatever dispatch kept about the entries it
-    had read goes with the old read position: pending and replay records, and the delayed index
-    (a message whose time is still ahead is deferred again when it is read; one left in the
-    index too would come due from both and go out twice). One thing stays: a nacked message
-    whose nack timer still waits is held, pending for the consumer that nacked it, until the
-    timer gives it back counted (nack timers are durable, whoever runs then); dispatch skips it
-    when it reads past it (unread). release: offsets whose hold ends now (their timer fired)."""
+    had read goes with the old read position: pending and replay records. Two things stay, and
+    dispatch skips their entries when it reads past them again (held_offsets):
+    - a nacked message whose nack timer still waits stays pending for the consumer that nacked
+      it, until the timer gives it back counted (nack timers are durable, whoever runs then);
+    - the delayed index: a message whose deliver-at is still ahead stays held there (and counted
+      in delayedMessages) until it comes due; read again from the rewound position too, it
+      would come due from both and go out twice.
+    release: offsets whose hold ends now (their timer fired)."""
     from pulsarctl.broker import delayed
 
     held = _held_nacks(ctx, c, set(release))
     c.read_position = c.mark_delete + 1
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
     ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
-    delayed.clear(ctx, c.id)
     if held:
         pdb = ctx.env.db["pending"]
         for o, raw in held:
             ctx.txn.put(keys.pair(c.id, o), raw, db=pdb)
-        c.props[HELD] = held[-1][0]
     else:
-        c.props.pop(HELD, None)
         c.props.pop(NACKED, None)
+    tops = [held[-1][0]] if held else []
+    in_index = delayed.highest(ctx, c.id)
+    if in_index is not None:
+        tops.append(in_index)
+    top = max(tops, default=None)
+    if top is None:
+        c.props.pop(HELD, None)
+    else:
+        c.props[HELD] = top
 
 
 # Set in the cursor's properties by a nack: some pending record may be nacked (rewind looks).
@@ -254,18 +262,32 @@ def _held_nacks(ctx, c, release: set) -> list[tuple[int, bytes]]:
 
 
 def held_offsets(ctx, c):
-    """A function offset -> whether a held nack keeps it (for dispatch reading from the read
-    position), or None when nothing at or past the read position is held."""
+    """A function offset -> whether something other than the read position holds it (for
+    dispatch reading from the read position after a rewind): a held nack, a delayed message
+    still in the delayed index, or a message already handed out or queued again from there
+    (pending or in the replay set). None when nothing at or past the read position is held."""
     upto = c.props.get(HELD)
     if upto is None:
         return None
     if c.read_position > upto:
         c.props.pop(HELD)
         return None
-    txn, pdb, pair, cid = ctx.txn, ctx.env.db["pending"], keys.pair, c.id
+    from pulsarctl.broker import delayed
+
+    txn, pair, cid = ctx.txn, keys.pair, c.id
+    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    in_index = None
 
     def held(o: int) -> bool:
-        return o <= upto and txn.get(pair(cid, o), db=pdb) is not None
+        nonlocal in_index
+        if o > upto:
+            return False
+        k = pair(cid, o)
+        if txn.get(k, db=pdb) is not None or txn.get(k, db=rdb) is not None:
+            return True
+        if in_index is None:
+            in_index = delayed.offsets(ctx, cid)
+        return o in in_index
     return held
 
 

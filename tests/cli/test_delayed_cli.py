@@ -94,3 +94,22 @@ def test_several_runs_before_and_after_the_delivery_time(cli):
     for _ in range(3):
         seen += consume(cli, "-n", "0")
     assert Counter(seen) == Counter(IMMEDIATE + DELAYED), seen
+
+
+def test_what_a_learner_sees_of_held_messages_after_the_consumer_left(cli):
+    """The consumer that held the delayed messages back is gone: they stay counted as delayed,
+    `clock advance` says they came due, and each goes out once, to Shared only when due; a
+    change to Exclusive (which delivers delayed messages at once) gets them at once."""
+    ok(cli("clock", "simulate", "--at", "2026-01-01T00:00:00Z"))
+    produce(cli, "deliver-after")
+    assert consume(cli) == IMMEDIATE
+    sub = pjson(cli("topics", "stats", "t", "-o", "json"))["subscriptions"]["s"]
+    assert sub["delayedMessages"] == 3 and sub["msgBacklog"] == 3
+    assert consume(cli) == []  # not due: still held, not read again from the rewound cursor
+    fired = pjson(cli("clock", "advance", "11s", "-o", "json"))["fired"]
+    assert fired["delayed"] == 3
+    assert consume(cli) == DELAYED
+    assert consume(cli) == []
+    ok(cli("produce", "t", "-m", "late", "--deliver-after", "1h"))
+    assert consume(cli) == []
+    assert consume(cli, sub_type="Exclusive") == ["late"]

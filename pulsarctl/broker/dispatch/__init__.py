@@ -77,6 +77,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
     # more than max_n messages (a batch goes whole, so it may end a few over).
     extra = ctx.get("msgInExtra", info.ml_id)
     per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
+    taken = None  # offsets chosen by earlier rounds of this fetch
     while len(out) < max_n:
         want = max_n - len(out)
         if per_entry > 1:
@@ -85,6 +86,10 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
         if not chosen:
             break
         deferred = 0
+        if taken is not None:
+            # A second round of this fetch: nothing chosen in the first goes out twice (its
+            # pending record is written only at the end).
+            chosen = [x for x in chosen if x[0] not in taken]
         for start, stop, counts in _runs(chosen):
             for o, lid, eid, raw in ctx.ledgers.scan(txn, info, start, stop):
                 rc = count_of(o) if count_of else counts.get(o, 0) if counts else 0
@@ -118,6 +123,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                 nbytes += len(m.payload)
                 out.append(m)
         scanned += len(chosen)
+        taken = (taken or set()) | {o for o, _rc in chosen}
         # Entries that went to the delayed index gave the consumer nothing: read on, as
         # Pulsar's dispatcher reads more entries, within a bound on the work of one call.
         if (not deferred and per_entry == 1) or len(out) >= max_n \

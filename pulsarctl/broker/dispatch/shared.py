@@ -23,5 +23,9 @@ def select(ctx, info, c, consumer, live, max_n):
             continue
         out.append((o, rc))
     if len(out) < max_n:
-        out.extend(exclusive.take_new(ctx, info, c, max_n - len(out)))
+        # A due message just taken from the delayed index may also lie ahead of a rewound read
+        # position: it goes out once, from the index.
+        due = {o for o, _rc in out}
+        out.extend(x for x in exclusive.take_new(ctx, info, c, max_n - len(out))
+                   if x[0] not in due)
     return out
