@@ -221,7 +221,9 @@ def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with
     if metadata:
         from pulsarctl.messages import iso_ms
 
-        lines.append(f"publishTime:[{iso_ms(m.publish_time)}], eventTime:[{iso_ms(m.event_time)}], "
+        # An unset time shows as null, as the records and pulsar-admin print it (not None).
+        lines.append(f"publishTime:[{iso_ms(m.publish_time) or 'null'}], "
+                     f"eventTime:[{iso_ms(m.event_time) or 'null'}], "
                      f"producerName:[{safe(m.producer_name)}], sequenceId:[{m.sequence_id}], "
                      f"redeliveryCount:[{m.redelivery_count_}]")
     if hide_content:

@@ -166,3 +166,9 @@ def test_c1_controls_are_escaped_in_drained_dead_letters(cli, tmp_path):
     text = out.read_text("utf-8")
     assert not any(0x80 <= ord(ch) <= 0x9F for ch in text), repr(text)
     assert json.loads(text)["payload"] == "p" + C1
+
+
+def test_an_unset_event_time_reads_null_in_the_text_view(cli):
+    ok(cli("produce", "t", "-m", "x"))
+    text = ok(cli("read", "t", "-m", "earliest", "-mp")).stdout
+    assert "eventTime:[null]" in text and "None" not in text
