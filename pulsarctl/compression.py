@@ -5,15 +5,11 @@ the stored entry records, so consumers, readers, peek and dead-letter moves deco
 transparently. zstd and snappy come from cramjam (one maintained wheel with both)."""
 from __future__ import annotations
 
-from pulsarctl.errors import InvalidValue, PulsarctlError
+from pulsarctl.errors import DecompressionError, InvalidValue
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 CODES = {"none": NONE, "lz4": LZ4, "zlib": ZLIB, "zstd": ZSTD, "snappy": SNAPPY}
 NAMES = {v: k.upper() for k, v in CODES.items()}
-
-
-class DecompressionError(PulsarctlError):
-    hint = "the entry is damaged or was written by a newer pulsarctl; skip it with `topics skip`"
 
 
 def code_of(name) -> int:

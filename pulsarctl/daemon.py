@@ -17,14 +17,10 @@ import os
 import signal
 
 from pulsarctl import clock as clocks
-from pulsarctl.errors import LockBusy, NotFound, PulsarctlError
+from pulsarctl.errors import DaemonNotRunning, LockBusy, PulsarctlError
 
 LOCK, STATE, LOG = "daemon.lock", "daemon.json", "daemon.log"
 DEFAULT_TICK_S = 1.0
-
-
-class DaemonNotRunning(NotFound):
-    hint = "start one with `pulsarctl daemon start`"
 
 
 def paths(store: str) -> dict:

@@ -33,6 +33,52 @@ class NotSupportedYet(PulsarctlError):
     pass
 
 
+class DecompressionError(PulsarctlError):
+    """pulsarctl.compression: an entry's payload does not decompress."""
+    hint = "the entry is damaged or was written by a newer pulsarctl; skip it with `topics skip`"
+
+
+class BacklogQuotaExceeded(PulsarctlError):
+    """pulsarctl.broker.backlog_quota: producer_exception."""
+    hint = ("acknowledge or skip the backlog, or change the quota with "
+            "`pulsarctl namespaces set-backlog-quota`")
+
+
+class BacklogQuotaHold(BacklogQuotaExceeded):
+    """producer_request_hold: the producer waits and tries again until its send timeout."""
+
+
+class OffloadUnavailable(PulsarctlError):
+    """pulsarctl.offload: pyarrow is not installed."""
+    hint = "install 'pulsarctl[spark]' (pip install 'pulsarctl[spark]'): it brings pyarrow"
+
+
+class OffloadedLedgerMissing(PulsarctlError):
+    hint = ("the Parquet file of an offloaded ledger is gone or damaged; restore it from a "
+            "backup of the offload directory (its path is above)")
+
+
+class SparkUnavailable(PulsarctlError):
+    """pulsarctl.spark: pyspark or pyarrow cannot be imported."""
+    hint = "install 'pulsarctl[spark]' (pip install 'pulsarctl[spark]')"
+
+
+class JvmFailed(PulsarctlError):
+    """pulsarctl.spark: Spark's JVM did not start."""
+    hint = "install Java 17 or later (java on PATH, or JAVA_HOME set to it)"
+
+
+class JobFailed(PulsarctlError):
+    """pulsarctl.spark.jobs: Spark raised an error that is none of ours."""
+    hint = "run again with --traceback for Spark's own report"
+
+
+class DataLoss(PulsarctlError):
+    """pulsarctl.spark._access: entries a scan needs are gone (failOnDataLoss)."""
+    hint = ("the entries were trimmed (retention) or the topic was deleted; set the option "
+            "failOnDataLoss to false to read what is left")
+
+
 # -- 2: usage and malformed values -------------------------------------------------------------
 class UsageError(PulsarctlError):
     exit_code = 2
@@ -48,6 +94,10 @@ class InvalidMessageId(UsageError):
 
 class InvalidValue(UsageError):
     pass
+
+
+class InvalidPolicy(InvalidValue, ValueError):
+    """pulsar-client raises ValueError here; pulsarctl's exit code 2 comes with it."""
 
 
 # -- 3: not found ------------------------------------------------------------------------------
@@ -79,6 +129,14 @@ class ConsumerNotFound(NotFound):
     pass
 
 
+class PolicyNotSet(NotFound):
+    hint = "set it with the matching set- command"
+
+
+class DaemonNotRunning(NotFound):
+    hint = "start one with `pulsarctl daemon start`"
+
+
 # -- 4: conflicts ------------------------------------------------------------------------------
 class Conflict(PulsarctlError):
     exit_code = 4
@@ -107,6 +165,15 @@ class ProducerFenced(Conflict):
 
 class NotEmpty(Conflict):
     pass
+
+
+class IncompatibleSchema(Conflict):
+    hint = "use the topic's schema type (see `pulsarctl schemas get TOPIC`), or bytes"
+
+
+class ConsumerAssignError(Conflict):
+    """BrokerServiceException.ConsumerAssignException."""
+    hint = "close a consumer of this subscription first, or choose other hash ranges"
 
 
 # -- 5, 6, 130 ---------------------------------------------------------------------------------
@@ -163,3 +230,10 @@ class DiskFull(PulsarctlError):
     def __init__(self, path: str):
         super().__init__(f"disk full writing {path}: free space or move the store (--store)")
         self.path = path
+
+
+# -- not an error of the command line ------------------------------------------------------------
+class Unsupported(Exception):
+    """pulsarctl.spark._columnar: a chunk holds an entry its fast decoder does not read. Raised
+    and caught inside that module, which then reads the chunk row by row: never reaches a user,
+    so it carries no exit code."""

@@ -35,20 +35,13 @@ import os
 from collections import OrderedDict
 
 from store import codec
-from pulsarctl.errors import InvalidValue, PulsarctlError, TopicNotFound
+from pulsarctl.errors import (
+    InvalidValue, OffloadedLedgerMissing, OffloadUnavailable, PulsarctlError, TopicNotFound,
+)
 from pulsarctl.names import TopicName, parse_topic
 
 MANIFEST = "manifest.json"
 EXTRA = ("__ledgerId", "__entryId", "__entry", "__visible")
-
-
-class OffloadUnavailable(PulsarctlError):
-    hint = "install 'pulsarctl[spark]' (pip install 'pulsarctl[spark]'): it brings pyarrow"
-
-
-class OffloadedLedgerMissing(PulsarctlError):
-    hint = ("the Parquet file of an offloaded ledger is gone or damaged; restore it from a "
-            "backup of the offload directory (its path is above)")
 
 
 def _pyarrow():

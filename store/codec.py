@@ -4,6 +4,8 @@ The version byte lets a later format (batches, compressed payloads) live beside 
 """
 import msgpack
 
+from store.errors import CorruptValue  # noqa: F401 - raised here, caught as codec.CorruptValue
+
 PLAIN = 1
 LZ4 = 2
 
@@ -19,10 +21,6 @@ def encode_compressed(value) -> bytes:
     import lz4.frame  # only paid for by callers who compress
 
     return b"\x02" + lz4.frame.compress(_pack(value))
-
-
-class CorruptValue(ValueError):
-    """A stored value that does not decode: what the store's file holds is damaged."""
 
 
 def decode(data):

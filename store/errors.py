@@ -46,3 +46,8 @@ class StoreDiskFull(StoreError):
     def __init__(self, file: str):
         super().__init__(f"disk full writing {file}")
         self.file = file
+
+
+class CorruptValue(ValueError):
+    """A stored value that does not decode (store.codec): what the store's file holds is
+    damaged."""

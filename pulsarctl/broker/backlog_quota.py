@@ -8,18 +8,9 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import policies
-from pulsarctl.errors import PulsarctlError
+from pulsarctl.errors import BacklogQuotaExceeded, BacklogQuotaHold
 
 EVICTION_TARGET = 0.9
-
-
-class BacklogQuotaExceeded(PulsarctlError):
-    hint = ("acknowledge or skip the backlog, or change the quota with "
-            "`pulsarctl namespaces set-backlog-quota`")
-
-
-class BacklogQuotaHold(BacklogQuotaExceeded):
-    """producer_request_hold: the producer waits and tries again until its send timeout."""
 
 
 def backlog_bytes(info, start: int) -> int:

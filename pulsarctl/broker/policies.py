@@ -7,7 +7,7 @@ stored under pulsar-admin's Policies field names, so `namespaces policies` reads
 from __future__ import annotations
 
 from pulsarctl.broker import tenants, topics
-from pulsarctl.errors import InvalidValue, NotFound, TopicNotFound
+from pulsarctl.errors import InvalidValue, TopicNotFound
 from pulsarctl.names import TopicName, parse_topic
 
 TTL = "message_ttl_in_seconds"
@@ -33,10 +33,6 @@ NAMES = {
 
 QUOTA_TYPES = ("destination_storage", "message_age")
 QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-
-
-class PolicyNotSet(NotFound):
-    hint = "set it with the matching set- command"
 
 
 def broker_default(ctx, field: str):

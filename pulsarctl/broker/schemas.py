@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import json
 
-from pulsarctl.errors import Conflict, InvalidValue
+from pulsarctl.errors import IncompatibleSchema, InvalidValue
 from pulsarctl.names import TopicName
 
 BYTES, STRING, JSON = "BYTES", "STRING", "JSON"
 TYPES = (BYTES, STRING, JSON)
-
-
-class IncompatibleSchema(Conflict):
-    hint = "use the topic's schema type (see `pulsarctl schemas get TOPIC`), or bytes"
 
 
 def check_type(value) -> str:

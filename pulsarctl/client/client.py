@@ -14,7 +14,7 @@ import uuid
 from pulsarctl import clock as clocks
 from pulsarctl.broker import Broker
 from pulsarctl.config import resolve_store
-from pulsarctl.errors import InvalidValue, Timeout
+from pulsarctl.errors import InvalidPolicy, Timeout
 from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
 
@@ -31,10 +31,6 @@ class ConsumerType(enum.Enum):
 class InitialPosition(enum.Enum):
     Latest = "Latest"
     Earliest = "Earliest"
-
-
-class InvalidPolicy(InvalidValue, ValueError):
-    """pulsar-client raises ValueError here; pulsarctl's exit code 2 comes with it."""
 
 
 class ConsumerDeadLetterPolicy:

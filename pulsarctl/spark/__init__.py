@@ -73,14 +73,9 @@ import os
 import sys
 import threading
 
-from pulsarctl.errors import PulsarctlError
+from pulsarctl.errors import JvmFailed, SparkUnavailable
 
 FORMATS = ("pulsarctl", "pulsar")
-INSTALL_HINT = "install 'pulsarctl[spark]' (pip install 'pulsarctl[spark]')"
-
-
-class SparkUnavailable(PulsarctlError):
-    hint = INSTALL_HINT
 
 
 def require() -> None:
@@ -226,7 +221,6 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
 # What the JVM prints on stderr at every start (Spark runs it with the incubator module
 # jdk.incubator.vector): noise in a cron job's mail and in a script's one error line.
 _JVM_NOISE = (b"WARNING: Using incubator modules",)
-JAVA_HINT = "install Java 17 or later (java on PATH, or JAVA_HOME set to it)"
 
 
 def _launch_jvm(conf: dict) -> None:
@@ -259,10 +253,6 @@ def _launch_jvm(conf: dict) -> None:
                         ) from None
     relay.release()
     SparkContext(conf=spark_conf, gateway=gateway)  # the builder's getOrCreate takes it up
-
-
-class JvmFailed(PulsarctlError):
-    hint = JAVA_HINT
 
 
 class _Relay(threading.Thread):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from store import codec
 from pulsarctl.errors import (
-    AlreadyExists, InvalidValue, MessageNotFound, PulsarctlError, TopicNotFound,
+    AlreadyExists, DataLoss, InvalidValue, MessageNotFound, TopicNotFound,
 )
 from pulsarctl.messages import MessageId, parse_message_id
 from pulsarctl.names import TopicName, parse_topic
@@ -355,11 +355,6 @@ def first_at_or_after(b, part: Part, lo: int, hi: int, ms: int) -> int:
 
 
 # -- scanning ------------------------------------------------------------------------------
-class DataLoss(PulsarctlError):
-    hint = ("the entries were trimmed (retention) or the topic was deleted; set the option "
-            "failOnDataLoss to false to read what is left")
-
-
 def chunk_entries(info, offset: int, max_entries: int, max_bytes: int) -> int:
     """How many entries from offset make a chunk: max_entries, fewer when the ledger there
     holds large entries (so a chunk stays near max_bytes of payload)."""

@@ -19,6 +19,8 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsarctl.errors import Unsupported
+
 # The fields of a stored entry (pulsarctl/messages.py) this reads, by index.
 PUBLISH, PRODUCER, SEQ, PAYLOAD, PROPS, KEY, OKEY, EVENT = range(8)
 _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "map",
@@ -74,10 +76,6 @@ MAP_FIX = _table(lambda h: h & 0x0F if 0x80 <= h <= 0x8F else 0)
 NIL = 0xC0
 _TRUE = pa.scalar(True, pa.bool_())
 _FALSE = pa.scalar(False, pa.bool_())
-
-
-class Unsupported(Exception):
-    """A chunk holds an entry this decoder does not read."""
 
 
 _PATTERNS: dict = {}

@@ -14,7 +14,9 @@ import re
 import sys
 from contextlib import contextmanager
 
-from pulsarctl.errors import InvalidValue, PulsarctlError, TopicNotFound, UsageError
+from pulsarctl.errors import (
+    InvalidValue, JobFailed, PulsarctlError, TopicNotFound, UsageError,
+)
 from pulsarctl.names import parse_topic
 from pulsarctl.spark import _access as access
 
@@ -24,10 +26,6 @@ REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
 DLQ_SUBSCRIPTION = "pulsarctl-dlq"
 NO_VALUE = "(none)"          # as `dlq stats` shows a missing property
 DEFAULT_REASON = "reason"    # the property a dead letter's failure reason is read from
-
-
-class JobFailed(PulsarctlError):
-    hint = "run again with --traceback for Spark's own report"
 
 
 @contextmanager

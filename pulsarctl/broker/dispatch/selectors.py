@@ -13,7 +13,7 @@ import bisect
 import re
 
 from pulsarctl.broker.hashing import DEFAULT_RANGE_SIZE, STICKY_KEY_HASH_NOT_SET, sticky_key_hash
-from pulsarctl.errors import Conflict, InvalidValue
+from pulsarctl.errors import ConsumerAssignError, InvalidValue
 
 AUTO_SPLIT = "auto-split"
 CONSISTENT_HASHING = "consistent-hashing"
@@ -23,11 +23,6 @@ DEFAULT_POINTS = 100  # subscriptionKeySharedConsistentHashingReplicaPoints
 MAX_SLOT = DEFAULT_RANGE_SIZE - 1  # 65535
 _RANGE_RE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*", re.ASCII)
 RANGES_HINT = "give inclusive ranges inside [0, 65535] as START-END[,START-END...], e.g. 0-32767"
-
-
-class ConsumerAssignError(Conflict):
-    """BrokerServiceException.ConsumerAssignException."""
-    hint = "close a consumer of this subscription first, or choose other hash ranges"
 
 
 def _merge(ranges: list[list[int]]) -> list[tuple[int, int]]:
