@@ -6,18 +6,15 @@ from typing import Annotated, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, Topic, fmt, state
 
 brokers = typer.Typer(help="Store-wide settings named as Pulsar's broker.conf.", no_args_is_help=True)
 clock = typer.Typer(help="The store's clock: real, or simulated for tests and lessons.",
                     no_args_is_help=True)
 subscriptions = typer.Typer(help="Look inside subscriptions.", no_args_is_help=True)
-app.add_typer(brokers, name="brokers")
-app.add_typer(clock, name="clock")
-app.add_typer(subscriptions, name="subscriptions")
 schemas = typer.Typer(help="Topic schemas (pulsar-admin schemas).", no_args_is_help=True)
-app.add_typer(schemas, name="schemas")
+# The top-level commands this module owns; pulsarctl/cli/app.py joins them onto the root.
+top = typer.Typer()
 
 
 @schemas.command("get", help="Show a topic's schema (exit 3 if it has none).")
@@ -130,7 +127,7 @@ def sub_consumers(ctx: typer.Context, topic: Topic,
         render.data(rows, out)
 
 
-@app.command(help="Print the version.")
+@top.command(help="Print the version.")
 def version(ctx: typer.Context, output: Output = None):
     import platform
 
@@ -146,7 +143,7 @@ def version(ctx: typer.Context, output: Output = None):
         render.data(doc, out)
 
 
-@app.command(help="Check the installation and the store: its files are checked before LMDB "
+@top.command(help="Check the installation and the store: its files are checked before LMDB "
              "opens them, so a damaged store is described, never a crash. Exit 0 when every "
              "check passes, 1 when one fails (a damaged store, an undecodable record with "
              "--deep, anything --salvage could not save).")
@@ -171,7 +168,7 @@ def doctor(ctx: typer.Context,
     return 0 if all(r["ok"] for r in results) else 1
 
 
-@app.command(help="Print a shell completion script: bash, zsh or fish.")
+@top.command(help="Print a shell completion script: bash, zsh or fish.")
 def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]):
     from pulsarctl.cli import docgen
     from pulsarctl.errors import InvalidValue

@@ -49,14 +49,32 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-def _register() -> None:
-    from pulsarctl.cli import (  # noqa: F401  (each module adds its commands to app)
+def _join() -> None:
+    """Join the command modules' groups and top-level commands onto the root. Each module owns
+    what it defines (no module imports this one to register itself); the order here is the
+    order of `pulsarctl --help`. cursor_cmd and policies_cmd add commands to the topics and
+    namespaces groups, so they are imported here too, after the modules that own those groups."""
+    from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
         policies_cmd, dlq_cmd, spark_cmd,
     )
 
+    app.registered_commands.extend(client_cmds.top.registered_commands)
+    app.add_typer(topics_cmd.topics, name="topics")
+    app.add_typer(tenants_cmd.tenants, name="tenants")
+    app.add_typer(tenants_cmd.namespaces, name="namespaces")
+    app.add_typer(admin_cmd.brokers, name="brokers")
+    app.add_typer(admin_cmd.clock, name="clock")
+    app.add_typer(admin_cmd.subscriptions, name="subscriptions")
+    app.add_typer(admin_cmd.schemas, name="schemas")
+    app.registered_commands.extend(admin_cmd.top.registered_commands)  # version, doctor, completion
+    app.add_typer(perf_cmd.perf, name="perf")
+    app.add_typer(daemon_cmd.daemon, name="daemon")
+    app.add_typer(dlq_cmd.dlq, name="dlq")
+    app.add_typer(spark_cmd.spark_app, name="spark")
 
-_register()
+
+_join()
 helpfmt.install()  # help shows metavars, not Python type names
 
 

@@ -7,13 +7,15 @@ from typing import Annotated, List, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
 from pulsarctl.errors import (
     InvalidValue, UsageError,
 )
 
 SUB_TYPES = "Exclusive|Shared|Failover|Key_Shared"
+
+# The top-level commands this module owns; pulsarctl/cli/app.py joins them onto the root.
+top = typer.Typer()
 
 
 ValueSchema = Annotated[Optional[str], typer.Option(
@@ -26,7 +28,7 @@ def _check_schema(ctx, topics, value_schema, regex=False) -> None:
         state(ctx).broker().schema_check_consumer(topics, value_schema)
 
 
-@app.command(help="Produce messages to a topic (pulsar-client produce). Prints the message ids.")
+@top.command(help="Produce messages to a topic (pulsar-client produce). Prints the message ids.")
 def produce(
     ctx: typer.Context,
     topic: Topic,
@@ -206,7 +208,7 @@ StickyRanges = Annotated[Optional[str], typer.Option(
 Priority = Annotated[int, typer.Option("--priority", help="Consumer priority level (0 is highest).")]
 
 
-@app.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
+@top.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
 def consume(
     ctx: typer.Context,
     topics: Topics,
@@ -258,7 +260,7 @@ def consume(
                                               enable_retry, retry_letter_topic))
 
 
-@app.command(help="Receive messages without acking them: they stay pending for the consumer "
+@top.command(help="Receive messages without acking them: they stay pending for the consumer "
              "(default name cli) until ack, nack or the end of its lease.")
 def receive(
     ctx: typer.Context,
@@ -332,7 +334,7 @@ def _ids_from(args: list[str]) -> list:
     return ids
 
 
-@app.command(help="Acknowledge messages by id (individually, or --cumulative ID).")
+@top.command(help="Acknowledge messages by id (individually, or --cumulative ID).")
 def ack(
     ctx: typer.Context,
     topic: Topic,
@@ -370,7 +372,7 @@ def ack(
                      "cumulative": cum}, out)
 
 
-@app.command(help="Negatively acknowledge messages: redelivered after the nack delay or "
+@top.command(help="Negatively acknowledge messages: redelivered after the nack delay or "
              "backoff, or moved to the dead letter topic past --max-redeliver-count.")
 def nack(
     ctx: typer.Context, topic: Topic, subscription: Sub,
@@ -397,7 +399,7 @@ def nack(
         render.data({"nacked": n, "messageIds": [str(t) for t in targets]}, out)
 
 
-@app.command(help="Read messages with a non-durable reader; leaves nothing behind.")
+@top.command(help="Read messages with a non-durable reader; leaves nothing behind.")
 def read(
     ctx: typer.Context,
     topic: Topic,
@@ -426,7 +428,7 @@ def read(
                     fail_if_empty, hide_content, hex_, metadata, out)
 
 
-@app.command("redeliver-unacked", help="Redeliver a consumer's (or every consumer's) unacked "
+@top.command("redeliver-unacked", help="Redeliver a consumer's (or every consumer's) unacked "
              "messages now, counted as redeliveries.")
 def redeliver_unacked(
     ctx: typer.Context, topic: Topic, subscription: Sub,
@@ -442,7 +444,7 @@ def redeliver_unacked(
         render.data({"redelivered": n}, out)
 
 
-@app.command("reconsume-later", help="Move messages to the retry letter topic, delivered again "
+@top.command("reconsume-later", help="Move messages to the retry letter topic, delivered again "
              "after --delay (past the limit: to the dead letter topic); needs --enable-retry.")
 def reconsume_later(
     ctx: typer.Context, topic: Topic, subscription: Sub,

@@ -10,12 +10,10 @@ import typer
 
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, fmt, state
 
 daemon = typer.Typer(help="The timer daemon: one active per store, elected by a file lock.",
                      no_args_is_help=True)
-app.add_typer(daemon, name="daemon")
 
 Standby = Annotated[bool, typer.Option("--standby", help="Wait for the lock and take over when "
                                        "the active daemon stops.")]

@@ -23,13 +23,11 @@ import typer
 
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, fmt, positive, state
 from pulsarctl.errors import InvalidValue, NothingToDo, PartlyFailed, PulsarctlError, UsageError
 
 dlq = typer.Typer(help="Dead letter topics: list, inspect, drain, replay and purge them, through "
                   "each DLQ's own subscription pulsarctl-dlq.", no_args_is_help=True)
-app.add_typer(dlq, name="dlq")
 
 Dlq = Annotated[str, typer.Argument(
     metavar="DLQ", help="The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.",

@@ -7,11 +7,9 @@ from typing import Annotated
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, fmt, positive, state
 
 perf = typer.Typer(help="Benchmarks in the spirit of pulsar-perf.", no_args_is_help=True)
-app.add_typer(perf, name="perf")
 
 
 def _text(r: dict) -> None:

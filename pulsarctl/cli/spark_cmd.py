@@ -8,14 +8,12 @@ from typing import Annotated, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import Output, fmt, positive, state
 from pulsarctl.errors import InvalidValue, PulsarctlError
 
 spark_app = typer.Typer(help="Spark jobs over topics: export, dead letter reports and "
                         "reprocessing (needs pyspark: install the spark extra of pulsarctl).",
                         no_args_is_help=True)
-app.add_typer(spark_app, name="spark")
 
 Master = Annotated[Optional[str], typer.Option(
     "--master", help="Spark master (default local[*]).", metavar="URL", show_default=False)]

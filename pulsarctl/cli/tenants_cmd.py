@@ -6,13 +6,10 @@ from typing import Annotated, List, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import done, Force, Output, fmt, state
 
 tenants = typer.Typer(help="Manage tenants (pulsar-admin tenants).", no_args_is_help=True)
 namespaces = typer.Typer(help="Manage namespaces (pulsar-admin namespaces).", no_args_is_help=True)
-app.add_typer(tenants, name="tenants")
-app.add_typer(namespaces, name="namespaces")
 
 Tenant = Annotated[str, typer.Argument(help="Tenant name.", show_default=False)]
 Namespace = Annotated[str, typer.Argument(help="tenant/namespace", show_default=False)]

@@ -6,11 +6,9 @@ from typing import Annotated, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.app import app
 from pulsarctl.cli.common import done, Force, Output, Sub, Topic, fmt, positive, state
 
 topics = typer.Typer(help="Manage topics (pulsar-admin topics).", no_args_is_help=True)
-app.add_typer(topics, name="topics")
 
 
 @topics.command("list", help="List the topics of a namespace.")

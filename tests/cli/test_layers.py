@@ -3,6 +3,8 @@
 - store/ imports nothing from pulsarctl; only store/env.py imports lmdb;
 - pulsarctl/broker/ never imports typer, rich or pulsarctl.cli;
 - nothing outside pulsarctl/cli imports pulsarctl.cli;
+- inside pulsarctl/cli only the entry points (entry.py, docgen.py) import the root,
+  pulsarctl.cli.app: each command module owns its groups and commands and app.py joins them;
 - only pulsarctl/clock.py reads the time (imports `time`, calls datetime.now/utcnow/today);
 - nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr.
 """
@@ -19,6 +21,11 @@ PACKAGES = ("store", "pulsarctl")
 # `python -m pulsarctl` has to reach the command line: pulsarctl/__main__.py is an entry point
 # (as the console script pulsarctl.cli.entry:main in pyproject.toml is), not a layer.
 ENTRY_POINTS = {"pulsarctl/__main__.py"}
+
+# The root command (pulsarctl/cli/app.py) imports the command modules and joins their groups
+# and top-level commands; none of them imports it back to register itself. Only these need
+# the root: the console script runs it, docgen walks its command tree.
+ROOT_IMPORTERS = {"pulsarctl/cli/entry.py", "pulsarctl/cli/docgen.py"}
 
 
 # -- reading the code --------------------------------------------------------------------------
@@ -120,6 +127,9 @@ def import_violations(relpath: str, tree: ast.AST) -> list[str]:
         if (_is(mod, "pulsarctl.cli") and not relpath.startswith("pulsarctl/cli/")
                 and relpath not in ENTRY_POINTS):
             out.append(f"{where} (nothing outside pulsarctl/cli imports it)")
+        if (_is(mod, "pulsarctl.cli.app") and relpath.startswith("pulsarctl/cli/")
+                and relpath not in ROOT_IMPORTERS):
+            out.append(f"{where} (in pulsarctl/cli only the entry points import the root app)")
     return out
 
 
@@ -234,6 +244,13 @@ def test_nothing_outside_cli_imports_cli():
     assert not found, "\n".join(found)
 
 
+def test_in_cli_only_the_entry_points_import_the_root_app():
+    found = _imports_matching(lambda v: "only the entry points import the root app" in v)
+    assert not found, "\n".join(found)
+    names = {rel(p) for p in sources()}
+    assert ROOT_IMPORTERS <= names, ROOT_IMPORTERS - names  # no stale exemption
+
+
 def test_only_clock_reads_the_time():
     found = _all(time_violations)
     assert not found, "\n".join(found)
@@ -277,6 +294,11 @@ def _check(check, relpath, code):
     ("pulsarctl/broker/dispatch/shared.py", "from ...cli import render", "pulsarctl/broker never"),
     ("pulsarctl/client/client.py", "from pulsarctl import cli", "nothing outside pulsarctl/cli"),
     ("pulsarctl/daemon.py", "from .cli.render import err", "nothing outside pulsarctl/cli"),
+    ("pulsarctl/cli/topics_cmd.py", "from pulsarctl.cli.app import app", "only the entry points"),
+    ("pulsarctl/cli/spark_cmd.py", "def f():\n    from pulsarctl.cli import app",
+     "only the entry points"),
+    ("pulsarctl/cli/dlq_cmd.py", "from .app import app", "only the entry points"),
+    ("pulsarctl/cli/perf_cmd.py", "import pulsarctl.cli.app", "only the entry points"),
 ])
 def test_import_check_catches(relpath, code, needle):
     assert any(needle in v for v in _check(import_violations, relpath, code))
@@ -286,6 +308,9 @@ def test_import_check_catches(relpath, code, needle):
     ("store/env.py", "import lmdb"),
     ("pulsarctl/cli/app.py", "from pulsarctl.cli import render"),
     ("pulsarctl/__main__.py", "from pulsarctl.cli.entry import main"),
+    ("pulsarctl/cli/entry.py", "def main():\n    from pulsarctl.cli.app import run"),
+    ("pulsarctl/cli/docgen.py", "def tree():\n    from pulsarctl.cli.app import app"),
+    ("pulsarctl/cli/app.py", "from pulsarctl.cli import client_cmds, topics_cmd"),
     ("pulsarctl/broker/topics.py", "from pulsarctl.names import parse_topic"),
     ("store/ledger.py", "from store import codec\nfrom . import keys"),
 ])
