@@ -1,5 +1,7 @@
 """Topic names exactly as Pulsar's TopicName parses them, plus the -DLQ / -RETRY names (the
-current <topic>-<subscription>-DLQ and the older <namespace>/<subscription>-DLQ)."""
+current <topic>-<subscription>-DLQ and the older <namespace>/<subscription>-DLQ) and the
+properties a dead or retry letter carries (RetryMessageUtil's constants). Every -partition-N,
+-DLQ and -RETRY name is built here."""
 from __future__ import annotations
 
 from pulsarctl.errors import InvalidTopicName, InvalidValue
@@ -9,6 +11,14 @@ DEFAULT_NAMESPACE = "default"
 PARTITIONED_TOPIC_SUFFIX = "-partition-"
 DLQ_SUFFIX = "-DLQ"
 RETRY_SUFFIX = "-RETRY"
+# The properties of a dead or retry letter (RetryMessageUtil): where it came from, kept from the
+# first origin (putIfAbsent), and the retry count and delay.
+REAL_TOPIC = "REAL_TOPIC"
+REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+ORIGIN_MESSAGE_ID_DEPRECATED = "ORIGIN_MESSAGE_IDY_TIME"  # sic: Pulsar's constant has the typo
+RECONSUMETIMES = "RECONSUMETIMES"
+DELAY_TIME = "DELAY_TIME"
 DOMAINS = ("persistent", "non-persistent")
 
 
@@ -161,14 +171,26 @@ def check_subscription(name: str) -> str:
     return name
 
 
+def letter_topic(topic: str, subscription: str, suffix: str) -> str:
+    """<topic>-<subscription><suffix>: the default dead letter (DLQ_SUFFIX) or retry letter
+    (RETRY_SUFFIX) topic name since Pulsar 2.8."""
+    return f"{topic}-{subscription}{suffix}"
+
+
 def dlq_topic(topic: str, subscription: str) -> str:
     """Pulsar's default dead letter topic name: <topic>-<subscription>-DLQ."""
-    return f"{topic}-{subscription}{DLQ_SUFFIX}"
+    return letter_topic(topic, subscription, DLQ_SUFFIX)
 
 
 def retry_topic(topic: str, subscription: str) -> str:
     """Pulsar's default retry letter topic name: <topic>-<subscription>-RETRY."""
-    return f"{topic}-{subscription}{RETRY_SUFFIX}"
+    return letter_topic(topic, subscription, RETRY_SUFFIX)
+
+
+def dlq_producer_name(topic: str, subscription: str, consumer: str, rand: str) -> str:
+    """The name of the producer a consumer moves dead letters with (Pulsar 4.x):
+    <topic>-<subscription>-<consumerName>-<rand>-DLQ."""
+    return f"{topic}-{subscription}-{consumer}-{rand}{DLQ_SUFFIX}"
 
 
 def group_letter_topic(topic: str, subscription: str, suffix: str) -> str:

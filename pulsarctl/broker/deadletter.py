@@ -14,25 +14,25 @@ import string
 from store import codec
 from pulsarctl.broker import producers, subscriptions as subs, topics
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
-from pulsarctl.names import DLQ_SUFFIX, TopicName, parse_topic
+from pulsarctl import names
+from pulsarctl.names import (
+    ORIGIN_MESSAGE_ID, ORIGIN_MESSAGE_ID_DEPRECATED, REAL_SUBSCRIPTION, REAL_TOPIC, TopicName,
+    parse_topic,
+)
 
-REAL_TOPIC = "REAL_TOPIC"
-REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-ORIGIN_MESSAGE_ID_DEPRECATED = "ORIGIN_MESSAGE_IDY_TIME"  # sic: Pulsar's constant has the typo
 _ALNUM = string.ascii_letters + string.digits
 
 
 def dlq_topic(topic: str, subscription: str, policy: dict) -> str:
     """--dead-letter-topic, else <topic>-<subscription>-DLQ; topic is the partition for a
     partitioned topic, as ConsumerImpl's topic is."""
-    return policy.get("deadLetterTopic") or f"{topic}-{subscription}{DLQ_SUFFIX}"
+    return policy.get("deadLetterTopic") or names.dlq_topic(topic, subscription)
 
 
 def producer_name(topic: str, subscription: str, consumer: str) -> str:
     """Pulsar 4.x: <topic>-<subscription>-<consumerName>-<5 random alphanumerics>-DLQ."""
     rand = "".join(secrets.choice(_ALNUM) for _ in range(5))
-    return f"{topic}-{subscription}-{consumer}-{rand}{DLQ_SUFFIX}"
+    return names.dlq_producer_name(topic, subscription, consumer, rand)
 
 
 def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | None:

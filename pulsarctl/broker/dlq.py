@@ -27,16 +27,15 @@ from pulsarctl.errors import (
     UsageError,
 )
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
-from pulsarctl.names import DLQ_SUFFIX, RETRY_SUFFIX, TopicName, parse_topic
+from pulsarctl.names import (
+    DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
+    parse_topic,
+)
 
 SUBSCRIPTION = "pulsarctl-dlq"
 REPLAY_COUNT = "REPLAY_COUNT"
 REPLAY_PRODUCER = "pulsarctl-dlq-replay"
 DEFAULT_MAX_REPLAYS = 3
-# The properties a dead letter carries (pulsarctl/broker/deadletter.py writes them).
-REAL_TOPIC = "REAL_TOPIC"
-REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
-ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 # `dlq stats` age buckets, by time since the message landed in the DLQ (its publish time there).
 AGE_BUCKETS = (("<1m", 60_000), ("<1h", 3_600_000), ("<1d", 86_400_000),
                ("<7d", 7 * 86_400_000))

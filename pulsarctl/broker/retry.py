@@ -13,10 +13,11 @@ from store import codec
 from pulsarctl.broker import deadletter, producers, subscriptions as subs, topics
 from pulsarctl.errors import Conflict
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
-from pulsarctl.names import DLQ_SUFFIX, RETRY_SUFFIX, group_letter_topic, parse_topic
+from pulsarctl.names import (
+    DELAY_TIME, DLQ_SUFFIX, RECONSUMETIMES, RETRY_SUFFIX, group_letter_topic, letter_topic,
+    parse_topic,
+)
 
-RECONSUMETIMES = "RECONSUMETIMES"
-DELAY_TIME = "DELAY_TIME"
 MAX_RECONSUMETIMES = 16
 
 
@@ -41,7 +42,7 @@ def settings_for(topic: str, subscription: str, settings: dict, ctx=None) -> dic
 
 
 def _default_name(ctx, topic: str, subscription: str, suffix: str) -> str:
-    new = f"{topic}-{subscription}{suffix}"
+    new = letter_topic(topic, subscription, suffix)
     if ctx is None:
         return new
     from pulsarctl.broker import partitions

@@ -17,12 +17,10 @@ from contextlib import contextmanager
 from pulsarctl.errors import (
     InvalidValue, JobFailed, PulsarctlError, TopicNotFound, UsageError,
 )
-from pulsarctl.names import parse_topic
+from pulsarctl.names import REAL_SUBSCRIPTION, REAL_TOPIC, parse_topic
 from pulsarctl.spark import _access as access
 
 EXPORT_FORMATS = ("parquet", "json")
-REAL_TOPIC = "REAL_TOPIC"
-REAL_SUBSCRIPTION = "REAL_SUBSCRIPTION"
 DLQ_SUBSCRIPTION = "pulsarctl-dlq"
 NO_VALUE = "(none)"          # as `dlq stats` shows a missing property
 DEFAULT_REASON = "reason"    # the property a dead letter's failure reason is read from
