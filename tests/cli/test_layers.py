@@ -6,7 +6,9 @@
 - inside pulsarctl/cli only the entry points (entry.py, docgen.py) import the root,
   pulsarctl.cli.app: each command module owns its groups and commands and app.py joins them;
 - only pulsarctl/clock.py reads the time (imports `time`, calls datetime.now/utcnow/today);
-- nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr.
+- nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr;
+- every exception class is in pulsarctl/errors.py (store's in store/errors.py);
+- only pulsarctl/names.py builds -DLQ, -RETRY and -partition-N names.
 """
 from __future__ import annotations
 
@@ -383,3 +385,159 @@ def test_output_check_allows(code):
 def test_output_check_allows_render():
     assert _check(output_violations, "pulsarctl/cli/render.py",
                   "import sys\nsys.stdout.write('x')\nprint()") == []
+
+
+# -- one exception tree, one place for derived topic names --------------------------------------
+# Every exception class lives in pulsarctl/errors.py (store/, which imports nothing from
+# pulsarctl, keeps its own in store/errors.py); every -DLQ, -RETRY and -partition-N name is built
+# by a function of pulsarctl/names.py.
+EXCEPTION_HOMES = {"pulsarctl/errors.py", "store/errors.py"}
+BUILTIN_EXCEPTIONS = {n for n, v in vars(__import__("builtins")).items()
+                      if isinstance(v, type) and issubclass(v, BaseException)}
+DERIVED_SUFFIXES = ("-DLQ", "-RETRY", "-partition-")
+SUFFIX_CONSTANTS = {"DLQ_SUFFIX", "RETRY_SUFFIX", "PARTITIONED_TOPIC_SUFFIX"}
+
+
+def _base_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _classes(tree: ast.AST) -> list[ast.ClassDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+
+
+def exception_names(trees) -> set[str]:
+    """Names of the classes that derive from an exception, through any chain of classes the
+    trees define (BacklogQuotaHold(BacklogQuotaExceeded(PulsarctlError(Exception))))."""
+    known = set(BUILTIN_EXCEPTIONS) | {"PulsarctlError", "StoreError"}
+    classes = [c for tree in trees for c in _classes(tree)]
+    grew = True
+    while grew:
+        grew = False
+        for c in classes:
+            if c.name not in known and any(_base_name(b) in known for b in c.bases):
+                known.add(c.name)
+                grew = True
+    return known
+
+
+def exception_violations(relpath: str, tree: ast.AST, exceptions: set[str]) -> list[str]:
+    if relpath in EXCEPTION_HOMES:
+        return []
+    return [f"{relpath}:{c.lineno}: class {c.name} is an exception (exception classes live in "
+            f"pulsarctl/errors.py, store's in store/errors.py)" for c in _classes(tree)
+            if any(_base_name(b) in exceptions for b in c.bases)]
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)):
+                out.add(id(body[0].value))
+    return out
+
+
+def suffix_violations(relpath: str, tree: ast.AST) -> list[str]:
+    """A string (or a piece of an f-string) ending in -DLQ, -RETRY or -partition-, or names.py's
+    DLQ_SUFFIX, RETRY_SUFFIX or PARTITIONED_TOPIC_SUFFIX put into an f-string or added to a
+    string, builds a derived topic name: only pulsarctl/names.py does. Docstrings, comments and
+    text that only mentions such a name (help, hints, patterns) build none; testing a name with
+    .endswith(DLQ_SUFFIX) builds none either."""
+    if relpath == "pulsarctl/names.py":
+        return []
+    docs = _docstrings(tree)
+    why = "(pulsarctl/names.py builds every -DLQ, -RETRY and -partition-N name)"
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docs and node.value.endswith(DERIVED_SUFFIXES)):
+            out.append(f"{relpath}:{node.lineno}: {node.value!r} {why}")
+        parts = []
+        if isinstance(node, ast.JoinedStr):
+            parts = [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+            parts = [node.left, node.right]
+        for part in parts:
+            if _base_name(part) in SUFFIX_CONSTANTS:
+                out.append(f"{relpath}:{node.lineno}: builds a name with {_base_name(part)} "
+                           f"{why}")
+    return out
+
+
+def test_every_exception_class_is_in_errors_py():
+    trees = list(parsed())
+    exceptions = exception_names(tree for _, tree in trees)
+    found = [v for r, tree in trees for v in exception_violations(r, tree, exceptions)]
+    assert not found, "\n".join(found)
+
+
+def test_names_py_builds_every_derived_topic_name():
+    found = _all(suffix_violations)
+    assert not found, "\n".join(found)
+
+
+def test_the_exception_scan_sees_the_trees():
+    exceptions = exception_names(tree for _, tree in parsed())
+    for must in ("PulsarctlError", "NotFound", "TopicNotFound", "StoreError", "StoreDamaged",
+                 "InvalidValue", "ValueError"):
+        assert must in exceptions
+
+
+@pytest.mark.parametrize("code", [
+    "class Boom(Exception):\n    pass",
+    "class Bad(ValueError):\n    pass",
+    "from pulsarctl.errors import NotFound\nclass Gone(NotFound):\n    pass",
+    "from pulsarctl import errors\nclass Gone(errors.Conflict):\n    pass",
+    "class A(Exception):\n    pass\nclass B(A):\n    pass",
+    "def f():\n    class Local(RuntimeError):\n        pass",
+])
+def test_exception_check_catches(code):
+    tree = ast.parse(code)
+    exceptions = exception_names([tree, ast.parse("class NotFound(PulsarctlError): pass\n"
+                                                  "class Conflict(PulsarctlError): pass")])
+    assert exception_violations("pulsarctl/broker/topics.py", tree, exceptions)
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/errors.py", "class NotFound(PulsarctlError):\n    exit_code = 3"),
+    ("store/errors.py", "class StoreError(Exception):\n    pass"),
+    ("pulsarctl/broker/topics.py", "class Info:\n    pass\nclass Kind(enum.Enum):\n    A = 1"),
+])
+def test_exception_check_allows(relpath, code):
+    tree = ast.parse(code)
+    assert exception_violations(relpath, tree, exception_names([tree])) == []
+
+
+@pytest.mark.parametrize("code", [
+    "x = f'{topic}-{sub}-DLQ'",
+    "x = topic + '-RETRY'",
+    "x = f'{name}-partition-{i}'",
+    "x = name.endswith('-DLQ')",
+    "SUFFIX = '-partition-'",
+    "from pulsarctl.names import DLQ_SUFFIX\nx = f'{topic}-{sub}{DLQ_SUFFIX}'",
+    "from pulsarctl import names\nx = topic + names.RETRY_SUFFIX",
+    "x = f'{t}{names.PARTITIONED_TOPIC_SUFFIX}{i}'",
+])
+def test_suffix_check_catches(code):
+    assert _check(suffix_violations, "pulsarctl/broker/deadletter.py", code)
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/names.py", "DLQ_SUFFIX = '-DLQ'\nx = f'{t}-{s}{DLQ_SUFFIX}'"),
+    ("pulsarctl/broker/retry.py", "'''<topic>-<subscription>-RETRY'''\n# name-DLQ"),
+    ("pulsarctl/broker/retry.py", "def f():\n    '''<topic>-<subscription>-RETRY'''"),
+    ("pulsarctl/cli/client_cmds.py", "h = 'Dead letter topic (default <topic>-<sub>-DLQ).'"),
+    ("pulsarctl/cli/complete.py", "import re\nP = re.compile(r'^(.*)-partition-\\d+$')"),
+    ("pulsarctl/broker/dlq.py", "from pulsarctl.names import dlq_topic\nx = dlq_topic(t, s)"),
+    ("pulsarctl/broker/fired.py", "from pulsarctl.names import RETRY_SUFFIX\n"
+                                  "x = name.endswith(RETRY_SUFFIX)"),
+])
+def test_suffix_check_allows(relpath, code):
+    assert _check(suffix_violations, relpath, code) == []
