@@ -35,11 +35,13 @@ DATABASES = (
     "cursors",     # (managed-ledger id, cursor name) -> cursor state
     "acked",       # (cursor id, first offset) -> last offset: individually deleted ranges
     "tables",      # (table name, key...) -> value, for the layers above (see Env.table)
-    "pending",     # (cursor id, offset) -> who holds a delivered, unacked entry
-    "replay",      # (cursor id, offset) -> entries to deliver again
+    "pending",     # (cursor id, offset) -> [consumer, delivered at, redelivery count
+                   #   (, nacked flag, a batch's message count)]: delivered, unacked entries
+    "replay",      # (cursor id, offset) -> redelivery count: entries to deliver again
     "delayed",     # (cursor id, deliver-at ms, offset) -> b"": the delayed-delivery index
     "redelivery",  # (cursor id, offset) -> redelivery count, persisted (Pulsar keeps it in memory)
-    "timers",      # (cursor id, due ms, offset) -> [kind, managed-ledger id, cursor name]
+    "timers",      # (cursor id, due ms, offset) -> [kind, managed-ledger id, subscription,
+                   #   consumer, delivered at]: nack and ack-timeout timers (broker/timers.py)
 )
 
 MapFullError = lmdb.MapFullError

@@ -116,13 +116,15 @@ def _items(ctx, dbname: str, cid: int):
 
 
 def pending_items(ctx, cid: int):
-    """(offset, [consumer name, delivered at, redelivery count]) in offset order."""
+    """(offset, pending record) in offset order: [consumer name, delivered at, redelivery
+    count], then a nacked flag once nacked and a batch entry's message count (pending_record)."""
     return _items(ctx, "pending", cid)
 
 
 def pending_map(ctx, cid: int) -> dict:
-    """{offset: [consumer name, delivered at, redelivery count]}, all at once (decoded in one
-    go: what a timer sweep over many messages wants)."""
+    """{offset: pending record} ([consumer name, delivered at, redelivery count, and maybe a
+    nacked flag and a batch's message count]), all at once (decoded in one go: what a timer
+    sweep over many messages wants)."""
     cur = ctx.env.cursor(ctx.txn, "pending")
     prefix = keys.u64(cid)
     offs, vals = [], []
@@ -138,7 +140,8 @@ def pending_map(ctx, cid: int) -> dict:
 
 def pending_record(consumer: str, delivered_at: int, rc: int, size: int = 1) -> list:
     """A pending record: [consumer, delivered at, redelivery count], and for a batch entry
-    [.., nacked flag, its message count] (the unacked counts need the size)."""
+    [.., nacked flag, its message count] (the unacked counts need the size). A nack sets the
+    flag ([3] = 1) on any record (nacks.py), which voids its ack timeout."""
     return [consumer, delivered_at, rc] if size <= 1 else [consumer, delivered_at, rc, 0, size]
 
 

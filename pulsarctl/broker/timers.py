@@ -1,8 +1,10 @@
 """The durable schedule that everything due-at-a-time goes through (nack delays and ack
 timeouts). A timer is a record (cursor id, due ms, offset) -> [kind, managed-ledger id,
-subscription, consumer, delivered at]; it fires lazily when a command touches its
-subscription, or when the clock is advanced, or from the daemon — correctness never depends on
-who fires it, nor on whether the consumer that set it is still there."""
+subscription, consumer, delivered at]: kind is NACK (nacks.py) or ACK_TIMEOUT (unacked.py),
+consumer and delivered at are copied from the message's pending record. It fires lazily when a
+command touches its subscription, or when the clock is advanced, or from the daemon —
+correctness never depends on who fires it, nor on whether the consumer that set it is still
+there."""
 from __future__ import annotations
 
 from store import codec, keys
@@ -19,8 +21,8 @@ def schedule(ctx, c, due: int, offset: int, kind: str, consumer: str | None = No
 
 
 def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, int, list]]:
-    """Remove and return (due, offset, [kind, ml id, subscription, consumer]) of the timers of
-    cid due at or before now."""
+    """Remove and return (due, offset, [kind, ml id, subscription, consumer, delivered at]) of
+    the timers of cid due at or before now."""
     cur = ctx.txn.cursor(db=ctx.env.db["timers"])
     prefix = keys.u64(cid)
     at, vals = [], []

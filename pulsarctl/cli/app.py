@@ -1,4 +1,7 @@
-"""The root command, its global options, and the one place errors become exit codes."""
+"""The root command and its global options: joins the command modules' Typer groups and
+top-level commands (_join), moves global options written after a subcommand in front of it
+(hoist_globals), and run() runs a command line through errmap.guarded, the one place errors
+become exit codes (click's usage errors mapped first by _click_errors)."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
