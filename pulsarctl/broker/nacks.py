@@ -10,45 +10,14 @@ counted (or goes to the dead letter topic), whichever process fires it: a later 
 subscription, `clock advance`, the daemon or `daemon run-once`."""
 from __future__ import annotations
 
-import math
-
 from store import codec, keys
 from pulsarctl.broker import deadletter, redelivery, subscriptions as subs, timers
+from pulsarctl.broker.backoff import backoff_next
 from pulsarctl.broker.unacked import ACK_TIMEOUT
-from pulsarctl.errors import InvalidValue
 
 DEFAULT_NACK_DELAY_MS = 60_000
 MIN_NACK_DELAY_MS = 100          # NegativeAcksTracker.MIN_NACK_DELAY_MS
 NACK_PRECISION_BITS = 8          # negativeAckPrecisionBitCnt: deadlines in 256 ms buckets
-
-
-def backoff_next(min_ms: int, max_ms: int, multiplier: float, count: int) -> int:
-    """MultiplierRedeliveryBackoff.next(count)."""
-    if count <= 0 or min_ms <= 0:
-        return min_ms
-    max_pow = int(math.log(max_ms / min_ms) / math.log(multiplier)) + 1
-    if count > max_pow:
-        return max_ms
-    return min(int(min_ms * multiplier ** count), max_ms)
-
-
-def parse_backoff(text: str) -> list:
-    """MIN:MAX[:MULTIPLIER] with durations (100ms:1s:2); checked as the builder checks."""
-    from pulsarctl.units import parse_duration_ms
-
-    parts = str(text).split(":")
-    if len(parts) not in (2, 3):
-        raise InvalidValue(f"invalid backoff {text!r}", hint="write MIN:MAX[:MULTIPLIER], e.g. 1s:60s:2")
-    lo, hi = parse_duration_ms(parts[0], "backoff minimum"), parse_duration_ms(parts[1], "backoff maximum")
-    try:
-        mult = float(parts[2]) if len(parts) == 3 else 2.0
-    except ValueError:
-        raise InvalidValue(f"invalid backoff multiplier {parts[2]!r}", hint="e.g. 2") from None
-    if hi < lo:
-        raise InvalidValue(f"backoff maximum {parts[1]} is below the minimum {parts[0]}")
-    if not mult > 1:
-        raise InvalidValue(f"backoff multiplier must be greater than 1, not {parts[2]}")
-    return [lo, hi, mult]
 
 
 def delay_ms(policy: dict, count: int) -> int:

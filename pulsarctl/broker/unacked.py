@@ -7,6 +7,7 @@ durable timer rounded up to the tick, so the window is the same and survives pro
 from __future__ import annotations
 
 from pulsarctl.broker import timers
+from pulsarctl.broker.backoff import backoff_next
 from pulsarctl.errors import InvalidValue
 
 ACK_TIMEOUT = "ackTimeout"
@@ -27,8 +28,6 @@ def due(policy: dict, delivered_at: int, count: int) -> int | None:
     timeout = policy.get("ackTimeoutMs") or 0
     if timeout <= 0:
         return None
-    from pulsarctl.broker.nacks import backoff_next
-
     tick = min(policy.get("ackTimeoutTickMs") or DEFAULT_TICK_MS, timeout)
     extra = 0
     backoff = policy.get("ackTimeoutBackoff")

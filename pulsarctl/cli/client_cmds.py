@@ -106,7 +106,8 @@ def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, 
               enable_retry=False, retry_letter_topic=None):
     """The policy flags as the subscription stores them; flags left out stay None (kept)."""
     from pulsarctl.broker import unacked
-    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS, parse_backoff
+    from pulsarctl.broker.backoff import parse_backoff
+    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
     from pulsarctl.units import parse_duration_ms
 
     timeout = parse_duration_ms(ack_timeout, "--ack-timeout") if ack_timeout else None

@@ -12,7 +12,8 @@ import pytest
 
 import pulsarctl
 from pulsarctl.broker import deadletter
-from pulsarctl.broker.nacks import backoff_next, delay_ms, parse_backoff
+from pulsarctl.broker.backoff import backoff_next, parse_backoff
+from pulsarctl.broker.nacks import delay_ms
 from pulsarctl.client.client import ConsumerDeadLetterPolicy, ConsumerType, InitialPosition
 from pulsarctl.errors import InvalidValue, MessageNotFound, PulsarctlError, Timeout
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, parse_message_id

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 
 import pulsarctl
-from pulsarctl.broker.nacks import backoff_next
+from pulsarctl.broker.backoff import backoff_next
 from pulsarctl.broker.unacked import due as ack_due
 from pulsarctl.client.client import ConsumerType, InitialPosition
 from pulsarctl.errors import InvalidValue, Timeout
