@@ -104,7 +104,7 @@ def route(ctx, c, target: TopicName, key: str | None) -> TopicName:
     n = partitions.get(ctx, target)
     if not n:
         return target
-    from pulsarctl.broker.hashing import PartitionRouter
+    from pulsarctl.broker.routing import PartitionRouter
 
     router = PartitionRouter(n, start=c.props.get(_ROUND_ROBIN, 0))
     i = router.choose(key)

@@ -495,7 +495,7 @@ class _Routes:
                 return target.partition(i)
         router = self.routers.get(str(target))
         if router is None:
-            from pulsarctl.broker.hashing import PartitionRouter
+            from pulsarctl.broker.routing import PartitionRouter
 
             router = self.routers[str(target)] = PartitionRouter(n)
         return target.partition(router.choose(m.key, self.ctx.now))

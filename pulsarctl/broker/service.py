@@ -435,7 +435,7 @@ class Broker(CursorAdmin, DlqAdmin):
                                          compression=compression, schema=schema,
                                          chunking=chunking, batching=batching)
             if route is None:
-                from pulsarctl.broker.hashing import PartitionRouter
+                from pulsarctl.broker.routing import PartitionRouter
 
                 chooser = PartitionRouter(n).choose
             else:

@@ -209,7 +209,7 @@ class Producer:
         """The router for a partitioned topic of n partitions, kept across sends as a Java
         producer keeps its MessageRouter (so round robin continues where it stopped)."""
         if self._router is None or self._router.num_partitions != n:
-            from pulsarctl.broker.hashing import PartitionRouter
+            from pulsarctl.broker.routing import PartitionRouter
 
             b = self._batcher
             self._router = PartitionRouter(n, *self._routing, batching=b is not None,

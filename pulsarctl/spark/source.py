@@ -476,7 +476,7 @@ class Writer(DataSourceArrowWriter):
         self.dedup = access.flag(o, "deduplication", True)
         self.per_txn = access.whole(o, "maxEntriesPerTransaction", CHUNK_ENTRIES)
         self.scheme = o.get("hashingscheme") or "JavaStringHash"
-        from pulsarctl.broker.hashing import HASHING_SCHEMES
+        from pulsarctl.broker.routing import HASHING_SCHEMES
 
         if self.scheme not in HASHING_SCHEMES:
             raise InvalidValue(f"unknown hashingScheme {self.scheme!r}",
@@ -488,7 +488,7 @@ class Writer(DataSourceArrowWriter):
     def write(self, iterator):
         from pyspark import TaskContext
 
-        from pulsarctl.broker.hashing import PartitionRouter
+        from pulsarctl.broker.routing import PartitionRouter
         from pulsarctl.messages import OutgoingMessage
         from pulsarctl.spark._arrow import rows_for_publish
 

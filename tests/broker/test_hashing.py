@@ -7,9 +7,11 @@ import base64
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from pulsarctl.broker.hashing import (
-    DEFAULT_RANGE_SIZE, HASHING_SCHEMES, NONE_KEY, PartitionRouter, failover_active, hash_key,
-    java_hash_code, java_string_hash, murmur3_32_hash, sticky_key, sticky_key_hash)
+from pulsarctl.broker.dispatch.failover import failover_active
+from pulsarctl.broker.dispatch.selectors import (
+    DEFAULT_RANGE_SIZE, NONE_KEY, sticky_key, sticky_key_hash)
+from pulsarctl.broker.hashing import java_hash_code, java_string_hash, murmur3_32_hash
+from pulsarctl.broker.routing import HASHING_SCHEMES, PartitionRouter, hash_key
 from pulsarctl.errors import InvalidValue
 
 import mmh3

@@ -13,7 +13,7 @@ from pulsarctl.broker.dispatch.selectors import (
     AUTO_SPLIT, CONSISTENT_HASHING, POLICIES, STICKY, AutoSplitSelector, ConsistentHashingSelector,
     ConsumerAssignError, StickySelector, make_selector, parse_sticky_ranges, slot_of,
     validate_sticky_ranges)
-from pulsarctl.broker.hashing import sticky_key_hash
+from pulsarctl.broker.dispatch.selectors import sticky_key_hash
 from pulsarctl.errors import Conflict, InvalidValue
 
 NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f", "g", "h"])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pulsarctl.broker.hashing import sticky_key_hash
+from pulsarctl.broker.dispatch.selectors import sticky_key_hash
 from cli_helpers import one_error_line
 from consumer_helpers import ack_records, consumers_of, payloads, produce_keyed, receive, sub_stats
 

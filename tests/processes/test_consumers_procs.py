@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pulsarctl.broker.hashing import sticky_key_hash
+from pulsarctl.broker.dispatch.selectors import sticky_key_hash
 from cli_helpers import ok, one_error_line, rows
 from consumer_helpers import payloads, produce_keyed, sub_stats
 from procs import Collector, wait_for

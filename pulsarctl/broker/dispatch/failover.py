@@ -5,14 +5,44 @@ partition picks `partition index % count`, and a non-partitioned topic uses the 
 Pulsar 3.0+ (100 points per consumer, the topic name's murmur3 hash, ceiling entry)."""
 from __future__ import annotations
 
+import bisect
+
 from pulsarctl.broker.dispatch import exclusive
+from pulsarctl.broker.hashing import murmur3_32_hash
+
+CONSUMER_CONSISTENT_HASH_REPLICAS = 100  # AbstractDispatcherSingleActiveConsumer
+
+
+# -- Failover active consumer ------------------------------------------------------------------
+def _failover_ring(names: list[str]) -> tuple[list[int], list[int]]:
+    ring: dict[int, int] = {}
+    for i, name in enumerate(names):
+        for j in range(CONSUMER_CONSISTENT_HASH_REPLICAS):
+            ring[murmur3_32_hash(f"{name}{j}")] = i  # TreeMap.put: a later insert overwrites
+    keys = sorted(ring)
+    return keys, [ring[k] for k in keys]
+
+
+def failover_active(consumer_names_sorted: list[str], topic_name: str, partition_index: int,
+                    *, consistent_hashing: bool = False) -> int:
+    """AbstractDispatcherSingleActiveConsumer (3.0+): the index of the active consumer among
+    the highest-priority consumers, already sorted by (priority, name). A partition takes
+    partition_index % n; a non-partitioned topic (and, with the broker's 4.x
+    activeConsumerFailoverConsistentHashing, a partition too) takes the hash ring: 100 points
+    murmur3(name + j) per consumer, the ceiling of murmur3(topic_name), else the first point."""
+    n = len(consumer_names_sorted)
+    if n == 0:
+        raise ValueError("failover_active needs at least one consumer")
+    if partition_index >= 0 and not consistent_hashing:
+        return partition_index % n
+    keys, owners = _failover_ring(consumer_names_sorted)
+    i = bisect.bisect_left(keys, murmur3_32_hash(topic_name))
+    return owners[i] if i < len(keys) else owners[0]
 
 
 def active(live: list[dict], partition: int = -1, topic_name: str = "") -> dict | None:
     if not live:
         return None
-    from pulsarctl.broker.hashing import failover_active
-
     top = min(r.get("priority", 0) for r in live)
     same = sorted((r for r in live if r.get("priority", 0) == top), key=lambda r: r["name"])
     return same[failover_active([r["name"] for r in same], topic_name, partition)]

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import delayed, redelivery, subscriptions as subs
-from pulsarctl.broker.dispatch.selectors import make_selector
-from pulsarctl.broker.hashing import sticky_key
+from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key
 from pulsarctl.errors import ConsumerBusy
 from pulsarctl.messages import MessageId, message_from_entry
 

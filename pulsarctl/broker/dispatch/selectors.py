@@ -4,17 +4,24 @@
 - ConsistentHashingSelector: ConsistentHashingStickyKeyConsumerSelector ("consistent-hashing");
 - StickySelector: HashRangeExclusiveStickyKeyConsumerSelector ("sticky", fixed ranges).
 
-A selector maps a slot (see slot_of) to a consumer name. Its state is plain lists, dicts, ints
+sticky_key and sticky_key_hash (Commands.peekStickyKey,
+StickyKeyConsumerSelectorUtils.makeStickyKeyHash) give a message's sticky key and its slot; a
+selector maps a slot (see slot_of) to a consumer name. Its state is plain lists, dicts, ints
 and strings (to_state / from_state), because the caller keeps it in the store between
 processes. Consumers are identified by name, as in pulsarctl's consumer records."""
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import re
 
-from pulsarctl.broker.hashing import DEFAULT_RANGE_SIZE, STICKY_KEY_HASH_NOT_SET, sticky_key_hash
+from pulsarctl.broker.hashing import java_utf8, murmur3_32_hash
 from pulsarctl.errors import ConsumerAssignError, InvalidValue
 
+DEFAULT_RANGE_SIZE = 2 << 15  # StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE = 65536
+STICKY_KEY_HASH_NOT_SET = 0  # StickyKeyConsumerSelector: 0 means "no hash", so slots are >= 1
+NONE_KEY = b"NONE_KEY"  # Commands.NONE_KEY
 AUTO_SPLIT = "auto-split"
 CONSISTENT_HASHING = "consistent-hashing"
 STICKY = "sticky"
@@ -23,6 +30,37 @@ DEFAULT_POINTS = 100  # subscriptionKeySharedConsistentHashingReplicaPoints
 MAX_SLOT = DEFAULT_RANGE_SIZE - 1  # 65535
 _RANGE_RE = re.compile(r"\s*(\d+)\s*-\s*(\d+)\s*", re.ASCII)
 RANGES_HINT = "give inclusive ranges inside [0, 65535] as START-END[,START-END...], e.g. 0-32767"
+
+
+# -- Key_Shared sticky key and slot ------------------------------------------------------------
+def sticky_key(ordering_key: bytes | str | None, key: str | None, producer_name: str | None,
+               sequence_id: int | None, *, partition_key_b64_encoded: bool = False) -> bytes:
+    """Commands.peekStickyKey / resolveStickyKey: the ordering key, else the partition key
+    (Base64-decoded when it was set as bytes), else producerName + "-" + sequenceId, else
+    NONE_KEY. None means "not set"; an empty key is set."""
+    if ordering_key is not None:
+        return java_utf8(ordering_key) if isinstance(ordering_key, str) else bytes(ordering_key)
+    if key is not None:
+        if partition_key_b64_encoded:
+            try:
+                return base64.b64decode(key, validate=True)
+            except (binascii.Error, ValueError):
+                # Java's decoder throws inside peekStickyKey's try, which returns NONE_KEY.
+                return NONE_KEY
+        return java_utf8(key)
+    if producer_name is not None and sequence_id is not None:
+        return java_utf8(f"{producer_name}-{sequence_id}")
+    return NONE_KEY
+
+
+def sticky_key_hash(key: bytes | str, range_start: int = 0,
+                    range_end: int = DEFAULT_RANGE_SIZE - 1) -> int:
+    """StickyKeyConsumerSelectorUtils.makeStickyKeyHash (4.x): the slot of a sticky key in the
+    inclusive range [range_start, range_end]. Range.size() is end - start + 1 in
+    pulsar-client-api's Range, so [0, 65535] gives h % 65536 and [1, 65535] gives h % 65535 + 1.
+    A result of 0 (STICKY_KEY_HASH_NOT_SET) becomes 1."""
+    slot = murmur3_32_hash(key) % (range_end - range_start + 1) + range_start
+    return STICKY_KEY_HASH_NOT_SET + 1 if slot == STICKY_KEY_HASH_NOT_SET else slot
 
 
 def _merge(ranges: list[list[int]]) -> list[tuple[int, int]]:
