@@ -26,7 +26,10 @@ one row for each entry that is no message by itself (a chunk before a message's 
 The payload is therefore held twice (value decompressed and joined, __entry as stored); Parquet's
 zstd compression takes back much of it.
 
-Reading an offloaded ledger needs pyarrow (the spark extra), as writing one does.
+Reading an offloaded ledger needs pyarrow (the spark extra), as writing one does. The columns
+and their record batches are pulsarctl/arrow_columns.py's, and the entries are scanned as
+readers see them by pulsarctl/broker/scan.py, both below the Spark data source: the broker
+side never imports pulsarctl.spark.
 """
 from __future__ import annotations
 
@@ -34,7 +37,9 @@ import json
 import os
 from collections import OrderedDict
 
-from store import codec
+# The data source's columns (arrow_columns imports pyarrow only when called: the plain install
+# has no pyarrow).
+from pulsarctl.arrow_columns import arrow_schema as columns, record_batch
 from pulsarctl.errors import (
     InvalidValue, OffloadedLedgerMissing, OffloadUnavailable, PulsarctlError, TopicNotFound,
 )
@@ -101,8 +106,6 @@ def topic_dir(root: str, t: TopicName) -> str:
 
 def arrow_schema():
     pa, _pq = _pyarrow()
-    from pulsarctl.spark._arrow import arrow_schema as columns
-
     return pa.schema(list(columns()) + [
         pa.field("__ledgerId", pa.int64()), pa.field("__entryId", pa.int64()),
         pa.field("__entry", pa.binary()), pa.field("__visible", pa.bool_())])
@@ -111,16 +114,12 @@ def arrow_schema():
 def ledger_table(ctx, info, t: TopicName, row):
     """The Arrow table of one closed ledger (see the module's docstring)."""
     pa, _pq = _pyarrow()
-    from pulsarctl.spark._access import _whole_messages
-    from pulsarctl.spark._arrow import arrow_schema as columns, record_batch
+    # pulsarctl.broker loads this module (broker/service.py): its modules are imported when
+    # called, as below
+    from pulsarctl.broker.scan import scan_messages
 
     lid, first, n = row[0], row[1], row[2]
-    rows = list(ctx.ledgers.scan(ctx.txn, info, first, first + n))
-    recs = [codec.decode(r[3]) for r in rows]
-    if recs and max(map(len, recs)) > 9:
-        wrows, wrecs = _whole_messages(ctx, info, rows, recs)
-    else:
-        wrows, wrecs = rows, recs
+    rows, wrows, wrecs = scan_messages(ctx, info, first, first + n)
     msgs = record_batch(pa.schema(list(columns())), str(t), t.partition_index, wrows, wrecs)
     # A row per message (a batch gives several per entry) and one per entry that is no message
     # (a chunk before the last); the entry's bytes go on its first row only.

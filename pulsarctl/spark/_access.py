@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 
 from store import codec
+from pulsarctl.broker.scan import IdColumns, whole_messages
 from pulsarctl.errors import (
     AlreadyExists, DataLoss, InvalidValue, MessageNotFound, TopicNotFound,
 )
@@ -374,9 +375,10 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
     entries, fewer when they are large (see chunk_entries). Returns (next offset, rows,
     records): rows are (offset, ledger id, entry id, raw) and records the decoded entries,
     [publishTime, producer, sequenceId, payload, properties, key, orderingKey, eventTime, ...]
-    (pulsarctl/messages.py's layout) with payloads as readers see them (_whole_messages).
+    (pulsarctl/messages.py's layout) with payloads as readers see them (broker/scan.py's
+    whole_messages).
     With columnar, (fields, types) for spark/_columnar.py, records may instead be a
-    _columnar.Columns of those fields, when every entry of the chunk is a plain one."""
+    arrow_columns.Columns of those fields, when every entry of the chunk is a plain one."""
     from pulsarctl.broker import topics
 
     t = parse_topic(name)
@@ -424,61 +426,10 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
                 for e in range(e0, e0 + k):
                     rows.append((o, lid, e, values[o - s]))
                     o += 1
-            rows, recs = _whole_messages(ctx, info, rows, recs)
+            rows, recs = whole_messages(ctx, info, rows, recs)
             return stop, rows, recs
         return stop, IdColumns(runs), recs
     return b.read(run)
-
-
-class IdColumns(list):
-    """The runs (ledger id, first entry id, count) of scanned entries: what record_batch needs
-    of rows to make message ids, without a tuple per entry."""
-
-
-def _whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
-    """Entries as a reader sees messages: a batch as its messages (rows get a fifth field, the
-    batch index), a compressed payload decompressed, and a chunked
-    message as one message with its whole payload at its last chunk (its id is the last
-    chunk's, as the broker has it); its other chunks, and a message whose chunks cannot all be
-    found (trimmed), give no row."""
-    from pulsarctl import compression
-    from pulsarctl.broker import batches, chunks
-
-    here = None
-    out_rows, out_recs = [], []
-    for row, r in zip(rows, recs):
-        if batches.is_batch(r):
-            # One row per message of the batch, its id with the batch index (row[4]).
-            for i, m in batches.messages_of(r, f"{row[1]}:{row[2]}"):
-                out_rows.append((row[0], row[1], row[2], row[3], i))
-                out_recs.append(m)
-            continue
-        if len(r) > 9:
-            meta = chunks.meta(r)
-            code, size = r[9], r[10]
-            if meta is not None:
-                if meta[1] != meta[2] - 1:
-                    continue
-                found = chunks.group(ctx, info, row[0], r)
-                if len(found) < meta[2]:
-                    continue
-                if here is None:
-                    here = {x[0]: y for x, y in zip(rows, recs)}
-                pieces = []
-                for _cid, o in sorted(found.items()):
-                    rec = here.get(o)
-                    if rec is None:
-                        rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-                    pieces.append(rec[3])
-                r = list(r)
-                r[3] = b"".join(pieces)
-            else:
-                r = list(r)
-            if code:
-                r[3] = compression.decompress(code, r[3], size, f"{row[1]}:{row[2]}")
-        out_rows.append(row)
-        out_recs.append(r)
-    return out_rows, out_recs
 
 
 def current(b, names_ml: dict) -> dict:

@@ -18,11 +18,12 @@ import gc
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pulsarctl.broker import batches, chunks
-from pulsarctl.spark._arrow import _binary, _properties
-from pulsarctl.spark._columnar import (
-    EVENT, KEY, PAYLOAD, PRODUCER, PROPS, PUBLISH, SEQ, Columns, _arange, _s,
+from pulsarctl.arrow_columns import (
+    Columns, arange as _arange, binary_array as _binary, int64 as _s,
+    properties_array as _properties,
 )
+from pulsarctl.broker import batches, chunks
+from pulsarctl.spark._columnar import EVENT, KEY, PAYLOAD, PRODUCER, PROPS, PUBLISH, SEQ
 from store import codec
 
 

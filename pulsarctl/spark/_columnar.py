@@ -19,6 +19,7 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pulsarctl.arrow_columns import Columns, arange as _arange, int64 as _s, pattern as _pattern
 from pulsarctl.errors import Unsupported
 
 # The fields of a stored entry (pulsarctl/messages.py) this reads, by index.
@@ -28,13 +29,6 @@ _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "ma
 MAX_FIELDS = 9  # a tenth field is compression metadata: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
-
-
-@lru_cache(maxsize=None)
-def _s(v: int) -> pa.Scalar:
-    """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
-    conversion tries to import dateutil each time it is missing (slower than the kernel)."""
-    return pa.scalar(v, pa.int64())
 
 
 @lru_cache(maxsize=None)
@@ -78,23 +72,6 @@ _TRUE = pa.scalar(True, pa.bool_())
 _FALSE = pa.scalar(False, pa.bool_())
 
 
-_PATTERNS: dict = {}
-
-
-def _pattern(kind: str, k: int, length: int, make) -> pa.Array:
-    """The first `length` items of an index pattern that only grows (made for at least 16,384
-    items, remade bigger when asked for more), so chunks of any size share it."""
-    have = _PATTERNS.get((kind, k))
-    if have is None or len(have) < length:
-        have = _PATTERNS[(kind, k)] = make(max(length, 16384 * max(k, 1)))
-    return have.slice(0, length)
-
-
-def _arange(n: int) -> pa.Array:
-    """0, 1, .., n-1."""
-    return _pattern("arange", 0, n, lambda size: pa.array(range(size), pa.int64()))
-
-
 def _repeat_rows(n: int, k: int) -> pa.Array:
     """0,..,0, 1,..,1, ..: each row index k times."""
     return _pattern("rep", k, n * k, lambda size: pa.array(
@@ -115,21 +92,6 @@ def _interleave_index(n: int, m: int) -> pa.Array:
     """Where item (row r, column j) of m columns of n, stacked column after column, is taken
     from when they are laid out row after row: j * n + r."""
     return pc.add(_repeat_rows(n, m), pc.multiply(_tile(n, m), _s(n)))
-
-
-class Columns:
-    """The decoded fields of one chunk: ints as int64 arrays with nulls, strings and binaries
-    as Arrow arrays, properties as a map array; what record_batch takes instead of records.
-    ids: None (one message per entry: the ids come from the scanned runs), or each entry's
-    (ledger id, entry id, messages in its batch; 0 for a plain entry)."""
-
-    def __init__(self, n: int, arrays: dict, ids: tuple | None = None):
-        self.n = n
-        self.arrays = arrays
-        self.ids = ids
-
-    def __len__(self):
-        return self.n
 
 
 class _Chunk:

@@ -9,6 +9,9 @@
 - nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr;
 - every exception class is in pulsarctl/errors.py (store's in store/errors.py);
 - only pulsarctl/names.py builds -DLQ, -RETRY and -partition-N names.
+- the broker side (pulsarctl/broker, pulsarctl/client, offload.py, daemon.py) never imports
+  pulsarctl.spark or pulsarctl.cli, local imports included; import_graph and import_cycles
+  measure the cycles among all modules (imports inside functions count).
 """
 from __future__ import annotations
 
@@ -541,3 +544,131 @@ def test_suffix_check_catches(code):
 ])
 def test_suffix_check_allows(relpath, code):
     assert _check(suffix_violations, relpath, code) == []
+
+
+# -- the import graph: cycles, and what the broker side may import ------------------------------
+# Every import counts, those made inside functions too (a local import only delays the load;
+# the modules still depend on each other).
+def import_graph() -> dict[str, set[str]]:
+    """{module: the modules of pulsarctl/ and store/ it imports}, by the imports anywhere in its
+    file; `from pulsarctl.broker import topics` is the submodule pulsarctl.broker.topics, and
+    `from pulsarctl.names import parse_topic` the module pulsarctl.names."""
+    trees = {module_name(r): (r, tree) for r, tree in parsed()}
+    graph: dict[str, set[str]] = {m: set() for m in trees}
+    for mod, (r, tree) in trees.items():
+        found = imports(tree, r)
+        for node in ast.walk(tree):
+            # `from package import module, module`: the modules, not the package
+            if isinstance(node, ast.ImportFrom):
+                base = _resolve_from(node, r)
+                if all(f"{base}.{a.name}" in trees for a in node.names):
+                    found.remove((node.lineno, base))
+        for _line, name in found:
+            # the longest known module the name is or is inside of
+            parts = name.split(".")
+            while parts and ".".join(parts) not in trees:
+                parts.pop()
+            if parts and ".".join(parts) != mod:
+                graph[mod].add(".".join(parts))
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    m = stack.pop()
+                    on.discard(m)
+                    comp.append(m)
+                    if m == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+# The broker side (the broker, the client, tiered storage and the daemon) sits below the Spark
+# data source and the command line: none of it imports pulsarctl.spark or pulsarctl.cli, not
+# even inside a function. What both sides need (the scan of messages, the Arrow columns) lives
+# below both: pulsarctl/broker/scan.py, pulsarctl/arrow_columns.py.
+BROKER_SIDE = ("pulsarctl/broker/", "pulsarctl/client/", "pulsarctl/offload.py",
+               "pulsarctl/daemon.py")
+ABOVE_THE_BROKER = ("pulsarctl.spark", "pulsarctl.cli")
+
+
+def broker_side_violations(relpath: str, tree: ast.AST) -> list[str]:
+    if not relpath.startswith(BROKER_SIDE):
+        return []
+    return [f"{relpath}:{line}: imports {mod} (the broker side never imports pulsarctl.spark "
+            f"or pulsarctl.cli)" for line, mod in imports(tree, relpath)
+            if any(_is(mod, m) for m in ABOVE_THE_BROKER)]
+
+
+def test_the_broker_side_never_imports_spark_or_cli():
+    found = _all(broker_side_violations)
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/offload.py", "def f():\n    from pulsarctl.spark._arrow import record_batch"),
+    ("pulsarctl/offload.py", "from .spark import _access"),
+    ("pulsarctl/broker/service.py", "def f():\n    import pulsarctl.spark.source"),
+    ("pulsarctl/broker/dispatch/shared.py", "from ...spark import jobs"),
+    ("pulsarctl/client/client.py", "def f():\n    from pulsarctl.cli import render"),
+    ("pulsarctl/daemon.py", "from pulsarctl import spark"),
+])
+def test_broker_side_check_catches(relpath, code):
+    assert _check(broker_side_violations, relpath, code)
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/offload.py", "from pulsarctl.arrow_columns import record_batch"),
+    ("pulsarctl/offload.py", "def f():\n    from pulsarctl.broker.scan import scan_messages"),
+    ("pulsarctl/spark/_access.py", "from pulsarctl.broker.scan import whole_messages"),
+    ("pulsarctl/cli/spark_cmd.py", "from pulsarctl.spark import jobs"),
+])
+def test_broker_side_check_allows(relpath, code):
+    assert _check(broker_side_violations, relpath, code) == []
+
+
+def test_the_import_graph_resolves_modules_and_finds_cycles():
+    graph = import_graph()
+    # `from pulsarctl.broker import topics` inside a function is pulsarctl.broker.topics
+    assert "pulsarctl.broker.topics" in graph["pulsarctl.offload"]
+    assert "pulsarctl.broker.scan" in graph["pulsarctl.offload"]
+    assert "pulsarctl.names" in graph["pulsarctl.offload"]
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+    # tiered storage and the broker are in no cycle with the Spark data source
+    for cycle in import_cycles(graph):
+        assert not (any(m.startswith("pulsarctl.spark") for m in cycle)
+                    and any(m in ("pulsarctl.offload", "pulsarctl.broker.service")
+                            for m in cycle)), cycle

@@ -1,0 +1,348 @@
+"""The Spark data source's columns as Arrow: their schema, and record batches of them built from
+scanned entries. Tiered storage (pulsarctl/offload.py) writes the same columns to its Parquet
+files, and the data source (pulsarctl/spark) hands them to Spark, so both import them from here,
+below both (the broker side never imports pulsarctl.spark).
+
+pyarrow is imported inside the functions, never when this module loads: the plain install has
+no pyarrow (it comes with the spark extra), and `import pulsarctl` must work without it.
+
+The columns are StreamNative pulsar-spark's, plus __producerName, __sequenceId and
+__redeliveryCount:
+
+    value binary, __key string, __topic string, __messageId string, __publishTime timestamp,
+    __eventTime timestamp, __messageProperties map<string,string>, __producerName string,
+    __sequenceId bigint, __redeliveryCount int
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import accumulate, zip_longest
+
+COLUMNS = ("value", "__key", "__topic", "__messageId", "__publishTime", "__eventTime",
+           "__messageProperties", "__producerName", "__sequenceId", "__redeliveryCount")
+DDL = ("value binary, __key string, __topic string, __messageId string, __publishTime "
+       "timestamp, __eventTime timestamp, __messageProperties map<string,string>, "
+       "__producerName string, __sequenceId bigint, __redeliveryCount int")
+
+
+def arrow_schema():
+    """The columns as Arrow types (as Spark hands them to a Python data source)."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    ts = pa.timestamp("us", tz="UTC")
+    return pa.schema([
+        pa.field("value", pa.binary()), pa.field("__key", pa.string()),
+        pa.field("__topic", pa.string()), pa.field("__messageId", pa.string()),
+        pa.field("__publishTime", ts), pa.field("__eventTime", ts),
+        pa.field("__messageProperties", pa.map_(pa.string(), pa.string())),
+        pa.field("__producerName", pa.string()), pa.field("__sequenceId", pa.int64()),
+        pa.field("__redeliveryCount", pa.int32())])
+
+
+# -- decoded chunks and index patterns (spark/_columnar.py and spark/_batched.py make them) ------
+class Columns:
+    """The decoded fields of one chunk: ints as int64 arrays with nulls, strings and binaries
+    as Arrow arrays, properties as a map array; what record_batch takes instead of records.
+    ids: None (one message per entry: the ids come from the scanned runs), or each entry's
+    (ledger id, entry id, messages in its batch; 0 for a plain entry)."""
+
+    def __init__(self, n: int, arrays: dict, ids: tuple | None = None):
+        self.n = n
+        self.arrays = arrays
+        self.ids = ids
+
+    def __len__(self):
+        return self.n
+
+
+@lru_cache(maxsize=None)
+def int64(v: int):
+    """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
+    conversion tries to import dateutil each time it is missing (slower than the kernel)."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    return pa.scalar(v, pa.int64())
+
+
+_PATTERNS: dict = {}
+
+
+def pattern(kind: str, k: int, length: int, make):
+    """The first `length` items of an index pattern that only grows (made for at least 16,384
+    items, remade bigger when asked for more), so chunks of any size share it."""
+    have = _PATTERNS.get((kind, k))
+    if have is None or len(have) < length:
+        have = _PATTERNS[(kind, k)] = make(max(length, 16384 * max(k, 1)))
+    return have.slice(0, length)
+
+
+def arange(n: int):
+    """0, 1, .., n-1."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    return pattern("arange", 0, n, lambda size: pa.array(range(size), pa.int64()))
+
+
+# -- record batches ------------------------------------------------------------------------------
+# Where each column's value sits in a stored entry (pulsarctl/messages.py's layout).
+_PUBLISH, _PRODUCER, _SEQ, _PAYLOAD, _PROPS, _KEY, _OKEY, _EVENT = range(8)
+
+
+@lru_cache(maxsize=None)
+def _ms():
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    return pa.timestamp("ms", tz="UTC")
+
+
+def binary_array(values, typ):
+    """A binary array built from its buffers: much faster than pa.array for many values."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    n = len(values)
+    data = b"".join(values)
+    if len(data) >= 2**31 - 1:
+        return pa.array(values, typ)  # pragma: no cover - chunks stay far below 2 GiB
+    offsets = pa.array(list(accumulate(map(len, values), initial=0)), pa.int32())
+    return pa.Array.from_buffers(typ, n, [None, offsets.buffers()[1], pa.py_buffer(data)])
+
+
+def _timestamps(ms, typ):
+    """Epoch milliseconds as timestamps; 0 or None (an unset event time) is null."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc
+
+    arr = pa.array(ms, pa.int64())
+    if arr.null_count < len(arr):
+        arr = pc.if_else(pc.equal(arr, 0), pa.scalar(None, pa.int64()), arr)
+    return arr.cast(_ms()).cast(typ)
+
+
+def properties_array(values, typ):
+    """Message properties (dicts or None) as a map array."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    if not any(values):
+        return pa.nulls(len(values), typ)
+    try:
+        return pa.array(values, typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        # Properties written by other tools may hold non-string values: show them as text.
+        fixed = [None if v is None else {str(k): None if x is None else str(x)
+                                         for k, x in v.items()} for v in values]
+        return pa.array(fixed, typ)
+
+
+def _message_ids(lids: list, eids: list, partition: int, bidx: list | None = None):
+    """ledger:entry:partition, and :batchIndex for the messages of a batch."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc
+
+    if not lids:
+        return pa.array([], pa.string())
+    ledger = pa.array(lids, pa.int64()).cast(pa.string())
+    entry = pa.array(eids, pa.int64()).cast(pa.string())
+    ids = pc.binary_join_element_wise(ledger, entry, pa.scalar(str(partition)), ":")
+    if bidx is not None:
+        b = pa.array(bidx, pa.int64())
+        with_index = pc.binary_join_element_wise(ids, b.cast(pa.string()), ":")
+        ids = pc.if_else(pc.greater_equal(b, 0), with_index, ids)
+    return ids
+
+
+# The stored entry field each column is read from (the others are made without one).
+_FIELD_OF = {"value": _PAYLOAD, "__key": _KEY, "__publishTime": _PUBLISH,
+             "__eventTime": _EVENT, "__messageProperties": _PROPS,
+             "__producerName": _PRODUCER, "__sequenceId": _SEQ}
+
+
+def fields_for(schema) -> tuple:
+    """What spark/_columnar.decode needs to read a chunk for these columns: the entry fields
+    (the publish time always: time bounds filter on it) and the Arrow types of the string,
+    binary and map ones."""
+    need = {_PUBLISH}
+    types = {}
+    for f in schema:
+        i = _FIELD_OF.get(f.name)
+        if i is not None:
+            need.add(i)
+            if i in (_PAYLOAD, _KEY, _PROPS, _PRODUCER):
+                types[i] = f.type
+    return frozenset(need), types
+
+
+class _Decoded:
+    """Columns by entry field from records (a list per entry, as codec decodes them)."""
+
+    def __init__(self, recs: list):
+        n = len(recs)
+        cols = list(zip_longest(*recs)) if n else []
+        self.cols = cols + [(None,) * n] * (_EVENT + 1 - len(cols))
+
+    def publish(self):
+        import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+        return pa.array(self.cols[_PUBLISH], pa.int64())
+
+    def get(self, field: int, typ):
+        import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+        values = self.cols[field]
+        if field == _PAYLOAD:
+            return binary_array(values, typ)
+        if field == _EVENT:
+            return _timestamps(values, typ)
+        if field == _PROPS:
+            return properties_array(values, typ)
+        return pa.array(values, typ)
+
+
+class _FromColumns:
+    """The same from spark/_columnar.py's arrays."""
+
+    def __init__(self, cols):
+        self.arrays = cols.arrays
+
+    def publish(self):
+        return self.arrays[_PUBLISH]
+
+    def get(self, field: int, typ):
+        import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+        import pyarrow.compute as pc
+
+        a = self.arrays[field]
+        if field == _EVENT:
+            if a.null_count < len(a):
+                a = pc.if_else(pc.equal(a, pa.scalar(0, pa.int64())),
+                               pa.scalar(None, pa.int64()), a)
+            return a.cast(_ms()).cast(typ)
+        return a if a.type == typ else a.cast(typ)
+
+
+def _splice(k: int):
+    """For _run_ids: 0, 3, 1, 4, 1, .., 3+k-1, 2 (prefix, digits, suffix+prefix, ..,
+    digits, suffix), for pieces [prefix, suffix+prefix, suffix, digits...]."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    body = pattern("splice", 0, 2 * k, lambda size: pa.array(
+        [3 + i // 2 if i % 2 == 0 else 1 for i in range(size)], pa.int64()))
+    return pa.concat_arrays([pa.array([0], pa.int64()), body.slice(0, 2 * k - 1),
+                             pa.array([2], pa.int64())])
+
+
+def _run_ids(runs, partition: int):
+    """ledger:entry:partition for runs (ledger id, first entry id, count) of entries. Each
+    run's entry ids are cast to digits in one kernel; one take then lays out prefix, digits,
+    suffix+prefix, digits, .., suffix, which is every id back to back."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc
+
+    suffix = f":{partition}".encode()
+    parts = []
+    for lid, e0, k in runs:
+        if k <= 0:
+            continue
+        prefix = f"{lid}:".encode()
+        digits = pc.add(arange(k), int64(e0)).cast(pa.string())
+        pieces = pa.concat_arrays([pa.array([prefix, suffix + prefix, suffix], pa.binary()),
+                                   digits.cast(pa.binary())])
+        joined = pc.take(pieces, _splice(k))
+        starts = pa.Array.from_buffers(pa.int32(), k + 1, [None, digits.buffers()[1]])
+        offsets = pc.add(starts.cast(pa.int64()),
+                         pc.multiply(arange(k + 1), int64(len(prefix) + len(suffix))))
+        parts.append(pa.Array.from_buffers(pa.string(), k, [
+            None, offsets.cast(pa.int32()).buffers()[1], joined.buffers()[2]]))
+    if not parts:
+        return pa.array([], pa.string())
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+@lru_cache(maxsize=None)
+def _no_sep():
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    return pa.scalar("", pa.string())
+
+
+def _indexes(n: int):
+    """"0", "1", .. "n-1": the batch indexes of a batch of n, as text."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    return pattern("digits", 0, n, lambda size: pa.array([str(i) for i in range(size)],
+                                                         pa.string()))
+
+
+def entry_ids(ids, partition: int):
+    """Message ids of entries given as (ledger id, entry id, messages): ledger:entry:partition
+    for a plain entry (0 messages), ledger:entry:partition:i for each message i of a batch."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc
+
+    parts, plain = [], []
+    for lid, e, n in ids:
+        if n == 0:
+            if plain and plain[-1][0] == lid and plain[-1][1] + plain[-1][2] == e:
+                plain[-1] = (lid, plain[-1][1], plain[-1][2] + 1)
+            else:
+                plain.append((lid, e, 1))
+            continue
+        if plain:
+            parts.append(_run_ids(plain, partition))
+            plain = []
+        parts.append(pc.binary_join_element_wise(
+            pa.scalar(f"{lid}:{e}:{partition}:", pa.string()), _indexes(n), _no_sep()))
+    if plain:
+        parts.append(_run_ids(plain, partition))
+    if not parts:
+        return pa.array([], pa.string())
+    return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def record_batch(schema, topic: str, partition: int, rows, recs,
+                 lo_ms: int | None = None, hi_ms: int | None = None):
+    """The columns schema asks for, in its order, from one chunk of one topic partition: rows
+    are the scanned (offset, ledger id, entry id, raw) or a broker/scan.py IdColumns, and recs
+    the decoded entries or a Columns. Entries published outside [lo_ms, hi_ms) are left out."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc
+
+    from pulsarctl.broker.scan import IdColumns
+
+    n = len(recs)
+    src = _FromColumns(recs) if isinstance(recs, Columns) else _Decoded(recs)
+    publish = src.publish()
+    arrays = []
+    for f in schema:
+        name, typ = f.name, f.type
+        if name in _FIELD_OF and name != "__publishTime":
+            a = src.get(_FIELD_OF[name], typ)
+        elif name == "__topic":
+            a = pa.repeat(pa.scalar(topic, typ), n)
+        elif name == "__messageId":
+            if isinstance(recs, Columns) and recs.ids is not None:
+                a = entry_ids(recs.ids, partition).cast(typ)
+            elif isinstance(rows, IdColumns):
+                a = _run_ids(rows, partition).cast(typ)
+            else:
+                bidx = None
+                lids, eids = [r[1] for r in rows], [r[2] for r in rows]
+                if any(len(r) > 4 for r in rows):  # messages of batches
+                    bidx = [r[4] if len(r) > 4 else -1 for r in rows]
+                a = _message_ids(lids, eids, partition, bidx).cast(typ)
+        elif name == "__publishTime":
+            a = publish.cast(_ms()).cast(typ)
+        elif name == "__redeliveryCount":
+            a = pa.nulls(n, typ)
+        else:  # the reader refuses other columns before it gets here
+            raise KeyError(name)
+        arrays.append(a)
+    batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if lo_ms is not None or hi_ms is not None:
+        keep = None
+        if lo_ms is not None:
+            keep = pc.greater_equal(publish, pa.scalar(lo_ms, pa.int64()))
+        if hi_ms is not None:
+            below = pc.less(publish, pa.scalar(hi_ms, pa.int64()))
+            keep = below if keep is None else pc.and_(keep, below)
+        batch = batch.filter(keep)
+    return batch
