@@ -169,13 +169,15 @@ def doctor(ctx: typer.Context,
 
 
 @top.command(help="Print a shell completion script: bash, zsh or fish.")
-def completion(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]):
-    from pulsarctl.cli import docgen
+def completion(ctx: typer.Context,
+               shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]):
+    from pulsarctl.cli import completion_gen
     from pulsarctl.errors import InvalidValue
 
-    if shell not in docgen.SHELLS:
+    if shell not in completion_gen.SHELLS:
         raise InvalidValue(f"unknown shell {shell!r}", hint="use bash, zsh or fish")
-    render.out(docgen.completion(shell))
+    # The tree of the running root command: the command modules never import the root app.
+    render.out(completion_gen.completion(shell, ctx.find_root().command))
 
 
 @subscriptions.command("close-consumer", help="Disconnect a consumer: its pending messages go "
