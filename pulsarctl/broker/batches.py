@@ -26,6 +26,7 @@ receiver queue would in one process.
 from __future__ import annotations
 
 from store import codec, keys
+from pulsarctl.broker import topics
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.messages import Message, MessageId, message_from_entry
 
@@ -249,8 +250,6 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
     Returns (entry offsets to ack, ids that newly acked an index, entries those completed,
     consumers holding entries acked in part). An id that names no message raises
     MessageNotFound (the transaction then acks nothing)."""
-    from pulsarctl.broker import subscriptions as subs
-
     offsets: list[int] = []
     by_entry: dict[int, list[int]] = {}
     sizes: dict[int, int] = {}
@@ -260,7 +259,7 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
         if o is not None and 0 <= o < first and mid.entry_id >= 0:
             continue  # trimmed: acked by every subscription already
         if o is None or mid.entry_id < 0 or not (first <= o < nxt):
-            subs.offset_of(ctx, info, mid)  # raises MessageNotFound with the hint
+            topics.offset_of(ctx, info, mid)  # raises MessageNotFound with the hint
         i = mid.batch_index
         if i < 0:
             offsets.append(o)

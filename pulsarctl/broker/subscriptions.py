@@ -6,9 +6,10 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
+# offset_of belongs to the topic (batches.py uses it too); subs.offset_of is still its name here.
+from pulsarctl.broker.topics import offset_of
 from pulsarctl.errors import (
-    AlreadyExists, ConsumerBusy, CumulativeAckNotAllowed, InvalidValue, MessageNotFound,
-    SubscriptionNotFound,
+    AlreadyExists, ConsumerBusy, CumulativeAckNotAllowed, InvalidValue, SubscriptionNotFound,
 )
 from pulsarctl.messages import MessageId
 
@@ -77,15 +78,6 @@ def update_policy(ctx, c, settings: dict) -> None:
     policy.update({k: v for k, v in settings.items() if v is not None})
     c.props["policy"] = policy
     ctx.cursors.save(ctx.txn, c)
-
-
-def offset_of(ctx, info, mid: MessageId) -> int:
-    """The offset of a message id on this topic; MessageNotFound if it names no message."""
-    o = info.offset(mid.ledger_id, mid.entry_id)
-    if o is None or mid.entry_id < 0 or not (info.first_offset <= o < info.next_offset):
-        raise MessageNotFound(f"message {mid} not found on {info.name}",
-                              hint=f"ids on this topic run up to {info.position(info.last_offset)}")
-    return o
 
 
 def offsets_of(ctx, info, ids) -> list[int]:

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from pulsarctl.broker import tenants
-from pulsarctl.errors import AlreadyExists, NotEmpty, PulsarctlError, TopicNotFound
+from pulsarctl.errors import AlreadyExists, MessageNotFound, NotEmpty, PulsarctlError, TopicNotFound
+from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName, parse_topic
 
 
@@ -20,6 +21,15 @@ def require(ctx, topic: TopicName):
     if info is None:
         raise TopicNotFound(f"topic {topic} does not exist")
     return info
+
+
+def offset_of(ctx, info, mid: MessageId) -> int:
+    """The offset of a message id on this topic; MessageNotFound if it names no message."""
+    o = info.offset(mid.ledger_id, mid.entry_id)
+    if o is None or mid.entry_id < 0 or not (info.first_offset <= o < info.next_offset):
+        raise MessageNotFound(f"message {mid} not found on {info.name}",
+                              hint=f"ids on this topic run up to {info.position(info.last_offset)}")
+    return o
 
 
 def ensure(ctx, topic: TopicName):
