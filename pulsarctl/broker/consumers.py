@@ -200,3 +200,16 @@ def detach(ctx, info, c, name: str) -> None:
     rec = ctx.get("consumer", c.id, name)
     if rec is not None:
         remove(ctx, info, c, rec)
+
+
+def unsubscribe(ctx, info, name: str, force: bool = False) -> None:
+    """Delete a subscription (subs.drop), refused while consumers are connected unless force:
+    it asks who is connected (sweep), so it lives here, above subscriptions.py."""
+    c = subs.require(ctx, info, name)
+    live = sweep(ctx, info, c)
+    if live and not force:
+        raise ConsumerBusy(
+            f"subscription '{name}' has {len(live)} connected consumer(s): "
+            + ", ".join(r["name"] for r in live[:5]),
+            hint="close them (their leases end, or their processes exit) or pass --force")
+    subs.drop(ctx, info, c)

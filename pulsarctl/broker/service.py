@@ -539,7 +539,7 @@ class Broker(CursorAdmin, DlqAdmin):
 
         def run(ctx):
             for _p, info, _c in self._subscribed(ctx, t, subscription):
-                subs.unsubscribe(ctx, info, subscription, force)
+                consumers.unsubscribe(ctx, info, subscription, force)
         self.write(run)
 
     def subscribe(self, names, subscription, consumer_name, sub_type="Exclusive",

@@ -9,7 +9,7 @@ from store import codec, keys
 # offset_of belongs to the topic (batches.py uses it too); subs.offset_of is still its name here.
 from pulsarctl.broker.topics import offset_of
 from pulsarctl.errors import (
-    AlreadyExists, ConsumerBusy, CumulativeAckNotAllowed, InvalidValue, SubscriptionNotFound,
+    AlreadyExists, CumulativeAckNotAllowed, InvalidValue, SubscriptionNotFound,
 )
 from pulsarctl.messages import MessageId
 
@@ -372,16 +372,3 @@ def drop(ctx, info, c) -> None:
     for k, _ in list(ctx.scan("consumer", c.id)):
         ctx.delete(*k)
     ctx.cursors.delete(ctx.txn, c)
-
-
-def unsubscribe(ctx, info, name: str, force: bool = False) -> None:
-    from pulsarctl.broker import consumers
-
-    c = require(ctx, info, name)
-    live = consumers.sweep(ctx, info, c)
-    if live and not force:
-        raise ConsumerBusy(
-            f"subscription '{name}' has {len(live)} connected consumer(s): "
-            + ", ".join(r["name"] for r in live[:5]),
-            hint="close them (their leases end, or their processes exit) or pass --force")
-    drop(ctx, info, c)
