@@ -38,6 +38,7 @@ class _Lazy:
         return getattr(mod, attr)
 
 
+cascade = _Lazy("pulsarctl.broker.cascade")
 consumers = _Lazy("pulsarctl.broker.consumers")
 dispatch = _Lazy("pulsarctl.broker.dispatch")
 stats = _Lazy("pulsarctl.broker.stats")
@@ -183,7 +184,7 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.write(tenants.create_tenant, name, admin_roles, allowed_clusters)
 
     def delete_tenant(self, name, force=False):
-        return self.write(tenants.delete_tenant, name, force)
+        return self.write(cascade.delete_tenant, name, force)
 
     def list_namespaces(self, tenant):
         return self.read(tenants.list_namespaces, tenant)
@@ -192,7 +193,7 @@ class Broker(CursorAdmin, DlqAdmin):
         return self.write(tenants.create_namespace, name)
 
     def delete_namespace(self, name, force=False):
-        return self.write(tenants.delete_namespace, name, force)
+        return self.write(cascade.delete_namespace, name, force)
 
     def namespace_policies(self, name):
         """Every policy field, null where the namespace does not set it (the broker default
@@ -256,7 +257,7 @@ class Broker(CursorAdmin, DlqAdmin):
 
     def update_partitioned_topic(self, name, n: int):
         t = _topic(name)
-        return self.write(partitions.update, t, n)
+        return self.write(cascade.update_partitions, t, n)
 
     def partitioned_metadata(self, name) -> dict:
         t = _topic(name)
@@ -267,9 +268,9 @@ class Broker(CursorAdmin, DlqAdmin):
 
         def run(ctx):
             if partitions.get(ctx, t):
-                partitions.delete(ctx, t, force)
+                cascade.delete_partitioned(ctx, t, force)
             else:
-                topics.delete_topic(ctx, t, force)
+                cascade.delete_topic(ctx, t, force)
         self.write(run)
         return str(t)
 

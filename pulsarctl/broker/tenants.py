@@ -1,7 +1,8 @@
-"""Tenants and namespaces (pulsar-admin tenants / namespaces)."""
+"""Tenants and namespaces (pulsar-admin tenants / namespaces); deleting them, which deletes
+what they hold, is cascade.py's."""
 from __future__ import annotations
 
-from pulsarctl.errors import AlreadyExists, NamespaceNotFound, NotEmpty, TenantNotFound
+from pulsarctl.errors import AlreadyExists, NamespaceNotFound, TenantNotFound
 from pulsarctl.names import DEFAULT_NAMESPACE, PUBLIC_TENANT, check_tenant, parse_namespace  # noqa: F401
 
 DEFAULT_TENANT_INFO = {"adminRoles": [], "allowedClusters": ["standalone"]}
@@ -35,17 +36,6 @@ def create_tenant(ctx, name: str, admin_roles=(), allowed_clusters=()) -> dict:
     return info
 
 
-def delete_tenant(ctx, name: str, force: bool = False) -> None:
-    get_tenant(ctx, name)
-    namespaces = list_namespaces(ctx, name)
-    if namespaces and not force:
-        raise NotEmpty(f"tenant '{name}' still has namespaces: {', '.join(namespaces)}",
-                       hint="delete them first, or pass --force to delete everything in it")
-    for ns in namespaces:
-        delete_namespace(ctx, ns, force=True)
-    ctx.delete("tenant", name)
-
-
 def list_namespaces(ctx, tenant: str) -> list[str]:
     get_tenant(ctx, tenant)
     return [f"{k[1]}/{k[2]}" for k, _ in ctx.scan("ns", tenant)]
@@ -71,17 +61,3 @@ def create_namespace(ctx, name: str) -> None:
     if ctx.get("ns", tenant, ns) is not None:
         raise AlreadyExists(f"namespace '{name}' already exists")
     ctx.put({"policies": {}}, "ns", tenant, ns)
-
-
-def delete_namespace(ctx, name: str, force: bool = False) -> None:
-    from pulsarctl.broker import topics
-
-    get_namespace(ctx, name)
-    names = topics.list_topics(ctx, name)
-    if names and not force:
-        raise NotEmpty(f"namespace '{name}' still has {len(names)} topic(s)",
-                       hint="delete them first, or pass --force to delete them with it")
-    for t in names:
-        topics.delete_topic(ctx, t, force=True)
-    tenant, ns = parse_namespace(name)
-    ctx.delete("ns", tenant, ns)

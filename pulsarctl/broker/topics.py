@@ -1,10 +1,11 @@
-"""Topics: lookup, auto-creation, create, delete, list (pulsar-admin topics)."""
+"""Topics: lookup, auto-creation, create, list (pulsar-admin topics); deleting one, which drops
+its subscriptions, is cascade.py's."""
 from __future__ import annotations
 
 from pulsarctl.broker import tenants
-from pulsarctl.errors import AlreadyExists, MessageNotFound, NotEmpty, PulsarctlError, TopicNotFound
+from pulsarctl.errors import AlreadyExists, MessageNotFound, PulsarctlError, TopicNotFound
 from pulsarctl.messages import MessageId
-from pulsarctl.names import TopicName, parse_topic
+from pulsarctl.names import TopicName
 
 
 def _ns_prefix(ns: str) -> str:
@@ -72,26 +73,6 @@ def list_np_topics(ctx, namespace: str) -> list[str]:
     """Non-persistent topics (in the tmpfs store; the namespace was checked by the caller)."""
     prefix = f"non-persistent://{namespace}/"
     return [name for name, _ in ctx.ledgers.names(ctx.txn, prefix) if "/" not in name[len(prefix):]]
-
-
-def delete_topic(ctx, name, force: bool = False) -> None:
-    from pulsarctl.broker import subscriptions
-
-    topic = parse_topic(name) if isinstance(name, str) else name
-    info = require(ctx, topic)
-    subs = ctx.cursors.list(ctx.txn, info.ml_id)
-    if subs and not force:
-        raise NotEmpty(
-            f"topic {topic} has {len(subs)} subscription(s): "
-            + ", ".join(c.name for c in subs[:5]),
-            hint="unsubscribe them first, or pass --force to delete the topic with them")
-    for c in subs:
-        subscriptions.drop(ctx, info, c)
-    for k, _ in list(ctx.scan("producer", info.ml_id)):
-        ctx.delete(*k)
-    ctx.delete("topicmeta", str(topic))
-    ctx.delete("topicpol", str(topic))  # policies.py's record: a new topic starts without
-    ctx.ledgers.delete(ctx.txn, info)
 
 
 def meta(ctx, topic: TopicName) -> dict:
