@@ -237,10 +237,10 @@ class Daemon:
 
     def tick(self) -> int:
         try:
-            kinds = self.broker.fire_due(by_kind=True)
-            swept = self.broker.sweep_consumers()
-            pol = self.broker.enforce_policies()
-            counts = self.broker.timer_counts()
+            kinds = self.broker.chores.fire_due(by_kind=True)
+            swept = self.broker.chores.sweep_consumers()
+            pol = self.broker.chores.enforce_policies()
+            counts = self.broker.chores.timer_counts()
         except PulsarctlError as exc:
             log(self.store, f"tick failed: {exc.line()}")
             kinds, swept, counts, pol = {}, 0, {}, {}

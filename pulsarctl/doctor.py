@@ -106,7 +106,7 @@ def _clock(out: list, broker) -> None:
     from pulsarctl.messages import iso_ms
 
     try:
-        state = broker.clock_state()
+        state = broker.clock.state()
     except PulsarctlError as exc:
         _row(out, "clock", False, exc.line().removeprefix("error: "))
         return

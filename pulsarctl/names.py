@@ -105,6 +105,11 @@ def _check_part(value: str, what: str, full: str) -> None:
             f"and - = : . _")
 
 
+def topic_name(name) -> TopicName:
+    """A TopicName as it is, or parsed from its text."""
+    return name if isinstance(name, TopicName) else parse_topic(name)
+
+
 def parse_topic(name: str) -> TopicName:
     """Parse any topic name form Pulsar accepts."""
     if not isinstance(name, str) or not name.strip():

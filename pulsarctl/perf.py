@@ -60,7 +60,7 @@ def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
                                       batching_enabled=batching,
                                       batching_max_messages=batching_max_messages,
                                       batching_max_allowed_size_in_bytes=batching_max_bytes)
-    before = client.broker.internal_stats(topic)["totalSize"] if _exists(client, topic) else 0
+    before = client.broker.topics.internal_stats(topic)["totalSize"] if _exists(client, topic) else 0
     lat: list[float] = []
     done = 0
     npool = len(pool)
@@ -76,7 +76,7 @@ def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
         if progress:
             progress(done)
     elapsed = clocks.monotonic() - t0
-    stored = client.broker.internal_stats(topic)["totalSize"] - before
+    stored = client.broker.topics.internal_stats(topic)["totalSize"] - before
     return {"topic": topic, "batch": batch, "size": size, "compression": compression,
             "batching": batching,
             "batchingMaxMessages": batching_max_messages if batching else None,
@@ -88,7 +88,7 @@ def _exists(client, topic: str) -> bool:
     from pulsarctl.errors import TopicNotFound
 
     try:
-        client.broker.internal_stats(topic)
+        client.broker.topics.internal_stats(topic)
         return True
     except TopicNotFound:
         return False
@@ -142,7 +142,7 @@ def _scratch():
     b = Broker(os.path.join(d, "store"), clock)
     # All n are held by one consumer at once: lift Pulsar's unacked limits (50,000 / 200,000).
     for field in (policies.MAX_UNACKED_CONSUMER, policies.MAX_UNACKED_SUBSCRIPTION):
-        b.set_policy("namespace", "public/default", field, 0)
+        b.policies.set("namespace", "public/default", field, 0)
     return d, clock, b
 
 
@@ -167,7 +167,7 @@ def timers(n: int, progress=None) -> dict:
         t_nack = clocks.monotonic() - t0
         clock.advance(2000)
         t0 = clocks.monotonic()
-        fired = b.fire_due()
+        fired = b.chores.fire_due()
         t_fire = clocks.monotonic() - t0
         return {"timers": n, "fired": fired, "fireSeconds": round(t_fire, 3),
                 "timersPerSec": round(fired / t_fire) if t_fire else 0,
@@ -184,7 +184,7 @@ def delayed(n: int, due: int = 1000, progress=None) -> dict:
 
     d, clock, b = _scratch()
     try:
-        b.create_subscription("t", "s", "earliest")
+        b.subscription("t", "s").create("earliest")
         _fill(b, "t", n, progress, deliver_at=clock.now_ms() + 86_400_000)
         from pulsarctl.broker.consumers import this_process
 

@@ -5,6 +5,7 @@ within a few milliseconds instead of at its next poll (up to 100 ms later). Only
 consumer that misses one still polls, so nothing depends on it."""
 from __future__ import annotations
 
+import functools
 import os
 
 from pulsarctl import clock as clocks
@@ -24,6 +25,19 @@ def notify(store: str) -> None:
             pass
     except OSError:
         pass  # a read-only store: nobody can publish there anyway
+
+
+def wakes(fn):
+    """Decorates a call that makes messages deliverable: after its transaction commits, wake
+    the consumers waiting on the store (unless nothing happened: a count of 0). Its first
+    argument is the Broker, or an admin noun holding one."""
+    @functools.wraps(fn)
+    def wrapper(owner, *args, **kwargs):
+        result = fn(owner, *args, **kwargs)
+        if result != 0 or isinstance(result, bool):
+            notify(getattr(owner, "_broker", owner).wake_path)
+        return result
+    return wrapper
 
 
 class Waiter:

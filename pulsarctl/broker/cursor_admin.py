@@ -14,12 +14,8 @@ from __future__ import annotations
 from store import codec, keys
 from pulsarctl.broker import topics
 from pulsarctl.errors import InvalidValue, MessageNotFound
-from pulsarctl.messages import MessageId, parse_message_id
-from pulsarctl.names import TopicName, parse_topic
-
-
-def _topic(name) -> TopicName:
-    return name if isinstance(name, TopicName) else parse_topic(name)
+from pulsarctl.messages import MessageId
+from pulsarctl.names import TopicName
 
 
 # -- what the commands report ------------------------------------------------------------------
@@ -71,7 +67,7 @@ def _advanced(ctx, info, c) -> None:
     subs.maybe_trim(ctx, info, c)
 
 
-def _open(ctx, t: TopicName, sub: str):
+def open_cursor(ctx, t: TopicName, sub: str):
     """Topic and subscription, after disconnecting consumers that are gone (what is due for the
     subscription fires before the operation, as in every broker call)."""
     from pulsarctl.broker import consumers, subscriptions as subs
@@ -234,112 +230,3 @@ def examine(ctx, info, t: TopicName, initial_position: str, n: int):
     # Messages are counted in entries (a batch is one) and a batch shows its first message,
     # as pulsar-admin's examineMessage does.
     return batches.first_message(rec, p.ledger_id, p.entry_id, t.partition_index, str(t))
-
-
-# -- the Broker's methods -----------------------------------------------------------------------
-_COUNTS = ("skipped", "cleared", "expired", "msgBacklog")
-
-
-def _each_partition(topic, message_id=None):
-    """Run fn(ctx, topic) on the topic, or on each partition of a partitioned topic (only the
-    partition a message id belongs to, for a reset to an id), as pulsar-admin does; the
-    documents of the partitions are added up."""
-    t = _topic(topic)
-
-    def wrap(fn):
-        def run(ctx):
-            from pulsarctl.broker import partitions
-
-            if not partitions.get(ctx, t):
-                return fn(ctx, t)
-            parts = partitions.expand(ctx, t)
-            if message_id is not None and message_id not in (MessageId.earliest, MessageId.latest):
-                owner = partitions.owner_topic(ctx, message_id.ledger_id)
-                parts = [p for p in parts if str(p) == owner]
-                if not parts:
-                    raise MessageNotFound(f"message {message_id} not found on {t}")
-            docs = {str(p): fn(ctx, p) for p in parts}
-            out = {"topic": str(t)}
-            for k in _COUNTS:
-                if any(k in d for d in docs.values()):
-                    out[k] = sum(d.get(k, 0) for d in docs.values())
-            out["partitions"] = docs
-            return out
-        return run
-    return wrap
-class CursorAdmin:
-    """Mixed into Broker: each method is one transaction (self.write / self.read)."""
-
-    def skip(self, topic, subscription: str, n: int) -> dict:
-        @_each_partition(topic)
-        def run(ctx, t):
-            info, c = _open(ctx, t, subscription)
-            done = skip(ctx, info, c, n)
-            return {"topic": str(t), "subscription": subscription, "skipped": done,
-                    **summary(ctx, info, c)}
-        return self.write(run)
-
-    def clear_backlog(self, topic, subscription: str) -> dict:
-        @_each_partition(topic)
-        def run(ctx, t):
-            info, c = _open(ctx, t, subscription)
-            done = clear_backlog(ctx, info, c)
-            return {"topic": str(t), "subscription": subscription, "cleared": done,
-                    **summary(ctx, info, c)}
-        return self.write(run)
-
-    def reset_cursor(self, topic, subscription: str, time_ms=None, message_id=None) -> dict:
-        """Reset to a time (epoch ms, or text for parse_reset_time, read at the store's now) or
-        to a message id (a MessageId or its text), exactly one of them."""
-        if (time_ms is None) == (message_id is None):
-            raise InvalidValue("reset-cursor needs exactly one of a time and a message id",
-                               hint="pass -t TIME_OR_DURATION or -m MESSAGE_ID")
-        if isinstance(message_id, str):
-            message_id = parse_message_id(message_id)
-
-        @_each_partition(topic, message_id)
-        def run(ctx, t):
-            when = parse_reset_time(time_ms, ctx.now) if isinstance(time_ms, str) else time_ms
-            info, c = _open(ctx, t, subscription)
-            if message_id is not None:
-                nxt = offset_for_id(ctx, info, message_id)
-            else:
-                nxt = offset_for_time(ctx, info, when)
-            reset(ctx, info, c, nxt)
-            p = info.position(nxt)
-            doc = {"topic": str(t), "subscription": subscription,
-                   "nextMessageId": (str(MessageId(p.ledger_id, p.entry_id, t.partition_index))
-                                     if info.contains(nxt) else None)}
-            if message_id is None:
-                doc["timestamp"] = when
-            else:
-                doc["messageId"] = str(message_id)
-            doc.update(summary(ctx, info, c))
-            return doc
-        return self.write(run)
-
-    def expire_messages(self, topic, subscription: str, ttl_ms: int) -> dict:
-        @_each_partition(topic)
-        def run(ctx, t):
-            info, c = _open(ctx, t, subscription)
-            done = expire(ctx, info, c, ttl_ms)
-            return {"topic": str(t), "subscription": subscription, "expired": done,
-                    "expireTimeMs": ttl_ms, **summary(ctx, info, c)}
-        return self.write(run)
-
-    def terminate(self, topic) -> MessageId | dict:
-        """The last message id; for a partitioned topic, each partition's."""
-        t = _topic(topic)
-
-        def run(ctx):
-            from pulsarctl.broker import partitions
-
-            if partitions.get(ctx, t):
-                return {str(p): terminate(ctx, p) for p in partitions.expand(ctx, t)}
-            return terminate(ctx, t)
-        return self.write(run)
-
-    def examine_message(self, topic, initial_position: str = "latest", n: int = 1):
-        t = _topic(topic)
-        check_examine(initial_position, n)
-        return self.read(lambda ctx: examine(ctx, topics.require(ctx, t), t, initial_position, n))

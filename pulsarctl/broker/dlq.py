@@ -608,80 +608,87 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
     return results
 
 
-# -- the Broker's methods -------------------------------------------------------------------------
-class DlqAdmin:
-    """Mixed into Broker: each method is one transaction (self.write / self.read)."""
+# -- the handle the Broker gives out: broker.dlq(topic) -------------------------------------------
+def list_all(broker, namespace: str | None = None) -> list[dict]:
+    """Every dead letter topic (of a namespace), with what waits in it (Broker.dlqs)."""
+    if namespace:
+        from pulsarctl.names import parse_namespace
 
-    def dlq_list(self, namespace: str | None = None) -> list[dict]:
-        """Every dead letter topic (of a namespace), with what waits in it."""
-        if namespace:
-            from pulsarctl.names import parse_namespace
+        parse_namespace(namespace)
+    return broker.read(list_dlqs, namespace)
 
-            parse_namespace(namespace)
-        return self.read(list_dlqs, namespace)
 
-    def dlq_stats(self, topic, by_property: str | None = None, missing_ok: bool = False
-                  ) -> dict:
-        """Counts of the waiting dead letters (messages, not entries). missing_ok: a DLQ that
-        does not exist is an empty one (here and in the methods below)."""
-        t = _topic(topic)
-        return self.read(lambda ctx: stats(ctx, t, *open_dlq(ctx, t, missing_ok), by_property))
+class Dlq:
+    """One dead letter topic and its subscription pulsarctl-dlq. Each method is one transaction
+    (a read one where it changes nothing). missing_ok: a DLQ that does not exist is an empty
+    one."""
+    __slots__ = ("_broker", "topic")
 
-    def dlq_peek(self, topic, n: int = 10, filters=None, missing_ok: bool = False) -> list:
+    def __init__(self, broker, topic):
+        self._broker = broker
+        self.topic = _topic(topic)
+
+    def stats(self, by_property: str | None = None, missing_ok: bool = False) -> dict:
+        """Counts of the waiting dead letters (messages, not entries)."""
+        t = self.topic
+        return self._broker.read(
+            lambda ctx: stats(ctx, t, *open_dlq(ctx, t, missing_ok), by_property))
+
+    def peek(self, n: int = 10, filters=None, missing_ok: bool = False) -> list:
         """The first n waiting dead letters (n=0: all) that pass the filters; changes nothing."""
-        t = _topic(topic)
+        t = self.topic
 
         def run(ctx):
             info, c = open_dlq(ctx, t, missing_ok)
             # n=0: no limit (not the entry count: a batch entry holds many messages)
             return select(ctx, info, t, c, -1, n or ALL, filters)[0]
-        return self.read(run)
+        return self._broker.read(run)
 
-    def dlq_check(self, topic, missing_ok: bool = False) -> bool:
+    def check(self, missing_ok: bool = False) -> bool:
         """Whether the DLQ exists: a missing one is TopicNotFound (exit 3), or False with
         missing_ok; a partitioned topic's name is InvalidValue. Creates nothing."""
-        t = _topic(topic)
-        return self.read(lambda ctx: open_dlq(ctx, t, missing_ok)[0].ml_id != MISSING)
+        t = self.topic
+        return self._broker.read(lambda ctx: open_dlq(ctx, t, missing_ok)[0].ml_id != MISSING)
 
-    def dlq_count(self, topic, filters=None, ids=None, older_than_ms: int | None = None,
-                  missing_ok: bool = False) -> int:
+    def count(self, filters=None, ids=None, older_than_ms: int | None = None,
+              missing_ok: bool = False) -> int:
         """How many waiting dead letters (messages) pass the filters, the ids and the age
         limit."""
-        t = _topic(topic)
+        t = self.topic
 
         def run(ctx):
             info, c = open_dlq(ctx, t, missing_ok)
             cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
             return count(ctx, info, t, c, filters, ids, cutoff)
-        return self.read(run)
+        return self._broker.read(run)
 
-    def dlq_subscribe(self, topic) -> bool:
+    def subscribe(self) -> bool:
         """Create pulsarctl-dlq at Earliest if it is missing. Returns whether it was created."""
-        t = _topic(topic)
+        t = self.topic
 
         def run(ctx):
             info, c = open_dlq(ctx, t)
             if c is None:
                 ensure_subscription(ctx, info)
             return c is None
-        return self.write(run)
+        return self._broker.write(run)
 
-    def dlq_fetch(self, topic, after: int = -1, limit: int = 100, filters=None, ids=None,
-                  older_than_ms: int | None = None) -> dict:
+    def fetch(self, after: int = -1, limit: int = 100, filters=None, ids=None,
+              older_than_ms: int | None = None) -> dict:
         """The next waiting dead letters after the scan position `after` (-1: from the start):
         {"messages", "after" (pass it to the next call), "done"}. Reads only."""
-        t = _topic(topic)
+        t = self.topic
 
         def run(ctx):
             info, c = open_dlq(ctx, t)
             cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
             msgs, last, done = select(ctx, info, t, c, after, limit, filters, ids, cutoff)
             return {"messages": msgs, "after": last, "done": done}
-        return self.read(run)
+        return self._broker.read(run)
 
-    def dlq_ack(self, topic, ids) -> int:
+    def ack(self, ids) -> int:
         """Acknowledge dead letters on pulsarctl-dlq (they are handled). Returns how many."""
-        t = _topic(topic)
+        t = self.topic
         ids = list(ids)
 
         def run(ctx):
@@ -707,15 +714,15 @@ class DlqAdmin:
             rest = chunks.earlier(ctx, info, offsets)
             n = subs.ack(ctx, info, c, sorted(set(offsets) | set(rest)))[0]
             return n - len(rest) if rest else n
-        return self.write(run)
+        return self._broker.write(run)
 
-    def dlq_replay(self, topic, ids, *, to=None, subscription: str | None = None,
-                   max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False,
-                   max_failures: int | None = None) -> list[dict]:
+    def replay(self, ids, *, to=None, subscription: str | None = None,
+               max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False,
+               max_failures: int | None = None) -> list[dict]:
         """Replay these dead letters: republish and ack in one write transaction (a read one
         for dry_run). to=None replays each to its REAL_TOPIC; subscription replays through that
         subscription's retry letter topic; max_failures stops after that many failed."""
-        t = _topic(topic)
+        t = self.topic
         ids = list(ids)
         if max_replays < 0:
             raise InvalidValue(f"--max-replays must be zero or more, not {max_replays}")
@@ -725,11 +732,10 @@ class DlqAdmin:
             from pulsarctl.names import check_subscription
 
             check_subscription(subscription)
-        run = (self.read if dry_run else self.write)
+        run = (self._broker.read if dry_run else self._broker.write)
         return run(replay, t, ids, to, subscription, max_replays, dry_run, max_failures)
 
-    def dlq_lock(self, topic, wait: bool = True):
+    def lock(self, wait: bool = True):
         """A context manager holding the DLQ's exclusive lock (LockBusy when wait=False and
         another command holds it)."""
-        return locked(self.path, topic, wait)
-
+        return locked(self._broker.path, self.topic, wait)

@@ -5,13 +5,12 @@ subscription starts at the newest message, and one that has no consumer left whe
 attaches starts over from the newest message (Pulsar drops what arrives while nobody listens).
 
 The Broker routes every call naming a non-persistent topic to a Broker over that environment
-(see Broker._non_persistent); the rest of the semantics (all subscription types, acks, nacks,
+(Broker.owner_of, and `routed` below on each method that takes topics); the rest of the semantics (all subscription types, acks, nacks,
 stats) are the persistent ones."""
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
-import tempfile
 
 from pulsarctl.errors import InvalidValue
 from pulsarctl.names import TopicName, parse_topic
@@ -21,6 +20,9 @@ SHM = "/dev/shm"
 
 def path_for(store: str) -> str:
     """Where the store's non-persistent topics live: tmpfs, keyed by the store's real path."""
+    import hashlib  # lazy, as tempfile: only a call naming a non-persistent topic needs them
+    import tempfile
+
     base = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else tempfile.gettempdir()
     digest = hashlib.sha1(os.path.realpath(store).encode()).hexdigest()[:16]
     return os.path.join(base, f"pulsarctl-{os.getuid()}", digest)
@@ -51,3 +53,17 @@ def is_non_persistent(names) -> bool:
 
 def check_domain(topic) -> TopicName:
     return topic if isinstance(topic, TopicName) else parse_topic(topic)
+
+
+def routed(method):
+    """Decorates, in its class body, each Broker or admin-noun method whose first argument
+    names topics: the one step that runs it on the Broker owning them (Broker.owner_of), the
+    store's own or the one over its non-persistent topics."""
+    @functools.wraps(method)
+    def wrapper(self, names, *args, **kwargs):
+        broker = self._broker
+        owner = broker.owner_of(names)
+        if owner is not broker:
+            self = self._on(owner)
+        return method(self, names, *args, **kwargs)
+    return wrapper

@@ -23,21 +23,21 @@ def schemas_get(ctx: typer.Context, topic: Topic,
                                                               help="This version, not the "
                                                               "latest.")] = None,
                 output: Output = None):
-    render.data(state(ctx).broker().schema_get(topic, version), fmt(ctx, output))
+    render.data(state(ctx).broker().schemas.get(topic, version), fmt(ctx, output))
 
 
 @schemas.command("delete", help="Delete a topic's schema (every version).")
 def schemas_delete(ctx: typer.Context, topic: Topic, output: Output = None):
     from pulsarctl.cli.common import done
 
-    deleted = state(ctx).broker().schema_delete(topic)
+    deleted = state(ctx).broker().schemas.delete(topic)
     done(ctx, output, {"topic": topic, "deleted": deleted},
          f"deleted the schema of {topic}" if deleted else f"{topic} had no schema")
 
 
 @brokers.command("get-all-dynamic-config", help="Show every store-wide setting.")
 def get_all_dynamic_config(ctx: typer.Context, output: Output = None):
-    render.data(state(ctx).broker().get_settings(), fmt(ctx, output))
+    render.data(state(ctx).broker().policies.settings(), fmt(ctx, output))
 
 
 @brokers.command("update-dynamic-config", help="Change a store-wide setting.")
@@ -47,7 +47,7 @@ def update_dynamic_config(
     value: Annotated[str, typer.Option("--value", help="New value.")],
     output: Output = None,
 ):
-    v = state(ctx).broker().update_setting(config, value)
+    v = state(ctx).broker().policies.update_setting(config, value)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.err(f"{config} = {v}")
@@ -58,7 +58,7 @@ def update_dynamic_config(
 def _clock_doc(st) -> dict:
     from pulsarctl.messages import iso_ms
 
-    s = st.broker().clock_state()
+    s = st.broker().clock.state()
     # iso_ms says None for 0 (an unset time); a clock at 0 is at the epoch.
     return {"mode": s["mode"], "now": iso_ms(s["now"]) or "1970-01-01T00:00:00.000Z",
             "nowMillis": s["now"]}
@@ -85,7 +85,7 @@ def clock_simulate(ctx: typer.Context,
     from pulsarctl.units import parse_time_ms
 
     st = state(ctx)
-    st.broker().clock_simulate(parse_time_ms(at, "--at") if at else None)
+    st.broker().clock.simulate(parse_time_ms(at, "--at") if at else None)
     render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
 
 
@@ -99,14 +99,14 @@ def clock_advance(ctx: typer.Context,
     from pulsarctl.units import parse_duration_ms
 
     st = state(ctx)
-    _at, fired = st.broker().clock_advance(parse_duration_ms(duration), by_kind=True)
+    _at, fired = st.broker().clock.advance(parse_duration_ms(duration), by_kind=True)
     render.data({**_clock_doc(st), "fired": fired}, fmt(ctx, output), _clock_text)
 
 
 @clock.command("real", help="Go back to the real clock.")
 def clock_real(ctx: typer.Context, output: Output = None):
     st = state(ctx)
-    st.broker().clock_real()
+    st.broker().clock.real()
     render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
 
 
@@ -114,7 +114,7 @@ def clock_real(ctx: typer.Context, output: Output = None):
 def sub_consumers(ctx: typer.Context, topic: Topic,
                   subscription: Annotated[str, typer.Argument(help="Subscription name.")],
                   output: Output = None):
-    rows = state(ctx).broker().consumers(topic, subscription)
+    rows = state(ctx).broker().subscription(topic, subscription).consumers()
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.table(["consumer", "active", "priority", "unacked", "key hash ranges", "address",
@@ -186,7 +186,7 @@ def close_consumer(ctx: typer.Context, topic: Topic,
                    subscription: Annotated[str, typer.Argument(help="Subscription name.")],
                    consumer: Annotated[str, typer.Argument(help="Consumer name.")],
                    output: Output = None):
-    n = state(ctx).broker().disconnect_consumer(topic, subscription, consumer)
+    n = state(ctx).broker().subscription(topic, subscription).disconnect_consumer(consumer)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.err(render.safe(f"closed consumer {consumer}; {n} pending message(s) given back"))
@@ -200,7 +200,7 @@ def close_consumer(ctx: typer.Context, topic: Topic,
 def sub_describe(ctx: typer.Context, topic: Topic,
                  subscription: Annotated[str, typer.Argument(help="Subscription name.")],
                  output: Output = None):
-    render.data(state(ctx).broker().describe_subscription(topic, subscription), fmt(ctx, output))
+    render.data(state(ctx).broker().subscription(topic, subscription).describe(), fmt(ctx, output))
 
 
 @subscriptions.command("pending", help="Delivered, unacknowledged messages: consumer, idle time, "
@@ -208,7 +208,7 @@ def sub_describe(ctx: typer.Context, topic: Topic,
 def sub_pending(ctx: typer.Context, topic: Topic,
                 subscription: Annotated[str, typer.Argument(help="Subscription name.")],
                 output: Output = None):
-    rows = state(ctx).broker().pending_messages(topic, subscription)
+    rows = state(ctx).broker().subscription(topic, subscription).pending()
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.table(["message", "consumer", "idle", "redeliveries", "next redelivery"],

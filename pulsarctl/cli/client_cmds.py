@@ -25,7 +25,7 @@ ValueSchema = Annotated[Optional[str], typer.Option(
 
 def _check_schema(ctx, topics, value_schema, regex=False) -> None:
     if value_schema is not None and not regex:
-        state(ctx).broker().schema_check_consumer(topics, value_schema)
+        state(ctx).broker().schemas.check_consumer(topics, value_schema)
 
 
 @top.command(help="Produce messages to a topic (pulsar-client produce). Prints the message ids.")

@@ -64,10 +64,10 @@ def _open(store: str | None):
 
 def _topics(broker) -> list[str]:
     names: list[str] = []
-    for tenant in broker.list_tenants():
-        for ns in broker.list_namespaces(tenant):
-            partitioned = broker.list_partitioned_topics(ns)
-            for t in broker.list_topics(ns) + partitioned:
+    for tenant in broker.tenants.list():
+        for ns in broker.namespaces.list(tenant):
+            partitioned = broker.topics.list_partitioned(ns)
+            for t in broker.topics.list(ns) + partitioned:
                 m = _PARTITION.match(t)
                 if m and m.group(1) in partitioned:
                     continue
@@ -77,7 +77,7 @@ def _topics(broker) -> list[str]:
 
 
 def _dlqs(broker) -> list[str]:
-    return sorted({short(r["topic"]) for r in broker.dlq_list()})
+    return sorted({short(r["topic"]) for r in broker.dlqs()})
 
 
 def names(argv: list[str]) -> list[str]:
@@ -97,7 +97,7 @@ def names(argv: list[str]) -> list[str]:
             return _topics(broker)
         if kind == "dlqs":
             return _dlqs(broker)
-        return list(broker.list_subscriptions(rest[0]))
+        return list(broker.topics.subscriptions(rest[0]))
     finally:
         broker.close()
 

@@ -68,7 +68,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
         from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
 
         # The stored policy decides, so retry enabled by an earlier command counts too.
-        policy = st.broker().subscription_policy(consumer.topics()[0], subscription)
+        policy = st.broker().subscription(consumer.topics()[0], subscription).policy()
         retry = bool(policy.get("enableRetry"))
         retry_delay = (parse_duration_ms(exec_retry_delay, "--exec-retry-delay") if exec_retry_delay
                        else (policy.get("negativeAckRedeliveryDelayMs") or DEFAULT_NACK_DELAY_MS))
@@ -272,7 +272,7 @@ def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_
     start_id = parse_message_id(start)
     client = st.client()
     broker = st.broker()
-    end_id = broker.last_message_id(topic) if until_end else None
+    end_id = broker.topics.last_message_id(topic) if until_end else None
     reader = client.create_reader(topic, start_id, inclusive)
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)

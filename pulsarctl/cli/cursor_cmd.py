@@ -26,7 +26,7 @@ def skip(
     output: Output = None,
 ):
     positive(count, "-n/--count", allow_zero=False)
-    d = state(ctx).broker().skip(topic, subscription, count)
+    d = state(ctx).broker().subscription(topic, subscription).skip(count)
     done(ctx, output, d, f"skipped {_messages(d['skipped'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
@@ -34,7 +34,7 @@ def skip(
 @topics.command("clear-backlog", help="Acknowledge everything in a subscription's backlog "
                                       "(mark-delete to the last message).")
 def clear_backlog(ctx: typer.Context, topic: Topic, subscription: Sub, output: Output = None):
-    d = state(ctx).broker().clear_backlog(topic, subscription)
+    d = state(ctx).broker().subscription(topic, subscription).clear_backlog()
     done(ctx, output, d, f"cleared {_messages(d['cleared'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
@@ -60,7 +60,7 @@ def reset_cursor(
         raise InvalidValue("reset-cursor needs exactly one of -t/--time and -m/--messageId",
                            hint="e.g. `-t 10m` or `-m 7:12`")
     mid = parse_message_id(message_id) if message_id is not None else None
-    d = state(ctx).broker().reset_cursor(topic, subscription, time_ms=time, message_id=mid)
+    d = state(ctx).broker().subscription(topic, subscription).reset_cursor(time_ms=time, message_id=mid)
     nxt = d.get("nextMessageId")
     where = (f"to {nxt}" if nxt else "past the last message" if "partitions" not in d
              else f"on {len(d['partitions'])} partition(s)")
@@ -80,7 +80,7 @@ def expire_messages(
     from pulsarctl.units import parse_duration_ms
 
     ttl = parse_duration_ms(expire_time, "expiry time")
-    d = state(ctx).broker().expire_messages(topic, subscription, ttl)
+    d = state(ctx).broker().subscription(topic, subscription).expire_messages(ttl)
     done(ctx, output, d, f"expired {_messages(d['expired'])} on {subscription}; "
                              f"backlog now {d['msgBacklog']}")
 
@@ -89,7 +89,7 @@ def expire_messages(
 def terminate(ctx: typer.Context, topic: Topic, output: Output = None):
     from pulsarctl.names import parse_topic
 
-    mid = state(ctx).broker().terminate(topic)
+    mid = state(ctx).broker().topics.terminate(topic)
     name = str(parse_topic(topic))
     out = fmt(ctx, output)
     # A partitioned topic answers with each partition's last message id.
@@ -114,7 +114,7 @@ def examine_message(
         help="Which message: 1 is the last (latest) or the first (earliest).")] = 1,
     output: Output = None,
 ):
-    m = state(ctx).broker().examine_message(topic, initial_position, position)
+    m = state(ctx).broker().topics.examine_message(topic, initial_position, position)
     out = fmt(ctx, output)
     if out == render.JSON:
         render.json_doc(m.record())

@@ -135,11 +135,11 @@ def run_once(ctx: typer.Context, output: Output = None):
     from pulsarctl.daemon import timer_text
 
     b = state(ctx).broker()
-    kinds = b.fire_due(by_kind=True)
-    swept = b.sweep_consumers()
-    pol = b.enforce_policies()
+    kinds = b.chores.fire_due(by_kind=True)
+    swept = b.chores.sweep_consumers()
+    pol = b.chores.enforce_policies()
     fired = sum(kinds.values())
-    doc = {"fired": fired, "firedByKind": kinds, "disconnected": swept, **b.timer_counts(),
+    doc = {"fired": fired, "firedByKind": kinds, "disconnected": swept, **b.chores.timer_counts(),
            **pol}
     out = fmt(ctx, output)
     if out == render.TEXT:

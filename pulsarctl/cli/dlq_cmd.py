@@ -174,7 +174,7 @@ def _drive(broker, topic, sel: dict, max_n: int, pace: _Pace, batch: int, bar: "
             want = pace.size(batch)
             if max_n:
                 want = min(want, max_n - counted)
-            got = broker.dlq_fetch(topic, after, want, **sel)
+            got = broker.dlq(topic).fetch(after, want, **sel)
             msgs = got["messages"]
             if msgs:
                 pace.wait()
@@ -214,7 +214,7 @@ def _total(broker, topic, max_n: int, **sel) -> int | None:
     only when there is a terminal to show a bar on."""
     if not render.stderr_tty():
         return None
-    n = broker.dlq_count(topic, **sel)
+    n = broker.dlq(topic).count(**sel)
     return min(n, max_n) if max_n else n
 
 
@@ -228,10 +228,10 @@ def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, questi
     name = _name(topic)
     b = state(ctx).broker()
     # the DLQ must exist (exit 3, unless --missing-ok), before any lock file is made
-    if not b.dlq_check(topic, missing_ok):
+    if not b.dlq(topic).check(missing_ok):
         return name, b, False
     if question is not None and not yes and _interactive():
-        n = b.dlq_count(topic, **sel)
+        n = b.dlq(topic).count(**sel)
         if n:
             _confirm(question(min(n, max_n) if max_n else n, name), yes)
     return name, b, True
@@ -249,7 +249,7 @@ def list_(
     output: Output = None,
 ):
     out = fmt(ctx, output)
-    rows = state(ctx).broker().dlq_list(namespace)
+    rows = state(ctx).broker().dlqs(namespace)
     for r in rows:
         if not r["retained"] and not r["retention"]:
             render.err(render.safe(
@@ -283,7 +283,7 @@ def stats(
     output: Output = None,
 ):
     out = fmt(ctx, output)
-    d = state(ctx).broker().dlq_stats(topic, by_property, missing_ok=missing_ok)
+    d = state(ctx).broker().dlq(topic).stats(by_property, missing_ok=missing_ok)
     if out == render.TEXT:
         groups = [("REAL_TOPIC", d["byRealTopic"]), ("REAL_SUBSCRIPTION", d["byRealSubscription"])]
         if by_property is not None:
@@ -313,13 +313,13 @@ def peek(
     positive(num, "-n/--num-messages")
     sel = _filters(filters)
     b = state(ctx).broker()
-    msgs = b.dlq_peek(topic, num, sel, missing_ok=missing_ok)
+    msgs = b.dlq(topic).peek(num, sel, missing_ok=missing_ok)
     if out == render.JSON:
         render.json_doc([m.record() for m in msgs])
     else:
         for m in msgs:
             render.message(m, out, with_id=True, metadata=True)
-    total = b.dlq_count(topic, sel) if msgs else 0
+    total = b.dlq(topic).count(sel) if msgs else 0
     _finish(f"showed {len(msgs)} of {_plural(total)} waiting", not msgs, fail_if_empty,
             _name(topic), quiet)
 
@@ -463,7 +463,7 @@ def drain(
         if exec_cmd is None:
             with guard:
                 sink.write(msgs)
-                counts["drained"] += b.dlq_ack(topic, [m.id for m in msgs])
+                counts["drained"] += b.dlq(topic).ack([m.id for m in msgs])
             return counts["drained"] - before
         from pulsarctl.cli.consume_run import run_exec
 
@@ -472,14 +472,14 @@ def drain(
                 break
             with guard:
                 if run_exec(exec_cmd, m) == 0:
-                    counts["drained"] += b.dlq_ack(topic, [m.id])
+                    counts["drained"] += b.dlq(topic).ack([m.id])
                 else:
                     counts["failed"] += 1
         return counts["drained"] - before
 
     if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription, no file
-        with b.dlq_lock(topic, wait=not no_wait):
-            b.dlq_subscribe(topic)
+        with b.dlq(topic).lock(wait=not no_wait):
+            b.dlq(topic).subscribe()
             bar = render.Progress(_total(b, topic, max_n, **sel), "draining")
             sink = None if exec_cmd else _Sink(out_path)
             try:
@@ -595,7 +595,7 @@ def replay(
 
     def handle(msgs, guard):
         with guard:
-            results = b.dlq_replay(topic, [m.id for m in msgs], to=to, subscription=subscription,
+            results = b.dlq(topic).replay([m.id for m in msgs], to=to, subscription=subscription,
                                    max_replays=max_replays, dry_run=dry_run,
                                    max_failures=max_failures - counts["failed"]
                                    if max_failures else None)
@@ -626,8 +626,8 @@ def replay(
         bar = render.Progress(_total(b, topic, max_n, **sel), "dry run")
         _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     else:
-        with b.dlq_lock(topic, wait=not no_wait):
-            b.dlq_subscribe(topic)
+        with b.dlq(topic).lock(wait=not no_wait):
+            b.dlq(topic).subscribe()
             bar = render.Progress(_total(b, topic, max_n, **sel), "replaying")
             _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     if out == render.JSON:
@@ -676,13 +676,13 @@ def purge(
 
     def handle(msgs, guard):
         with guard:
-            n = b.dlq_ack(topic, [m.id for m in msgs])
+            n = b.dlq(topic).ack([m.id for m in msgs])
         counts["purged"] += n
         return n
 
     if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription
-        with b.dlq_lock(topic, wait=not no_wait):
-            b.dlq_subscribe(topic)
+        with b.dlq(topic).lock(wait=not no_wait):
+            b.dlq(topic).subscribe()
             bar = render.Progress(_total(b, topic, max_n, **sel), "purging")
             _drive(b, topic, sel, max_n, pace, batch, bar, handle)
     if out != render.TEXT:

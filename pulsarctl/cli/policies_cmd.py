@@ -55,7 +55,7 @@ def _register(group: typer.Typer, scope: str) -> None:
     noun = "namespace" if scope == "namespace" else "topic"
 
     def set_(ctx, target, field, value, output, line):
-        v = state(ctx).broker().set_policy(scope, target, field, value)
+        v = state(ctx).broker().policies.set(scope, target, field, value)
         done(ctx, output, {noun: target, field: v}, line)
 
     # Each command is made by a function of its field: a parameter with a default (the usual
@@ -63,18 +63,18 @@ def _register(group: typer.Typer, scope: str) -> None:
     def get_command(field):
         if scope == "namespace":
             def get_cmd(ctx: typer.Context, target: Target, output: Output = None):
-                render.data(state(ctx).broker().get_policy(scope, target, field),
+                render.data(state(ctx).broker().policies.get(scope, target, field),
                             fmt(ctx, output))
         else:
             def get_cmd(ctx: typer.Context, target: Target, output: Output = None,
                         applied: Applied = False):
-                render.data(state(ctx).broker().get_policy(scope, target, field, applied),
+                render.data(state(ctx).broker().policies.get(scope, target, field, applied),
                             fmt(ctx, output))
         return get_cmd
 
     def remove_command(field, cli_name):
         def remove_cmd(ctx: typer.Context, target: Target, output: Output = None):
-            state(ctx).broker().remove_policy(scope, target, field)
+            state(ctx).broker().policies.remove(scope, target, field)
             done(ctx, output, {noun: target, "removed": field}, f"removed {cli_name} on {target}")
         return remove_cmd
 
@@ -142,7 +142,7 @@ def _register(group: typer.Typer, scope: str) -> None:
     @group.command("remove-backlog-quota", help="Remove one backlog quota.")
     def remove_quota(ctx: typer.Context, target: Target, type_: QuotaType = "destination_storage",
                      output: Output = None):
-        state(ctx).broker().remove_policy(scope, target, P.BACKLOG_QUOTA, type_)
+        state(ctx).broker().policies.remove(scope, target, P.BACKLOG_QUOTA, type_)
         done(ctx, output, {noun: target, "removed": type_},
              f"removed backlog quota {type_} on {target}")
 
@@ -207,4 +207,4 @@ _register(topics, "topic")
 @topics.command("policies", help="Every policy in force on a topic (its own, else its "
                 "namespace's, else the broker default).")
 def topic_policies(ctx: typer.Context, topic: _Target["topic"], output: Output = None):
-    render.data(state(ctx).broker().topic_policies(topic), fmt(ctx, output))
+    render.data(state(ctx).broker().policies.applied(topic), fmt(ctx, output))

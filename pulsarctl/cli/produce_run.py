@@ -177,7 +177,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     if not bodies and not from_stdin:
         raise UsageError("nothing to produce", hint="give -m MESSAGE, -f FILE or --stdin")
     broker = st.broker()
-    now = broker.clock_state()["now"] if deliver_after else None
+    now = broker.clock.state()["now"] if deliver_after else None
     template = p.Template(key, ordering_key, properties or (), event_time, deliver_after,
                           deliver_at, now_ms=now)
     from pulsarctl.client.producer import Producer

@@ -19,12 +19,12 @@ Namespace = Annotated[str, typer.Argument(help="tenant/namespace", show_default=
 
 @tenants.command("list", help="List tenants.")
 def tenants_list(ctx: typer.Context, output: Output = None):
-    render.names(state(ctx).broker().list_tenants(), fmt(ctx, output), "tenant")
+    render.names(state(ctx).broker().tenants.list(), fmt(ctx, output), "tenant")
 
 
 @tenants.command("get", help="Show a tenant's configuration.")
 def tenants_get(ctx: typer.Context, tenant: Tenant, output: Output = None):
-    render.data(state(ctx).broker().get_tenant(tenant), fmt(ctx, output))
+    render.data(state(ctx).broker().tenants.get(tenant), fmt(ctx, output))
 
 
 @tenants.command("create", help="Create a tenant.")
@@ -36,34 +36,34 @@ def tenants_create(
         "-c", "--allowed-clusters", help="Allowed cluster (repeatable).")] = None,
     output: Output = None,
 ):
-    info = state(ctx).broker().create_tenant(tenant, admin_roles or (), allowed_clusters or ())
+    info = state(ctx).broker().tenants.create(tenant, admin_roles or (), allowed_clusters or ())
     done(ctx, output, {"tenant": tenant, **info}, f"created tenant {tenant}")
 
 
 @tenants.command("delete", help="Delete a tenant (refused while it has namespaces, unless --force).")
 def tenants_delete(ctx: typer.Context, tenant: Tenant, force: Force = False, output: Output = None):
-    state(ctx).broker().delete_tenant(tenant, force)
+    state(ctx).broker().tenants.delete(tenant, force)
     done(ctx, output, {"tenant": tenant, "deleted": True}, f"deleted tenant {tenant}")
 
 
 @namespaces.command("list", help="List the namespaces of a tenant.")
 def namespaces_list(ctx: typer.Context, tenant: Tenant, output: Output = None):
-    render.names(state(ctx).broker().list_namespaces(tenant), fmt(ctx, output), "namespace")
+    render.names(state(ctx).broker().namespaces.list(tenant), fmt(ctx, output), "namespace")
 
 
 @namespaces.command("create", help="Create a namespace.")
 def namespaces_create(ctx: typer.Context, namespace: Namespace, output: Output = None):
-    state(ctx).broker().create_namespace(namespace)
+    state(ctx).broker().namespaces.create(namespace)
     done(ctx, output, {"namespace": namespace, "created": True}, f"created namespace {namespace}")
 
 
 @namespaces.command("delete", help="Delete a namespace (refused while it has topics, unless --force).")
 def namespaces_delete(ctx: typer.Context, namespace: Namespace, force: Force = False,
                       output: Output = None):
-    state(ctx).broker().delete_namespace(namespace, force)
+    state(ctx).broker().namespaces.delete(namespace, force)
     done(ctx, output, {"namespace": namespace, "deleted": True}, f"deleted namespace {namespace}")
 
 
 @namespaces.command("policies", help="Show a namespace's policies.")
 def namespaces_policies(ctx: typer.Context, namespace: Namespace, output: Output = None):
-    render.data(state(ctx).broker().namespace_policies(namespace), fmt(ctx, output))
+    render.data(state(ctx).broker().namespaces.policies(namespace), fmt(ctx, output))

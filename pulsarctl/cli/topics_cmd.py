@@ -15,18 +15,18 @@ topics = typer.Typer(help="Manage topics (pulsar-admin topics).", no_args_is_hel
 def list_(ctx: typer.Context,
           namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
           output: Output = None):
-    render.names(state(ctx).broker().list_topics(namespace), fmt(ctx, output), "topic")
+    render.names(state(ctx).broker().topics.list(namespace), fmt(ctx, output), "topic")
 
 
 @topics.command(help="Create a non-partitioned topic.")
 def create(ctx: typer.Context, topic: Topic, output: Output = None):
-    name = state(ctx).broker().create_topic(topic)
+    name = state(ctx).broker().topics.create(topic)
     done(ctx, output, {"topic": name, "created": True}, f"created {name}")
 
 
 @topics.command(help="Delete a topic (refused while it has subscriptions, unless --force).")
 def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Output = None):
-    name = state(ctx).broker().delete_topic(topic, force)
+    name = state(ctx).broker().topics.delete(topic, force)
     done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
@@ -44,7 +44,7 @@ def _stats_text(s: dict) -> None:
 
 @topics.command(help="Topic statistics, with pulsar-admin's JSON keys.")
 def stats(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().topic_stats(topic), fmt(ctx, output), _stats_text)
+    render.data(state(ctx).broker().topics.stats(topic), fmt(ctx, output), _stats_text)
 
 
 def _internal_text(s: dict) -> None:
@@ -59,12 +59,12 @@ def _internal_text(s: dict) -> None:
 
 @topics.command("stats-internal", help="Internal stats: ledgers and cursors.")
 def stats_internal(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().internal_stats(topic), fmt(ctx, output), _internal_text)
+    render.data(state(ctx).broker().topics.internal_stats(topic), fmt(ctx, output), _internal_text)
 
 
 @topics.command(help="List the subscriptions of a topic.")
 def subscriptions(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.names(state(ctx).broker().list_subscriptions(topic), fmt(ctx, output), "subscription")
+    render.names(state(ctx).broker().topics.subscriptions(topic), fmt(ctx, output), "subscription")
 
 
 @topics.command("create-subscription", help="Create a durable subscription.")
@@ -79,7 +79,7 @@ def create_subscription(
 
     check_subscription(subscription)
     pos = parse_message_id(message_id)
-    state(ctx).broker().create_subscription(topic, subscription, pos)
+    state(ctx).broker().subscription(topic, subscription).create(pos)
     done(ctx, output, {"topic": topic, "subscription": subscription, "created": True},
           f"created subscription {subscription} on {topic}")
 
@@ -87,7 +87,7 @@ def create_subscription(
 @topics.command(help="Delete a subscription (refused while consumers are connected, unless --force).")
 def unsubscribe(ctx: typer.Context, topic: Topic, subscription: Sub, force: Force = False,
                 output: Output = None):
-    state(ctx).broker().unsubscribe(topic, subscription, force)
+    state(ctx).broker().subscription(topic, subscription).unsubscribe(force)
     done(ctx, output, {"topic": topic, "subscription": subscription, "deleted": True},
           f"deleted subscription {subscription} on {topic}")
 
@@ -107,7 +107,7 @@ def peek_messages(
     output: Output = None,
 ):
     positive(count, "-n/--count", allow_zero=False)
-    _messages(state(ctx).broker().peek(topic, subscription, count), fmt(ctx, output))
+    _messages(state(ctx).broker().subscription(topic, subscription).peek(count), fmt(ctx, output))
 
 
 @topics.command("get-message-by-id", help="Get one message by ledger and entry id.")
@@ -117,7 +117,7 @@ def get_message_by_id(
     entry_id: Annotated[int, typer.Option("-e", "--entryId", "--entry-id", help="Entry id.")],
     output: Output = None,
 ):
-    m = state(ctx).broker().get_message_by_id(topic, ledger_id, entry_id)
+    m = state(ctx).broker().topics.get_message_by_id(topic, ledger_id, entry_id)
     out = fmt(ctx, output)
     if out == render.JSON:
         render.json_doc(m.record())
@@ -127,7 +127,7 @@ def get_message_by_id(
 
 @topics.command("last-message-id", help="The id of the last message of a topic.")
 def last_message_id(ctx: typer.Context, topic: Topic, output: Output = None):
-    mid = state(ctx).broker().last_message_id(topic)
+    mid = state(ctx).broker().topics.last_message_id(topic)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.outln(str(mid))
@@ -143,7 +143,7 @@ Partitions = Annotated[int, typer.Option("-p", "--partitions", help="Number of p
 @topics.command("create-partitioned-topic", help="Create a partitioned topic of N partitions.")
 def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
-    name = state(ctx).broker().create_partitioned_topic(topic, partitions)
+    name = state(ctx).broker().topics.create_partitioned(topic, partitions)
     done(ctx, output, {"topic": name, "partitions": partitions},
           f"created {name} with {partitions} partitions")
 
@@ -151,20 +151,20 @@ def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Parti
 @topics.command("update-partitioned-topic", help="Grow a partitioned topic (never shrinks).")
 def update_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
-    n = state(ctx).broker().update_partitioned_topic(topic, partitions)
+    n = state(ctx).broker().topics.update_partitioned(topic, partitions)
     done(ctx, output, {"topic": topic, "partitions": n}, f"{topic} now has {n} partitions")
 
 
 @topics.command("get-partitioned-topic-metadata",
                 help="Number of partitions (0 for a topic that is not partitioned).")
 def get_partitioned_topic_metadata(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().partitioned_metadata(topic), fmt(ctx, output))
+    render.data(state(ctx).broker().topics.partitioned_metadata(topic), fmt(ctx, output))
 
 
 @topics.command("delete-partitioned-topic", help="Delete a partitioned topic and its partitions.")
 def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = False,
                              output: Output = None):
-    name = state(ctx).broker().delete_topic(topic, force)
+    name = state(ctx).broker().topics.delete(topic, force)
     done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
@@ -172,7 +172,7 @@ def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = Fa
 def list_partitioned_topics(ctx: typer.Context,
                             namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
                             output: Output = None):
-    render.names(state(ctx).broker().list_partitioned_topics(namespace), fmt(ctx, output), "topic")
+    render.names(state(ctx).broker().topics.list_partitioned(namespace), fmt(ctx, output), "topic")
 
 
 @topics.command("partitioned-stats", help="Stats of a partitioned topic, added up over its "
@@ -187,7 +187,7 @@ def partitioned_stats(ctx: typer.Context, topic: Topic,
             render.outln("")
             render.outln(render.safe(name))
             _stats_text(p)
-    render.data(state(ctx).broker().partitioned_stats(topic, per_partition), fmt(ctx, output), text)
+    render.data(state(ctx).broker().topics.partitioned_stats(topic, per_partition), fmt(ctx, output), text)
 
 
 def _offload_text(r: dict) -> None:
@@ -220,7 +220,7 @@ def offload(ctx: typer.Context, topic: Topic,
 
     size = parse_size(size_threshold, "--size-threshold") if size_threshold is not None else None
     age = parse_duration_ms(older_than, "--older-than") if older_than is not None else None
-    r = state(ctx).broker().offload(topic, to, size, age)
+    r = state(ctx).broker().topics.offload(topic, to, size, age)
     render.data(r, fmt(ctx, output), _offload_text)
 
 
@@ -234,5 +234,5 @@ def _offload_status_text(r: dict) -> None:
 
 @topics.command("offload-status", help="What of a topic is offloaded, and where.")
 def offload_status(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().offload_status(topic), fmt(ctx, output),
+    render.data(state(ctx).broker().topics.offload_status(topic), fmt(ctx, output),
                 _offload_status_text)

@@ -206,7 +206,7 @@ class Client:
         chunks = Assembler(max_pending_chunked_message,
                            expire_time_of_incomplete_chunked_message_ms)
         if schema is not None and not hasattr(topic, "pattern"):
-            self.broker.schema_check_consumer(topic, schema)
+            self.broker.schemas.check_consumer(topic, schema)
         # settings: the subscription's stored policy by Pulsar's configuration names, as the
         # command line passes it; the keyword arguments above fill it pulsar-client's way.
         settings = {**(settings or {}), **consumer_settings(
@@ -234,7 +234,7 @@ class Client:
                       expire_time_of_incomplete_chunked_message_ms: int = 60_000,
                       **_ignored) -> "Reader":
         if schema is not None:
-            self.broker.schema_check_consumer(topic, schema)
+            self.broker.schemas.check_consumer(topic, schema)
         from pulsarctl.client.chunks import Assembler
 
         chunks = Assembler(max_pending_chunked_message,
@@ -294,7 +294,7 @@ class Consumer:
             self._attach(topics)
             # The ack timeout starts when the application receives a message, not when it is
             # prefetched: with one set, take messages one at a time.
-            if self._broker.subscription_policy(self._topics[0], subscription).get("ackTimeoutMs"):
+            if self._broker.subscription(self._topics[0], subscription).policy().get("ackTimeoutMs"):
                 self.receiver_queue_size = 1
         self._type = sub_type
         self._closed = False
@@ -337,7 +337,7 @@ class Consumer:
         msgs = self._fetch(n)
         chunks = self._chunks
         while msgs and (len(chunks) or any(m.chunk_ is not None for m in msgs)):
-            now = self._broker.clock_state()["now"]
+            now = self._broker.clock.state()["now"]
             got = chunks.take(msgs, now)
             chunks.expire(now)
             self._drop(chunks.take_dropped())
@@ -347,7 +347,7 @@ class Consumer:
             # Only chunks so far: fetch the rest of the message at once.
             msgs = self._fetch(max(n, chunks.missing()))
         if not msgs and len(chunks):
-            chunks.expire(self._broker.clock_state()["now"])
+            chunks.expire(self._broker.clock.state()["now"])
             self._drop(chunks.take_dropped())
         self._queue = msgs
         self._qi = 0
@@ -438,7 +438,7 @@ class Consumer:
         self.flush_acks()
         self._broker.close_consumer(self._topics, self._subscription, self._name)
         for t in self._topics:
-            self._broker.unsubscribe(t, self._subscription)
+            self._broker.subscription(t, self._subscription).unsubscribe()
         self._closed = True
 
     def close(self) -> None:
@@ -488,7 +488,7 @@ class Reader:
         msgs = self._read(n)
         chunks = self._chunks
         while msgs and (len(chunks) or any(m.chunk_ is not None for m in msgs)):
-            now = self._broker.clock_state()["now"]
+            now = self._broker.clock.state()["now"]
             got = chunks.take(msgs, now)
             chunks.expire(now)
             chunks.take_dropped()  # a reader holds nothing: dropped is forgotten
@@ -546,4 +546,4 @@ class _Pattern:
         self.namespace = f"{rest[0]}/{rest[1]}"
 
     def matches(self, broker) -> list[str]:
-        return [t for t in broker.list_topics(self.namespace) if self.regex.fullmatch(t)]
+        return [t for t in broker.topics.list(self.namespace) if self.regex.fullmatch(t)]

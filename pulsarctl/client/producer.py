@@ -111,7 +111,7 @@ class Producer:
         `produce --deliver-after` does); None when no delay is asked for."""
         if deliver_after is None or deliver_at is not None:
             return None
-        return self._broker.clock_state()["now"]
+        return self._broker.clock.state()["now"]
 
     def send(self, content, properties=None, partition_key=None, ordering_key=None,
              sequence_id=None, event_timestamp=None, deliver_at=None, deliver_after=None) -> MessageId:

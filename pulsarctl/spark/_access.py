@@ -454,18 +454,18 @@ def ensure_dedup(b, topic: str) -> None:
 
     t = parse_topic(topic)
     try:
-        on = b.get_policy("topic", t, DEDUP, applied=True)
+        on = b.policies.get("topic", t, DEDUP, applied=True)
     except TopicNotFound:
-        if not b.get_settings().get("allowAutoTopicCreation", True):
+        if not b.policies.settings().get("allowAutoTopicCreation", True):
             raise TopicNotFound(f"topic {t} does not exist and allowAutoTopicCreation is off",
                                 hint=f"create it with `pulsarctl topics create {t}`") from None
         try:
-            b.create_topic(t)
+            b.topics.create(t)
         except AlreadyExists:
             pass
-        on = b.get_policy("topic", t, DEDUP, applied=True)
+        on = b.policies.get("topic", t, DEDUP, applied=True)
     if not on:
-        b.set_policy("topic", t, DEDUP, True)
+        b.policies.set("topic", t, DEDUP, True)
 
 
 def ids_between(part: Part, lo: int, hi: int) -> list[MessageId]:
@@ -491,10 +491,10 @@ def ack_through(b, subscription: str, ranges: dict) -> int:
         if part.ml_id != ml or end <= start:
             continue
         try:
-            b.create_subscription(part.name, subscription, "Earliest")
+            b.subscription(part.name, subscription).create("Earliest")
         except AlreadyExists:
             pass
-        kind = b.describe_subscription(part.name, subscription)["type"]
+        kind = b.subscription(part.name, subscription).describe()["type"]
         if kind in ("Exclusive", "Failover"):
             lid, eid = position_at(part, end - 1)
             n += b.ack(part.name, subscription, [MessageId(lid, eid, part.partition)],

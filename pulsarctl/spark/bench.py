@@ -40,7 +40,7 @@ def _fill(store: str, n: int, size: int, batch: int = 10_000, topic: str = TOPIC
     from pulsarctl.messages import OutgoingMessage
 
     b = Broker(store)
-    have = b.topic_stats(topic)["msgInCounter"] if b.topic_exists(topic) else 0
+    have = b.topics.stats(topic)["msgInCounter"] if b.topics.exists(topic) else 0
     t0 = clocks.monotonic()
     payload = b"x" * size
     for i in range(have, n, batch):

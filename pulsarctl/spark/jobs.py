@@ -279,8 +279,8 @@ def dlq_reprocess(spark, store: str, dlq: str, transform: str | None = None,
             spark.sparkContext.addPyFile(path)  # so Spark's workers can import it too
     b = access.broker(store, write=True)
     t = parse_topic(dlq)
-    with b.dlq_lock(t, wait):
-        b.dlq_subscribe(t)
+    with b.dlq(t).lock(wait):
+        b.dlq(t).subscribe()
         with spark_errors("dlq-reprocess"):
             df, part, runs = _dlq_frame(spark, store, str(t), split_entries=split_entries)
             if df is None:
@@ -322,7 +322,7 @@ def dlq_reprocess(spark, store: str, dlq: str, transform: str | None = None,
         ids = [i for s, e in runs for i in access.ids_between(part, s, e)]
         acked = 0
         for i in range(0, len(ids), 10_000):
-            acked += b.dlq_ack(t, ids[i:i + 10_000])
+            acked += b.dlq(t).ack(ids[i:i + 10_000])
     return {"topic": part.name, "read": len(ids), "written": sum(counts.values()),
             "acknowledged": acked,
             "topics": {str(parse_topic(k)): v for k, v in sorted(counts.items())}}

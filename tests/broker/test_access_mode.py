@@ -53,7 +53,7 @@ def test_exclusive_with_fencing_takes_over_and_the_old_holder_is_fenced(broker):
 
 
 def test_partitions_share_one_holder(broker):
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     client = pulsarctl.Client(broker=broker)
     client.create_producer("pt", producer_name="a", access_mode="Exclusive")
     with pytest.raises(ProducerFenced):

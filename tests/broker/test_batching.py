@@ -39,7 +39,7 @@ def sub(broker, topic, s, consumer, typ="Shared", fetch=0, settings=None):
 
 
 def sub_stats(broker, topic, s):
-    return broker.topic_stats(topic)["subscriptions"][s]
+    return broker.topics.stats(topic)["subscriptions"][s]
 
 
 def ids(messages):
@@ -109,10 +109,10 @@ def test_batches_split_by_count_and_bytes_and_a_batch_of_one_is_plain(broker):
 def test_backlog_counts_entries_and_msg_in_counter_counts_messages(broker):
     sub(broker, "t", "s", "c")
     publish(broker, "t", msgs(10), max_messages=4)
-    st = broker.topic_stats("t")
+    st = broker.topics.stats("t")
     assert st["subscriptions"]["s"]["msgBacklog"] == 3  # 4 + 4 + 2
     assert st["msgInCounter"] == 10
-    assert broker.internal_stats("t")["entriesAddedCounter"] == 3
+    assert broker.topics.internal_stats("t")["entriesAddedCounter"] == 3
 
 
 def test_the_python_api_batches_send_async_and_send_goes_alone(store_path, clock):
@@ -175,14 +175,14 @@ def test_send_async_without_batching_goes_at_once(store_path, clock):
 
 def test_a_failed_async_send_reaches_its_callback(store_path, clock):
     broker = Broker(store_path, clock)
-    broker.update_setting("maxMessageSize", "100")
+    broker.policies.update_setting("maxMessageSize", "100")
     client = pulsarctl.Client(broker=broker)
     p = client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=5)
     got, done, cb = _collector(1)
     p.send_async(b"x" * 500, cb)
     assert done.wait(10)
     assert got[0][:2] == ("MessageTooLarge", None)
-    assert not broker.topic_exists("t") or read_all(broker, "t") == []
+    assert not broker.topics.exists("t") or read_all(broker, "t") == []
     p.send_async(b"fine", cb)  # the producer goes on
     p.flush()
     assert got[-1][:2] == ("Ok", "1:0:-1")
@@ -290,7 +290,7 @@ def _partial_then_nack(store_path, clock, index_level: bool):
     commands would — then let the nack delay run out and fetch again."""
     b = Broker(store_path, clock)
     if index_level:
-        b.update_setting(INDEX_LEVEL, "true")
+        b.policies.update_setting(INDEX_LEVEL, "true")
     sub(b, "t", "s", "c", settings={"negativeAckRedeliveryDelayMs": 1000})
     got = publish(b, "t", msgs(3))
     assert ids(b.fetch("t", "s", "c", 10)) == [str(i) for i in got]
@@ -342,7 +342,7 @@ def test_ack_timeout_redelivers_the_whole_batch(broker, clock):
     broker.fetch("t", "s", "c", 10)
     broker.ack("t", "s", got[:1])
     clock.advance(3500)
-    assert broker.fire_due() == 1  # one entry
+    assert broker.chores.fire_due() == 1  # one entry
     assert ids(broker.fetch("t", "s", "c", 10)) == [str(i) for i in got]
 
 
@@ -354,7 +354,7 @@ def test_cumulative_ack_inside_a_batch(broker):
     broker.ack("t", "s", [b[1]], cumulative=True)
     st = sub_stats(broker, "t", "s")
     assert st["msgBacklog"] == 1  # batch a acked, b acked up to index 1
-    assert broker.internal_stats("t")["cursors"]["s"]["markDeletePosition"] == "1:0"
+    assert broker.topics.internal_stats("t")["cursors"]["s"]["markDeletePosition"] == "1:0"
     broker.ack("t", "s", [b[2]])
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 0
 
@@ -373,9 +373,9 @@ def _limits(broker, per_consumer=0, per_subscription=0):
     from pulsarctl.broker import policies as P
 
     if per_consumer:
-        broker.set_policy("topic", "t", P.MAX_UNACKED_CONSUMER, per_consumer)
+        broker.policies.set("topic", "t", P.MAX_UNACKED_CONSUMER, per_consumer)
     if per_subscription:
-        broker.set_policy("topic", "t", P.MAX_UNACKED_SUBSCRIPTION, per_subscription)
+        broker.policies.set("topic", "t", P.MAX_UNACKED_SUBSCRIPTION, per_subscription)
 
 
 def test_max_unacked_per_consumer_counts_the_messages_of_batches(broker):
@@ -412,7 +412,7 @@ def test_index_acks_lower_the_count_only_at_index_level(store_path, clock):
     for level in (False, True):
         b = Broker(store_path + ("-on" if level else "-off"), clock)
         if level:
-            b.update_setting(INDEX_LEVEL, "true")
+            b.policies.update_setting(INDEX_LEVEL, "true")
         sub(b, "t", "s", "c1")
         got = publish(b, "t", msgs(4, prefix="a")) + publish(b, "t", msgs(4, prefix="b"))
         _limits(b, per_consumer=8)
@@ -492,8 +492,8 @@ def test_delayed_messages_are_never_batched(broker, clock):
 def test_deduplication_judges_a_batch_by_its_first_sequence_id(broker):
     from pulsarctl.broker import policies
 
-    broker.create_topic("t")
-    broker.set_policy("topic", "t", policies.DEDUP, True)
+    broker.topics.create("t")
+    broker.policies.set("topic", "t", policies.DEDUP, True)
     first = [OutgoingMessage(b"x", sequence_id=s) for s in range(5)]
     assert all(i.batch_index >= 0 for i in publish(broker, "t", first, producer_name="p"))
     # First sequence id 3 <= highest stored 4: the whole batch is a duplicate.
@@ -507,7 +507,7 @@ def test_deduplication_judges_a_batch_by_its_first_sequence_id(broker):
     again = publish(broker, "t", [OutgoingMessage(b"w", sequence_id=s) for s in (9, 10)],
                     producer_name="p")
     assert [str(i) for i in again] == ["-1:-1:-1"] * 2
-    assert broker.topic_stats("t")["msgInCounter"] == 10
+    assert broker.topics.stats("t")["msgInCounter"] == 10
 
 
 # -- dead letters, retry, compression ----------------------------------------------------------
@@ -521,7 +521,7 @@ def test_a_dead_lettered_batch_is_one_dead_letter_per_index(broker, clock):
         assert ids(fetched) == [str(i) for i in got]
         broker.nack("t", "s", [fetched[1].message_id()])
         clock.advance(1500)
-        broker.fire_due()
+        broker.chores.fire_due()
     assert broker.fetch("t", "s", "c", 10) == []
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 0
     dead = read_all(broker, "t-s-DLQ")
@@ -563,13 +563,13 @@ def test_a_compressed_batch_round_trips(store_path, clock, codec):
     assert rec[9] == CODES[codec] and len(rec[3]) < rec[10] < sum(map(len, body)) + 2000
     r = client.create_reader("t", MessageId.earliest)
     assert [r.read_next(1000).data() for _ in body] == body
-    st = client.broker.internal_stats("t")
+    st = client.broker.topics.internal_stats("t")
     assert st["totalSize"] < sum(map(len, body)) / 4
     client.close()
 
 
 def test_a_batch_over_max_message_size_is_split(broker):
-    broker.update_setting("maxMessageSize", "1000")
+    broker.policies.update_setting("maxMessageSize", "1000")
     # 5 payloads of 199 bytes fill a batch (995 <= 1000), but serialized they are over 1000.
     got = broker.publish("t", [OutgoingMessage(b"x" * 199) for _ in range(10)],
                          batching=batches.Spec(1000, 0, False))[1]
@@ -579,7 +579,7 @@ def test_a_batch_over_max_message_size_is_split(broker):
 
 
 def test_partitioned_topics_batch_per_partition(broker):
-    broker.create_partitioned_topic("pt", 3)
+    broker.topics.create_partitioned("pt", 3)
     out = [OutgoingMessage(f"m{i}".encode(), key=f"k{i % 3}") for i in range(9)]
     got = publish(broker, "pt", out)
     by_part: dict = {}
@@ -601,15 +601,15 @@ def test_a_reader_starts_inside_a_batch(broker):
 def test_peek_shows_batch_indexes_and_skips_acked_ones(broker):
     sub(broker, "t", "s", "c")
     got = publish(broker, "t", msgs(3))
-    assert ids(broker.peek("t", "s", 2)) == [str(i) for i in got[:2]]
+    assert ids(broker.subscription("t", "s").peek(2)) == [str(i) for i in got[:2]]
     broker.ack("t", "s", [got[0]])
-    assert ids(broker.peek("t", "s", 10)) == [str(i) for i in got[1:]]
+    assert ids(broker.subscription("t", "s").peek(10)) == [str(i) for i in got[1:]]
 
 
 def test_admin_views_of_a_batch_show_its_first_message(broker):
     got = publish(broker, "t", msgs(3))
-    assert str(broker.get_message_by_id("t", 1, 0).message_id()) == str(got[0])
-    assert broker.examine_message("t", "earliest", 1).data() == b"m0"
+    assert str(broker.topics.get_message_by_id("t", 1, 0).message_id()) == str(got[0])
+    assert broker.topics.examine_message("t", "earliest", 1).data() == b"m0"
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -756,7 +756,7 @@ def test_unacked_messages_count_a_batch_s_messages(broker, index_level):
     leaves 2 with index-level acks on, and still 3 with them off (the client holds such acks
     until the whole batch is acked, so the broker still counts the batch)."""
     if index_level:
-        broker.update_setting(batches.INDEX_LEVEL, "true")
+        broker.policies.update_setting(batches.INDEX_LEVEL, "true")
     sub(broker, "t", "s", "c")
     got = publish(broker, "t", msgs(3))
     publish(broker, "t", msgs(1, prefix="plain"))

@@ -36,7 +36,7 @@ def sub(broker, topic, sub_name, consumer, typ, *, fetch=0, lease=LEASE, positio
 
 
 def sub_stats(broker, topic, s):
-    return broker.topic_stats(topic)["subscriptions"][s]
+    return broker.topics.stats(topic)["subscriptions"][s]
 
 
 def unacked_by_consumer(broker, topic, s):
@@ -52,7 +52,7 @@ def test_exclusive_second_consumer_is_busy(broker):
         sub(broker, "t", "s", "c2", "Exclusive", fetch=1)
     assert ei.value.exit_code == 4
     # c2 was not recorded, and c1 lost nothing.
-    assert [c["consumerName"] for c in broker.consumers("t", "s")] == ["c1"]
+    assert [c["consumerName"] for c in broker.subscription("t", "s").consumers()] == ["c1"]
     assert sub_stats(broker, "t", "s")["unackedMessages"] == 1
 
 
@@ -90,7 +90,7 @@ def test_lease_ends_exactly_after_lease_ms(broker, clock):
         sub(broker, "t", "s", "c2", "Exclusive")
     clock.advance(1)
     sub(broker, "t", "s", "c2", "Exclusive")           # c1 is dead and swept
-    assert [c["consumerName"] for c in broker.consumers("t", "s")] == ["c2"]
+    assert [c["consumerName"] for c in broker.subscription("t", "s").consumers()] == ["c2"]
 
 
 def test_dead_exclusive_consumer_rewinds(broker, clock):
@@ -190,7 +190,7 @@ def test_reused_pid_is_not_the_same_process(broker):
     start = process_start_time(pid)
     broker.subscribe("t", "s", "c1", "Exclusive", "Earliest", pid=pid, pid_start=start + 12345)
     sub(broker, "t", "s", "c2", "Exclusive")
-    assert [c["consumerName"] for c in broker.consumers("t", "s")] == ["c2"]
+    assert [c["consumerName"] for c in broker.subscription("t", "s").consumers()] == ["c2"]
 
 
 # -- Shared ------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def test_cumulative_ack_not_allowed_on_shared(broker):
 def test_cumulative_ack_on_exclusive_and_failover(broker):
     for typ in ("Exclusive", "Failover"):
         s = f"s-{typ}"
-        broker.create_subscription("t", s, "Earliest")
+        broker.subscription("t", s).create("Earliest")
     _, ids = broker.publish("t", n_msgs(5))
     for typ in ("Exclusive", "Failover"):
         s = f"s-{typ}"
@@ -381,7 +381,7 @@ def test_shared_dispatch_model(tmp_path_factory, ops):
         for name in list(attached):
             b.close_consumer("t", "s", name)
         got = ids_of(sub(b, "t", "s", "last", "Shared", fetch=10_000))
-        if b.list_subscriptions("t"):
+        if b.topics.subscriptions("t"):
             assert len(got) == len(set(got))
             assert set(got) == set(published) - acked
     finally:

@@ -31,11 +31,11 @@ def n_msgs(n, prefix="m"):
 
 
 def sub_stats(broker, topic, sub):
-    return broker.topic_stats(topic)["subscriptions"][sub]
+    return broker.topics.stats(topic)["subscriptions"][sub]
 
 
 def cursor_stats(broker, topic, sub):
-    return broker.internal_stats(topic)["cursors"][sub]
+    return broker.topics.internal_stats(topic)["cursors"][sub]
 
 
 def drain(broker, topic, sub, n=1000, position="Earliest"):
@@ -47,46 +47,46 @@ def drain(broker, topic, sub, n=1000, position="Earliest"):
 
 # -- topics and names ------------------------------------------------------------------------
 def test_publish_auto_creates_topic_in_public_default(broker):
-    assert broker.list_topics("public/default") == []
-    assert not broker.topic_exists("t")
+    assert broker.topics.list("public/default") == []
+    assert not broker.topics.exists("t")
     broker.publish("t", msgs("a"))
-    assert broker.list_topics("public/default") == [FULL]
-    assert broker.topic_exists("t") and broker.topic_exists(FULL)
-    assert broker.topic_stats("t")["msgInCounter"] == 1
+    assert broker.topics.list("public/default") == [FULL]
+    assert broker.topics.exists("t") and broker.topics.exists(FULL)
+    assert broker.topics.stats("t")["msgInCounter"] == 1
 
 
 def test_subscribe_auto_creates_topic(broker):
     name, got = broker.subscribe("fresh", "s", "c", "Shared", "Earliest", lease_ms=LEASE,
                                  fetch=10)
     assert name == "persistent://public/default/fresh" and got == []
-    assert broker.list_topics("public/default") == [name]
-    assert broker.list_subscriptions("fresh") == ["s"]
+    assert broker.topics.list("public/default") == [name]
+    assert broker.topics.subscriptions("fresh") == ["s"]
 
 
 def test_publish_refused_in_missing_tenant_or_namespace(broker):
     with pytest.raises(TenantNotFound) as ei:
         broker.publish("nobody/ns/t", msgs("a"))
     assert ei.value.exit_code == 3
-    broker.create_tenant("acme")
+    broker.tenants.create("acme")
     with pytest.raises(NamespaceNotFound) as ei:
         broker.publish("acme/ns/t", msgs("a"))
     assert ei.value.exit_code == 3
     with pytest.raises(NamespaceNotFound):
         broker.subscribe("acme/ns/t", "s", "c", "Shared", "Earliest", lease_ms=LEASE)
     with pytest.raises(NamespaceNotFound):
-        broker.create_topic("acme/ns/t")
-    broker.create_namespace("acme/ns")
-    assert broker.list_topics("acme/ns") == []          # the refusals created nothing
+        broker.topics.create("acme/ns/t")
+    broker.namespaces.create("acme/ns")
+    assert broker.topics.list("acme/ns") == []          # the refusals created nothing
     broker.publish("acme/ns/t", msgs("a"))
-    assert broker.list_topics("acme/ns") == ["persistent://acme/ns/t"]
+    assert broker.topics.list("acme/ns") == ["persistent://acme/ns/t"]
 
 
 def test_short_and_long_topic_names_are_one_topic(broker):
     _, a = broker.publish("t", msgs("a"))
     _, b = broker.publish("public/default/t", msgs("b"))
     _, c = broker.publish(FULL, msgs("c"))
-    assert broker.list_topics("public/default") == [FULL]
-    assert broker.topic_stats("t")["msgInCounter"] == 3
+    assert broker.topics.list("public/default") == [FULL]
+    assert broker.topics.stats("t")["msgInCounter"] == 3
     assert a[0] < b[0] < c[0]
     assert [m.data() for m in drain(broker, "public/default/t", "s")] == [b"a", b"b", b"c"]
     assert all(m.topic_name() == FULL for m in drain(broker, FULL, "s2"))
@@ -100,25 +100,25 @@ def test_invalid_topic_names(broker, bad):
 
 
 def test_topics_in_other_namespaces_are_not_listed(broker):
-    broker.create_tenant("acme")
-    broker.create_namespace("acme/ns")
+    broker.tenants.create("acme")
+    broker.namespaces.create("acme/ns")
     broker.publish("acme/ns/x", msgs("a"))
     broker.publish("t", msgs("a"))
-    assert broker.list_topics("public/default") == [FULL]
-    assert broker.list_topics("acme/ns") == ["persistent://acme/ns/x"]
+    assert broker.topics.list("public/default") == [FULL]
+    assert broker.topics.list("acme/ns") == ["persistent://acme/ns/x"]
     with pytest.raises(NamespaceNotFound):
-        broker.list_topics("acme/none")
+        broker.topics.list("acme/none")
 
 
 def test_missing_topic_is_exit_3(broker):
-    for call in (lambda: broker.topic_stats("nope"), lambda: broker.internal_stats("nope"),
-                 lambda: broker.peek("nope", "s"), lambda: broker.ack("nope", "s", []),
-                 lambda: broker.delete_topic("nope"),
+    for call in (lambda: broker.topics.stats("nope"), lambda: broker.topics.internal_stats("nope"),
+                 lambda: broker.subscription("nope", "s").peek(), lambda: broker.ack("nope", "s", []),
+                 lambda: broker.topics.delete("nope"),
                  lambda: broker.fetch("nope", "s", "c", 1)):
         with pytest.raises(TopicNotFound) as ei:
             call()
         assert ei.value.exit_code == 3
-    assert not broker.topic_exists("nope")
+    assert not broker.topics.exists("nope")
 
 
 # -- publishing ------------------------------------------------------------------------------
@@ -177,16 +177,16 @@ def test_max_message_size_default_5mib(broker):
     with pytest.raises(MessageTooLarge) as ei:
         broker.publish("t", [OutgoingMessage(b"x" * (limit + 1))])
     assert ei.value.exit_code == 1
-    assert broker.topic_stats("t")["msgInCounter"] == 1
+    assert broker.topics.stats("t")["msgInCounter"] == 1
 
 
 def test_oversized_message_in_a_batch_writes_nothing(broker):
     broker.publish("t", msgs("before"), producer_name="p")
-    broker.update_setting("maxMessageSize", "10")
-    before = broker.internal_stats("t")
+    broker.policies.update_setting("maxMessageSize", "10")
+    before = broker.topics.internal_stats("t")
     with pytest.raises(MessageTooLarge):
         broker.publish("t", msgs("ok", "x" * 11, "ok2"), producer_name="p")
-    assert broker.internal_stats("t") == before
+    assert broker.topics.internal_stats("t") == before
     # Nothing of the batch was stored, not even the sequence ids it would have used.
     broker.publish("t", msgs("0123456789"), producer_name="p")       # exactly 10 is fine
     got = drain(broker, "t", "s")
@@ -195,18 +195,18 @@ def test_oversized_message_in_a_batch_writes_nothing(broker):
     # A refused publish to a new topic does not create it.
     with pytest.raises(MessageTooLarge):
         broker.publish("new", msgs("x" * 11))
-    assert not broker.topic_exists("new")
-    assert broker.list_topics("public/default") == [FULL]
+    assert not broker.topics.exists("new")
+    assert broker.topics.list("public/default") == [FULL]
 
 
 def test_update_setting_validates(broker):
     with pytest.raises(InvalidValue) as ei:
-        broker.update_setting("maxMessageSize", "ten")
+        broker.policies.update_setting("maxMessageSize", "ten")
     assert ei.value.exit_code == 2
     with pytest.raises(InvalidValue):
-        broker.update_setting("noSuchSetting", "1")
-    assert broker.update_setting("maxMessageSize", "10") == 10
-    assert broker.get_settings()["maxMessageSize"] == 10
+        broker.policies.update_setting("noSuchSetting", "1")
+    assert broker.policies.update_setting("maxMessageSize", "10") == 10
+    assert broker.policies.settings()["maxMessageSize"] == 10
 
 
 # -- subscriptions: initial position ---------------------------------------------------------
@@ -226,19 +226,19 @@ def test_initial_position_latest_vs_earliest(broker):
 
 def test_create_subscription_defaults_to_latest(broker):
     broker.publish("t", msgs("a", "b"))
-    broker.create_subscription("t", "s")
+    broker.subscription("t", "s").create()
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 0
     assert cursor_stats(broker, "t", "s")["markDeletePosition"] == "1:1"
-    broker.create_subscription("t", "e", "Earliest")
+    broker.subscription("t", "e").create("Earliest")
     assert sub_stats(broker, "t", "e")["msgBacklog"] == 2
     assert cursor_stats(broker, "t", "e")["markDeletePosition"] == "1:-1"
     with pytest.raises(AlreadyExists) as ei:
-        broker.create_subscription("t", "s")
+        broker.subscription("t", "s").create()
     assert ei.value.exit_code == 4
 
 
 def test_latest_on_an_empty_topic_gets_everything_after(broker):
-    broker.create_subscription("t", "s")
+    broker.subscription("t", "s").create()
     broker.publish("t", msgs("a", "b"))
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 2
 
@@ -246,16 +246,16 @@ def test_latest_on_an_empty_topic_gets_everything_after(broker):
 # -- acknowledgement ---------------------------------------------------------------------------
 def test_ack_unknown_id_is_not_found_and_acks_nothing(broker):
     _, ids = broker.publish("t", n_msgs(5))
-    broker.create_subscription("t", "s", "Earliest")
+    broker.subscription("t", "s").create("Earliest")
     lid = ids[0].ledger_id
     unknown = [MessageId(lid + 100, 0), MessageId(lid, 5), MessageId(lid, -1),
                MessageId(lid, 99)]
     for bad in unknown:
-        before = broker.internal_stats("t")
+        before = broker.topics.internal_stats("t")
         with pytest.raises(MessageNotFound) as ei:
             broker.ack("t", "s", [ids[0], ids[3], bad])       # valid ones mixed in
         assert ei.value.exit_code == 3
-        assert broker.internal_stats("t") == before
+        assert broker.topics.internal_stats("t") == before
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 5
     assert cursor_stats(broker, "t", "s")["individuallyDeletedMessages"] == "[]"
     assert cursor_stats(broker, "t", "s")["markDeletePosition"] == f"{lid}:-1"
@@ -264,7 +264,7 @@ def test_ack_unknown_id_is_not_found_and_acks_nothing(broker):
 def test_ack_id_of_another_topic_is_not_found(broker):
     _, ids_a = broker.publish("a", n_msgs(2))
     _, ids_b = broker.publish("b", n_msgs(2))
-    broker.create_subscription("a", "s", "Earliest")
+    broker.subscription("a", "s").create("Earliest")
     assert ids_a[0].ledger_id != ids_b[0].ledger_id
     with pytest.raises(MessageNotFound):
         broker.ack("a", "s", [ids_b[0]])
@@ -273,19 +273,19 @@ def test_ack_id_of_another_topic_is_not_found(broker):
 
 def test_ack_twice_is_a_no_op(broker):
     _, ids = broker.publish("t", n_msgs(4))
-    broker.create_subscription("t", "s", "Earliest")
+    broker.subscription("t", "s").create("Earliest")
     assert broker.ack("t", "s", [ids[1], ids[2]]) == 2
-    before = broker.internal_stats("t")
+    before = broker.topics.internal_stats("t")
     assert broker.ack("t", "s", [ids[1]]) == 0
     assert broker.ack("t", "s", [ids[2], ids[1], ids[2]]) == 0
-    assert broker.internal_stats("t") == before
+    assert broker.topics.internal_stats("t") == before
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 2
     assert broker.ack("t", "s", [ids[0], ids[0]]) == 1
 
 
 def test_individually_deleted_messages_format(broker):
     _, ids = broker.publish("t", n_msgs(8))
-    broker.create_subscription("t", "s", "Earliest")
+    broker.subscription("t", "s").create("Earliest")
     lid = ids[0].ledger_id
     broker.ack("t", "s", [ids[3], ids[4]])
     cs = cursor_stats(broker, "t", "s")
@@ -314,23 +314,23 @@ def test_cumulative_ack_on_exclusive(broker):
 def test_cumulative_ack_refused_on_shared(broker):
     _, ids = broker.publish("t", n_msgs(3))
     broker.subscribe("t", "s", "c", "Shared", "Earliest", lease_ms=LEASE, fetch=3)
-    before = broker.internal_stats("t")
+    before = broker.topics.internal_stats("t")
     with pytest.raises(CumulativeAckNotAllowed) as ei:
         broker.ack("t", "s", [ids[2]], cumulative=True)
     assert ei.value.exit_code == 4
-    assert broker.internal_stats("t") == before
+    assert broker.topics.internal_stats("t") == before
     assert sub_stats(broker, "t", "s")["unackedMessages"] == 3
 
 
 def test_unknown_subscription_is_exit_3(broker):
     _, ids = broker.publish("t", n_msgs(1))
     for call in (lambda: broker.ack("t", "nope", ids), lambda: broker.fetch("t", "nope", "c", 1),
-                 lambda: broker.peek("t", "nope"), lambda: broker.unsubscribe("t", "nope"),
-                 lambda: broker.consumers("t", "nope")):
+                 lambda: broker.subscription("t", "nope").peek(), lambda: broker.subscription("t", "nope").unsubscribe(),
+                 lambda: broker.subscription("t", "nope").consumers()):
         with pytest.raises(SubscriptionNotFound) as ei:
             call()
         assert ei.value.exit_code == 3
-    assert broker.list_subscriptions("t") == []
+    assert broker.topics.subscriptions("t") == []
 
 
 # -- peek ------------------------------------------------------------------------------------
@@ -338,13 +338,13 @@ def test_peek_has_no_side_effects(broker, clock):
     _, ids = broker.publish("t", n_msgs(6))
     broker.subscribe("t", "s", "c", "Shared", "Earliest", lease_ms=LEASE, fetch=2)
     broker.ack("t", "s", [ids[1], ids[3]])
-    before = (broker.topic_stats("t"), broker.internal_stats("t"))
+    before = (broker.topics.stats("t"), broker.topics.internal_stats("t"))
     clock.advance(10)
-    got = broker.peek("t", "s", 3)
+    got = broker.subscription("t", "s").peek(3)
     assert [m.message_id() for m in got] == [ids[0], ids[2], ids[4]]   # skips acked ones
-    assert [m.message_id() for m in broker.peek("t", "s", 100)] == [ids[0], ids[2], ids[4],
+    assert [m.message_id() for m in broker.subscription("t", "s").peek(100)] == [ids[0], ids[2], ids[4],
                                                                      ids[5]]
-    assert (broker.topic_stats("t"), broker.internal_stats("t")) == before
+    assert (broker.topics.stats("t"), broker.topics.internal_stats("t")) == before
     # The consumer still gets what it would have got.
     assert [m.message_id() for m in broker.fetch("t", "s", "c", 10)] == [ids[2], ids[4], ids[5]]
 
@@ -352,10 +352,10 @@ def test_peek_has_no_side_effects(broker, clock):
 def test_peek_missing_subscription_creates_nothing(broker):
     broker.publish("t", n_msgs(2))
     with pytest.raises(SubscriptionNotFound) as ei:
-        broker.peek("t", "ghost", 1)
+        broker.subscription("t", "ghost").peek(1)
     assert ei.value.exit_code == 3
-    assert broker.list_subscriptions("t") == []
-    assert broker.topic_stats("t")["subscriptions"] == {}
+    assert broker.topics.subscriptions("t") == []
+    assert broker.topics.stats("t")["subscriptions"] == {}
 
 
 # -- stats -----------------------------------------------------------------------------------
@@ -363,7 +363,7 @@ def test_topic_stats_keys_and_values(broker):
     _, ids = broker.publish("t", msgs("aa", "bbb", "c", "dddd"))
     broker.subscribe("t", "s", "c1", "Shared", "Earliest", lease_ms=LEASE, fetch=3)
     broker.ack("t", "s", [ids[0]])
-    st = broker.topic_stats("t")
+    st = broker.topics.stats("t")
     for key in ("msgInCounter", "bytesInCounter", "msgOutCounter", "subscriptions",
                 "storageSize", "publishers"):
         assert key in st
@@ -382,7 +382,7 @@ def test_topic_stats_keys_and_values(broker):
 def test_internal_stats_keys_and_values(broker):
     _, ids = broker.publish("t", n_msgs(5))
     broker.subscribe("t", "s", "c", "Exclusive", "Earliest", lease_ms=LEASE, fetch=3)
-    ist = broker.internal_stats("t")
+    ist = broker.topics.internal_stats("t")
     lid = ids[0].ledger_id
     assert ist["entriesAddedCounter"] == 5
     assert ist["numberOfEntries"] == 5
@@ -398,7 +398,7 @@ def test_read_position_is_after_mark_delete(broker):
     """Pulsar's cursor never has readPosition at or before markDeletePosition: acking past the
     read position moves it to markDelete.next."""
     _, ids = broker.publish("t", n_msgs(4))
-    broker.create_subscription("t", "s", "Earliest")
+    broker.subscription("t", "s").create("Earliest")
     broker.ack("t", "s", ids[:3])
     cs = cursor_stats(broker, "t", "s")
     lid = ids[0].ledger_id
@@ -409,7 +409,7 @@ def test_read_position_is_after_mark_delete(broker):
 # -- ledger trimming -------------------------------------------------------------------------
 def small_ledgers(store_path, clock, n=10) -> Broker:
     b = Broker(store_path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", str(n))
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", str(n))
     b.close()
     return Broker(store_path, clock)
 
@@ -417,42 +417,42 @@ def small_ledgers(store_path, clock, n=10) -> Broker:
 def test_ledgers_roll_over_and_are_trimmed_when_all_subscriptions_pass(store_path, clock):
     b = small_ledgers(store_path, clock)
     try:
-        b.create_subscription("t", "s1", "Earliest")
-        b.create_subscription("t", "s2", "Earliest")
+        b.subscription("t", "s1").create("Earliest")
+        b.subscription("t", "s2").create("Earliest")
         _, ids = b.publish("t", n_msgs(25))
-        ledgers = [l["ledgerId"] for l in b.internal_stats("t")["ledgers"]]
-        assert [l["entries"] for l in b.internal_stats("t")["ledgers"]] == [10, 10, 5]
+        ledgers = [l["ledgerId"] for l in b.topics.internal_stats("t")["ledgers"]]
+        assert [l["entries"] for l in b.topics.internal_stats("t")["ledgers"]] == [10, 10, 5]
         assert [m.ledger_id for m in ids] == [ledgers[i // 10] for i in range(25)]
         assert [m.entry_id for m in ids] == [i % 10 for i in range(25)]
         # One subscription past everything: nothing is trimmed, the other still needs it.
         b.ack("t", "s1", ids)
-        assert len(b.internal_stats("t")["ledgers"]) == 3
+        assert len(b.topics.internal_stats("t")["ledgers"]) == 3
         # The second one passes the first ledger: that ledger goes.
         b.ack("t", "s2", ids[:15])
-        ist = b.internal_stats("t")
+        ist = b.topics.internal_stats("t")
         assert [l["ledgerId"] for l in ist["ledgers"]] == ledgers[1:]
         assert ist["numberOfEntries"] == 15
         assert ist["entriesAddedCounter"] == 25
-        assert b.topic_stats("t")["subscriptions"]["s2"]["msgBacklog"] == 10
+        assert b.topics.stats("t")["subscriptions"]["s2"]["msgBacklog"] == 10
         with pytest.raises(MessageNotFound):
-            b.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id)
-        assert b.peek("t", "s2", 1)[0].message_id() == ids[15]
+            b.topics.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id)
+        assert b.subscription("t", "s2").peek(1)[0].message_id() == ids[15]
         # Past everything: only the current ledger is left.
         b.ack("t", "s2", ids[15:])
-        ist = b.internal_stats("t")
+        ist = b.topics.internal_stats("t")
         assert [l["ledgerId"] for l in ist["ledgers"]] == [ledgers[2]]
-        assert b.topic_stats("t")["subscriptions"]["s2"]["msgBacklog"] == 0
+        assert b.topics.stats("t")["subscriptions"]["s2"]["msgBacklog"] == 0
         # A new subscription from Earliest starts at the first entry that is still there.
-        b.create_subscription("t", "late", "Earliest")
-        assert b.topic_stats("t")["subscriptions"]["late"]["msgBacklog"] == 5
-        assert b.internal_stats("t")["cursors"]["late"]["markDeletePosition"] == (
+        b.subscription("t", "late").create("Earliest")
+        assert b.topics.stats("t")["subscriptions"]["late"]["msgBacklog"] == 5
+        assert b.topics.internal_stats("t")["cursors"]["late"]["markDeletePosition"] == (
             f"{ledgers[2]}:-1")
-        assert b.peek("t", "late", 1)[0].message_id() == ids[20]
-        b.unsubscribe("t", "late")
+        assert b.subscription("t", "late").peek(1)[0].message_id() == ids[20]
+        b.subscription("t", "late").unsubscribe()
         # Publishing goes on after the trim.
         _, more = b.publish("t", n_msgs(6))
         assert more[0].ledger_id == ledgers[2] and more[0].entry_id == 5
-        assert b.topic_stats("t")["subscriptions"]["s1"]["msgBacklog"] == 6
+        assert b.topics.stats("t")["subscriptions"]["s1"]["msgBacklog"] == 6
     finally:
         b.close()
 
@@ -462,12 +462,12 @@ def test_ack_again_after_trim_is_a_no_op(store_path, clock):
     ledger was trimmed (Pulsar ignores acks at or below mark-delete)."""
     b = small_ledgers(store_path, clock, 3)
     try:
-        b.create_subscription("t", "s", "Earliest")
+        b.subscription("t", "s").create("Earliest")
         _, ids = b.publish("t", n_msgs(7))
         b.ack("t", "s", ids[:3])
-        assert len(b.internal_stats("t")["ledgers"]) == 2
+        assert len(b.topics.internal_stats("t")["ledgers"]) == 2
         assert b.ack("t", "s", [ids[0]]) == 0
-        assert b.topic_stats("t")["subscriptions"]["s"]["msgBacklog"] == 4
+        assert b.topics.stats("t")["subscriptions"]["s"]["msgBacklog"] == 4
     finally:
         b.close()
 
@@ -488,119 +488,119 @@ def test_unsubscribe_refused_with_live_consumers(broker, clock):
     broker.publish("t", n_msgs(2))
     broker.subscribe("t", "s", "c", "Shared", "Earliest", lease_ms=LEASE, fetch=1)
     with pytest.raises(ConsumerBusy) as ei:
-        broker.unsubscribe("t", "s")
+        broker.subscription("t", "s").unsubscribe()
     assert ei.value.exit_code == 4
-    assert broker.list_subscriptions("t") == ["s"]
-    broker.unsubscribe("t", "s", force=True)
-    assert broker.list_subscriptions("t") == []
+    assert broker.topics.subscriptions("t") == ["s"]
+    broker.subscription("t", "s").unsubscribe(force=True)
+    assert broker.topics.subscriptions("t") == []
     # Without force, once the consumer's lease has ended.
     broker.subscribe("t", "s2", "c", "Shared", "Earliest", lease_ms=LEASE)
     clock.advance(LEASE)
-    broker.unsubscribe("t", "s2")
-    assert broker.list_subscriptions("t") == []
+    broker.subscription("t", "s2").unsubscribe()
+    assert broker.topics.subscriptions("t") == []
     # A fresh subscription of the same name starts over.
-    broker.create_subscription("t", "s", "Earliest")
+    broker.subscription("t", "s").create("Earliest")
     assert sub_stats(broker, "t", "s")["msgBacklog"] == 2
 
 
 def test_delete_topic_refused_with_subscriptions(broker):
     _, ids = broker.publish("t", n_msgs(3))
-    broker.create_subscription("t", "s")
+    broker.subscription("t", "s").create()
     with pytest.raises(NotEmpty) as ei:
-        broker.delete_topic("t")
+        broker.topics.delete("t")
     assert ei.value.exit_code == 4
-    assert broker.topic_exists("t")
-    broker.delete_topic("t", force=True)
-    assert not broker.topic_exists("t")
-    assert broker.list_topics("public/default") == []
+    assert broker.topics.exists("t")
+    broker.topics.delete("t", force=True)
+    assert not broker.topics.exists("t")
+    assert broker.topics.list("public/default") == []
     # Used again, the name is a new, empty topic with new ledger ids and new sequences.
     _, again = broker.publish("t", n_msgs(1), producer_name="p")
     assert again[0].ledger_id > ids[0].ledger_id
-    assert broker.topic_stats("t")["msgInCounter"] == 1
-    assert broker.list_subscriptions("t") == []
+    assert broker.topics.stats("t")["msgInCounter"] == 1
+    assert broker.topics.subscriptions("t") == []
 
 
 def test_delete_topic_without_subscriptions(broker):
     broker.publish("t", n_msgs(3))
-    broker.delete_topic("t")
-    assert not broker.topic_exists("t")
+    broker.topics.delete("t")
+    assert not broker.topics.exists("t")
 
 
 # -- tenants and namespaces ------------------------------------------------------------------
 def test_tenants_and_namespaces(broker):
-    assert "public" in broker.list_tenants()
-    assert "public/default" in broker.list_namespaces("public")
-    broker.create_tenant("acme")
-    assert "acme" in broker.list_tenants()
+    assert "public" in broker.tenants.list()
+    assert "public/default" in broker.namespaces.list("public")
+    broker.tenants.create("acme")
+    assert "acme" in broker.tenants.list()
     with pytest.raises(AlreadyExists) as ei:
-        broker.create_tenant("acme")
+        broker.tenants.create("acme")
     assert ei.value.exit_code == 4
-    assert broker.list_namespaces("acme") == []
-    broker.create_namespace("acme/ns1")
-    broker.create_namespace("acme/ns2")
-    assert broker.list_namespaces("acme") == ["acme/ns1", "acme/ns2"]
+    assert broker.namespaces.list("acme") == []
+    broker.namespaces.create("acme/ns1")
+    broker.namespaces.create("acme/ns2")
+    assert broker.namespaces.list("acme") == ["acme/ns1", "acme/ns2"]
     with pytest.raises(AlreadyExists):
-        broker.create_namespace("acme/ns1")
+        broker.namespaces.create("acme/ns1")
     with pytest.raises(TenantNotFound) as ei:
-        broker.create_namespace("nobody/ns")
+        broker.namespaces.create("nobody/ns")
     assert ei.value.exit_code == 3
     with pytest.raises(TenantNotFound):
-        broker.list_namespaces("nobody")
+        broker.namespaces.list("nobody")
     with pytest.raises(TenantNotFound):
-        broker.get_tenant("nobody")
+        broker.tenants.get("nobody")
 
 
 def test_non_empty_namespace_and_tenant_refused_unless_force(broker):
-    broker.create_tenant("acme")
-    broker.create_namespace("acme/ns")
-    broker.create_namespace("acme/empty")
+    broker.tenants.create("acme")
+    broker.namespaces.create("acme/ns")
+    broker.namespaces.create("acme/empty")
     broker.publish("acme/ns/t", n_msgs(2))
-    broker.create_subscription("acme/ns/t", "s")
+    broker.subscription("acme/ns/t", "s").create()
     with pytest.raises(NotEmpty) as ei:
-        broker.delete_namespace("acme/ns")
+        broker.namespaces.delete("acme/ns")
     assert ei.value.exit_code == 4
-    assert broker.topic_exists("acme/ns/t")
-    broker.delete_namespace("acme/empty")
+    assert broker.topics.exists("acme/ns/t")
+    broker.namespaces.delete("acme/empty")
     with pytest.raises(NotEmpty):
-        broker.delete_tenant("acme")
-    assert broker.list_namespaces("acme") == ["acme/ns"]
-    broker.delete_namespace("acme/ns", force=True)
-    assert not broker.topic_exists("acme/ns/t")
-    assert broker.list_namespaces("acme") == []
-    broker.create_namespace("acme/ns")
+        broker.tenants.delete("acme")
+    assert broker.namespaces.list("acme") == ["acme/ns"]
+    broker.namespaces.delete("acme/ns", force=True)
+    assert not broker.topics.exists("acme/ns/t")
+    assert broker.namespaces.list("acme") == []
+    broker.namespaces.create("acme/ns")
     broker.publish("acme/ns/t2", n_msgs(1))
-    broker.delete_tenant("acme", force=True)
-    assert "acme" not in broker.list_tenants()
+    broker.tenants.delete("acme", force=True)
+    assert "acme" not in broker.tenants.list()
     with pytest.raises(TenantNotFound):
-        broker.list_namespaces("acme")
-    assert not broker.topic_exists("acme/ns/t2")
+        broker.namespaces.list("acme")
+    assert not broker.topics.exists("acme/ns/t2")
     with pytest.raises(NamespaceNotFound):
-        broker.delete_namespace("public/none")
+        broker.namespaces.delete("public/none")
 
 
 # -- the clock -------------------------------------------------------------------------------
 def test_simulated_clock_is_persisted_in_the_store(store_path):
     b1 = Broker(store_path)                           # no injected clock: the store's
     try:
-        assert b1.clock_state()["mode"] == "real"
-        assert b1.clock_simulate(START_MS) == START_MS
-        assert b1.clock_advance(5_000) == START_MS + 5_000
+        assert b1.clock.state()["mode"] == "real"
+        assert b1.clock.simulate(START_MS) == START_MS
+        assert b1.clock.advance(5_000) == START_MS + 5_000
         b2 = Broker(store_path)
         try:
-            assert b2.clock_state() == {"mode": "simulated", "now": START_MS + 5_000}
+            assert b2.clock.state() == {"mode": "simulated", "now": START_MS + 5_000}
             b2.publish("t", msgs("x"))
             (m,) = drain(b2, "t", "s")
             assert m.publish_timestamp() == START_MS + 5_000
         finally:
             b2.close()
         with pytest.raises(InvalidValue) as ei:
-            b1.clock_advance(-1)
+            b1.clock.advance(-1)
         assert ei.value.exit_code == 2
-        b1.clock_real()
-        assert b1.clock_state()["mode"] == "real"
-        assert b1.clock_state()["now"] > START_MS + 10 ** 9     # now is the real time
+        b1.clock.real()
+        assert b1.clock.state()["mode"] == "real"
+        assert b1.clock.state()["now"] > START_MS + 10 ** 9     # now is the real time
         with pytest.raises(InvalidValue):
-            b1.clock_advance(10)                               # only a simulated clock moves
+            b1.clock.advance(10)                               # only a simulated clock moves
     finally:
         b1.close()
 
@@ -608,11 +608,11 @@ def test_simulated_clock_is_persisted_in_the_store(store_path):
 def test_simulated_clock_drives_leases(store_path):
     b = Broker(store_path)
     try:
-        b.clock_simulate(START_MS)
+        b.clock.simulate(START_MS)
         b.subscribe("t", "s", "c1", "Exclusive", "Earliest", lease_ms=LEASE)
         with pytest.raises(ConsumerBusy):
             b.subscribe("t", "s", "c2", "Exclusive", "Earliest", lease_ms=LEASE)
-        b.clock_advance(LEASE)
+        b.clock.advance(LEASE)
         other = Broker(store_path)                    # another "process" sees the same time
         try:
             other.subscribe("t", "s", "c2", "Exclusive", "Earliest", lease_ms=LEASE)
@@ -624,4 +624,4 @@ def test_simulated_clock_drives_leases(store_path):
 
 def test_injected_clock_is_used_by_the_broker(broker, clock):
     clock.advance(42)
-    assert broker.clock_state()["now"] == START_MS + 42
+    assert broker.clock.state()["now"] == START_MS + 42

@@ -57,12 +57,12 @@ def consumer(client, sub="s", **kw):
 
 
 def backlog(broker, sub="s"):
-    return broker.topic_stats(T)["subscriptions"][sub]["msgBacklog"]
+    return broker.topics.stats(T)["subscriptions"][sub]["msgBacklog"]
 
 
 @pytest.fixture
 def small(broker):
-    broker.update_setting("maxMessageSize", "100")
+    broker.policies.update_setting("maxMessageSize", "100")
     return broker
 
 
@@ -148,7 +148,7 @@ def test_pending_limit_drops_the_oldest_incomplete_message_and_nacks_its_chunks(
                  max_pending_chunked_message=2, negative_ack_redelivery_delay_ms=100)
     assert c.receive(1000).data() == b"plain"
     assert len(c._chunks) == 2
-    pending = {r["messageId"]: r for r in broker.pending_messages(T, "s")}
+    pending = {r["messageId"]: r for r in broker.subscription(T, "s").pending()}
     assert pending["1:0:-1"]["nextRedelivery"] is not None  # p1's chunk was nacked
     assert pending["1:1:-1"]["nextRedelivery"] is None
     client.close()
@@ -184,12 +184,12 @@ def test_incomplete_chunked_messages_expire_on_the_store_clock(broker, clock):
     with pytest.raises(Timeout):
         c.receive(30)
     assert len(c._chunks) == 0
-    (rec,) = broker.pending_messages(T, "s")
+    (rec,) = broker.subscription(T, "s").pending()
     assert rec["nextRedelivery"] is not None  # given back, to come again
     # Its last chunk arrives late: with the first chunk redelivered first, it is joined.
     put_chunks(broker, [("p", 0, 1, 2, b"b" * 5, 10)])
     clock.advance(1000)
-    broker.fire_due()
+    broker.chores.fire_due()
     m = c.receive(1000)
     assert m.data() == b"a" * 5 + b"b" * 5
     assert m.redelivery_count() == 0  # the last chunk's, as in Pulsar
@@ -207,14 +207,14 @@ def test_chunked_message_is_nacked_and_dead_lettered_as_one(small, clock):
     first = c.receive(1000)
     assert first.message_id() == mid and len(first.chunk_ids_) >= 2
     c.negative_acknowledge(first)
-    assert all(r["nextRedelivery"] for r in small.pending_messages(T, "s"))
+    assert all(r["nextRedelivery"] for r in small.subscription(T, "s").pending())
     clock.advance(1000)
-    small.fire_due()
+    small.chores.fire_due()
     again = c.receive(1000)
     assert again.data() == first.data() and again.redelivery_count() == 1
     c.negative_acknowledge(again)
     clock.advance(1000)
-    small.fire_due()
+    small.chores.fire_due()
     assert backlog(small) == 0
     dlq = f"{T}-s-DLQ"
     recs = entries(small, dlq)
@@ -226,8 +226,8 @@ def test_chunked_message_is_nacked_and_dead_lettered_as_one(small, clock):
     assert m.data() == first.data()
     assert m.properties()["x"] == "1" and m.properties()["ORIGIN_MESSAGE_ID"] == str(mid)
     # `dlq replay` by the dead letter's id republishes it whole, in chunks.
-    (res,) = small.dlq_replay(dlq, [m.message_id()])
-    assert res["action"] == "replayed" and small.dlq_count(dlq) == 0
+    (res,) = small.dlq(dlq).replay([m.message_id()])
+    assert res["action"] == "replayed" and small.dlq(dlq).count() == 0
     r = client.create_reader(T, mid)
     back = r.read_next(1000)
     assert back.data() == first.data() and back.properties()["REPLAY_COUNT"] == "1"
@@ -311,7 +311,7 @@ def test_cli_ack_and_nack_by_the_printed_id_act_on_every_chunk(cli, broker):
     assert m["messageId"] == rec["messageId"] and m["payload"] == "y" * 250
     r = ok(cli("nack", T, "-s", "s", m["messageId"]))
     assert "nacked 1 message(s)" in r.stderr
-    assert all(p["nextRedelivery"] for p in broker.pending_messages(T, "s"))
+    assert all(p["nextRedelivery"] for p in broker.subscription(T, "s").pending())
     # peek shows the stored chunks.
     peeked = rows(ok(cli("topics", "peek-messages", T, "-s", "s", "-n", "5", "-o",
                          "ndjson")).stdout)

@@ -61,14 +61,14 @@ def test_python_api_compression_type_and_dead_letter_copy_is_decompressed(broker
         assert m.data() == TEXT
         c.negative_acknowledge(m)
         clock.advance(1000)
-        broker.fire_due()
+        broker.chores.fire_due()
     r = client.create_reader("t-s-DLQ", MessageId.earliest)
     assert r.read_next(timeout_millis=2000).data() == TEXT
     client.close()
 
 
 def test_max_message_size_applies_to_the_stored_compressed_payload(broker, cli):
-    broker.update_setting("maxMessageSize", "2000")
+    broker.policies.update_setting("maxMessageSize", "2000")
     big = TEXT  # 10 KB, compresses far under 2000 bytes
     client = pulsarctl.Client(broker=broker)
     client.create_producer("t", compression_type=CompressionType.LZ4).send(big)

@@ -42,11 +42,11 @@ def payloads(msgs):
 
 
 def sstats(broker, topic="t", s="s"):
-    return broker.topic_stats(topic)["subscriptions"][s]
+    return broker.topics.stats(topic)["subscriptions"][s]
 
 
 def cursor(broker, topic="t", s="s"):
-    return broker.internal_stats(topic)["cursors"][s]
+    return broker.topics.internal_stats(topic)["cursors"][s]
 
 
 def md(broker, topic="t", s="s"):
@@ -61,7 +61,7 @@ def pos(mid):
 def test_skip_acknowledges_the_next_n_and_the_next_consume_goes_on_after_them(broker, clock):
     ids = publish_spaced(broker, clock, 10)
     sub(broker)
-    d = broker.skip("t", "s", 3)
+    d = broker.subscription("t", "s").skip(3)
     assert d["skipped"] == 3 and d["msgBacklog"] == 7
     assert d["markDeletePosition"] == md(broker) == pos(ids[2])
     assert payloads(broker.fetch("t", "s", "c1", 1)) == ["m3"]
@@ -71,7 +71,7 @@ def test_skip_does_not_count_individually_acked_entries(broker, clock):
     ids = publish_spaced(broker, clock, 6)
     sub(broker)
     broker.ack("t", "s", [ids[1], ids[3]])
-    d = broker.skip("t", "s", 2)          # m0 and m2: m1 is acked already (Exclude)
+    d = broker.subscription("t", "s").skip(2)          # m0 and m2: m1 is acked already (Exclude)
     assert d["skipped"] == 2
     assert md(broker) == pos(ids[3])       # the hole at m3 folds into mark-delete
     assert cursor(broker)["individuallyDeletedMessages"] == "[]"
@@ -82,7 +82,7 @@ def test_skip_does_not_count_individually_acked_entries(broker, clock):
 def test_skip_more_than_the_backlog_stops_at_the_last_entry(broker, clock):
     ids = publish_spaced(broker, clock, 4)
     sub(broker)
-    d = broker.skip("t", "s", 100)
+    d = broker.subscription("t", "s").skip(100)
     assert d["skipped"] == 4 and d["msgBacklog"] == 0 and md(broker) == pos(ids[-1])
     assert broker.fetch("t", "s", "c1", 10) == []
 
@@ -91,7 +91,7 @@ def test_skip_needs_a_positive_count(broker, clock):
     publish_spaced(broker, clock, 2)
     sub(broker)
     with pytest.raises(InvalidValue) as ei:
-        broker.skip("t", "s", 0)
+        broker.subscription("t", "s").skip(0)
     assert ei.value.exit_code == 2
     assert sstats(broker)["msgBacklog"] == 2
 
@@ -105,7 +105,7 @@ def test_skip_drops_pending_and_delayed_at_or_below_mark_delete_only(broker, clo
     got = sub(broker, "Shared", fetch=10)
     assert payloads(got) == ["m1", "m2", "m4"]
     assert sstats(broker)["delayedMessages"] == 2
-    broker.skip("t", "s", 2)                                   # d0 and m1
+    broker.subscription("t", "s").skip(2)                                   # d0 and m1
     s = sstats(broker)
     assert md(broker) == pos(ids[1])
     assert s["delayedMessages"] == 1                           # d3 stays delayed
@@ -121,7 +121,7 @@ def test_skip_drops_replay_records_it_passes_and_keeps_the_rest(broker, clock):
     sub(broker, "Shared", "b")
     broker.close_consumer("t", "s", "a")            # m0..m2 go to the replay set
     assert sstats(broker)["replayCount"] == 3
-    broker.skip("t", "s", 2)
+    broker.subscription("t", "s").skip(2)
     assert sstats(broker)["replayCount"] == 1
     assert payloads(broker.fetch("t", "s", "b", 10)) == ["m2", "m3", "m4"]
 
@@ -131,14 +131,14 @@ def test_clear_backlog_moves_mark_delete_to_the_last_entry(broker, clock):
     ids = publish_spaced(broker, clock, 5)
     sub(broker)
     broker.ack("t", "s", [ids[3]])
-    d = broker.clear_backlog("t", "s")
+    d = broker.subscription("t", "s").clear_backlog()
     assert d["cleared"] == 4 and d["msgBacklog"] == 0
     assert md(broker) == pos(ids[-1]) and cursor(broker)["individuallyDeletedMessages"] == "[]"
     assert broker.fetch("t", "s", "c1", 10) == []
     broker.publish("t", [OutgoingMessage(b"new")])
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["new"]
-    assert broker.clear_backlog("t", "s")["cleared"] == 1
-    assert broker.clear_backlog("t", "s")["cleared"] == 0         # nothing left: fine
+    assert broker.subscription("t", "s").clear_backlog()["cleared"] == 1
+    assert broker.subscription("t", "s").clear_backlog()["cleared"] == 0         # nothing left: fine
 
 
 def test_clear_backlog_drops_pending_replay_and_delayed(broker, clock):
@@ -151,7 +151,7 @@ def test_clear_backlog_drops_pending_replay_and_delayed(broker, clock):
     s = sstats(broker)
     assert (s["replayCount"], s["unackedMessages"], s["delayedMessages"]) == (2, 2, 1)
     assert len(a) == 2
-    broker.clear_backlog("t", "s")
+    broker.subscription("t", "s").clear_backlog()
     s = sstats(broker)
     assert (s["replayCount"], s["unackedMessages"], s["delayedMessages"]) == (0, 0, 0)
     assert s["msgBacklog"] == 0
@@ -163,9 +163,9 @@ def test_clear_backlog_trims_ledgers_every_cursor_has_passed(broker, clock):
     broker.ledgers.rollover_entries = 3
     publish_spaced(broker, clock, 7)
     sub(broker)
-    assert len(broker.internal_stats("t")["ledgers"]) == 3
-    broker.clear_backlog("t", "s")
-    st = broker.internal_stats("t")
+    assert len(broker.topics.internal_stats("t")["ledgers"]) == 3
+    broker.subscription("t", "s").clear_backlog()
+    st = broker.topics.internal_stats("t")
     assert len(st["ledgers"]) == 1 and st["numberOfEntries"] == 1
     assert sstats(broker)["msgBacklog"] == 0
 
@@ -181,21 +181,21 @@ def test_reset_to_a_publish_time_redelivers_what_was_published_after_it(broker, 
     ids = publish_spaced(broker, clock, 5)
     _consume_all(broker, 5)
     # m2 was published at exactly START+2m: it is "at or before" T, so m3 comes next.
-    d = broker.reset_cursor("t", "s", time_ms=START_MS + 2 * MIN)
+    d = broker.subscription("t", "s").reset_cursor(time_ms=START_MS + 2 * MIN)
     assert d["nextMessageId"] == str(ids[3]) and d["msgBacklog"] == 2
     assert md(broker) == pos(ids[2])
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m3", "m4"]
     # Between two publish times: the same.
-    broker.reset_cursor("t", "s", time_ms=START_MS + 2 * MIN + 1)
+    broker.subscription("t", "s").reset_cursor(time_ms=START_MS + 2 * MIN + 1)
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m3", "m4"]
-    broker.reset_cursor("t", "s", time_ms=START_MS + 2 * MIN - 1)
+    broker.subscription("t", "s").reset_cursor(time_ms=START_MS + 2 * MIN - 1)
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m2", "m3", "m4"]
 
 
 def test_reset_before_every_message_goes_to_the_first_position(broker, clock):
     ids = publish_spaced(broker, clock, 3)
     _consume_all(broker, 3)
-    d = broker.reset_cursor("t", "s", time_ms=START_MS - 1)
+    d = broker.subscription("t", "s").reset_cursor(time_ms=START_MS - 1)
     assert d["nextMessageId"] == str(ids[0]) and d["msgBacklog"] == 3
     assert md(broker) == f"{ids[0].ledger_id}:-1"
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m0", "m1", "m2"]
@@ -204,7 +204,7 @@ def test_reset_before_every_message_goes_to_the_first_position(broker, clock):
 def test_reset_after_every_message_delivers_nothing_again(broker, clock):
     ids = publish_spaced(broker, clock, 3)
     sub(broker)
-    d = broker.reset_cursor("t", "s", time_ms=START_MS + 10 * MIN)
+    d = broker.subscription("t", "s").reset_cursor(time_ms=START_MS + 10 * MIN)
     assert d["nextMessageId"] is None and d["msgBacklog"] == 0 and md(broker) == pos(ids[-1])
     assert broker.fetch("t", "s", "c1", 10) == []
 
@@ -221,7 +221,7 @@ def test_reset_after_every_message_delivers_nothing_again(broker, clock):
 def test_reset_time_text_is_a_duration_ago_or_a_time(broker, clock, text, first):
     publish_spaced(broker, clock, 5)
     _consume_all(broker, 5)
-    broker.reset_cursor("t", "s", time_ms=text)
+    broker.subscription("t", "s").reset_cursor(time_ms=text)
     assert payloads(broker.fetch("t", "s", "c1", 10))[0] == first
 
 
@@ -230,7 +230,7 @@ def test_reset_with_a_malformed_time_changes_nothing(broker, clock):
     sub(broker, fetch=2)
     before = cursor(broker)
     with pytest.raises(InvalidValue) as ei:
-        broker.reset_cursor("t", "s", time_ms="yesterday-ish")
+        broker.subscription("t", "s").reset_cursor(time_ms="yesterday-ish")
     assert ei.value.exit_code == 2
     assert cursor(broker) == before and sstats(broker)["unackedMessages"] == 2
 
@@ -240,7 +240,7 @@ def test_reset_needs_exactly_one_of_time_and_id(broker, clock):
     sub(broker)
     for kw in ({}, {"time_ms": START_MS, "message_id": "1:0"}):
         with pytest.raises(InvalidValue):
-            broker.reset_cursor("t", "s", **kw)
+            broker.subscription("t", "s").reset_cursor(**kw)
 
 
 # -- reset-cursor by message id ------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_reset_to_a_message_id_delivers_it_next_and_forgets_ack_holes(broker, cl
     ids = publish_spaced(broker, clock, 5)
     sub(broker)
     broker.ack("t", "s", [ids[3]])
-    d = broker.reset_cursor("t", "s", message_id=ids[1])
+    d = broker.subscription("t", "s").reset_cursor(message_id=ids[1])
     assert d["nextMessageId"] == str(ids[1]) and md(broker) == pos(ids[0])
     # As ManagedCursorImpl.internalResetCursor: individually deleted ranges are cleared, so
     # the acked m3 comes again too.
@@ -260,7 +260,7 @@ def test_reset_to_a_message_id_delivers_it_next_and_forgets_ack_holes(broker, cl
 def test_reset_forward_by_id_and_text_ids(broker, clock):
     ids = publish_spaced(broker, clock, 5)
     sub(broker)
-    broker.reset_cursor("t", "s", message_id=f"{ids[3].ledger_id}:{ids[3].entry_id}")
+    broker.subscription("t", "s").reset_cursor(message_id=f"{ids[3].ledger_id}:{ids[3].entry_id}")
     assert sstats(broker)["msgBacklog"] == 2 and md(broker) == pos(ids[2])
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m3", "m4"]
 
@@ -268,25 +268,25 @@ def test_reset_forward_by_id_and_text_ids(broker, clock):
 def test_reset_to_earliest_latest_and_the_position_after_the_last(broker, clock):
     ids = publish_spaced(broker, clock, 3)
     sub(broker)
-    broker.reset_cursor("t", "s", message_id=MessageId.latest)
+    broker.subscription("t", "s").reset_cursor(message_id=MessageId.latest)
     assert sstats(broker)["msgBacklog"] == 0
-    broker.reset_cursor("t", "s", message_id="earliest")
+    broker.subscription("t", "s").reset_cursor(message_id="earliest")
     assert sstats(broker)["msgBacklog"] == 3
     after_last = MessageId(ids[-1].ledger_id, ids[-1].entry_id + 1)
-    d = broker.reset_cursor("t", "s", message_id=after_last)
+    d = broker.subscription("t", "s").reset_cursor(message_id=after_last)
     assert d["nextMessageId"] is None and d["msgBacklog"] == 0 and md(broker) == pos(ids[-1])
 
 
 def test_reset_to_an_unknown_or_malformed_id(broker, clock):
     ids = publish_spaced(broker, clock, 3)
     sub(broker)
-    broker.skip("t", "s", 1)
+    broker.subscription("t", "s").skip(1)
     for bad in (MessageId(ids[0].ledger_id, 99), MessageId(999, 0)):
         with pytest.raises(MessageNotFound) as ei:
-            broker.reset_cursor("t", "s", message_id=bad)
+            broker.subscription("t", "s").reset_cursor(message_id=bad)
         assert ei.value.exit_code == 3
     with pytest.raises(InvalidMessageId) as ei:
-        broker.reset_cursor("t", "s", message_id="1:x")
+        broker.subscription("t", "s").reset_cursor(message_id="1:x")
     assert ei.value.exit_code == 2
     assert md(broker) == pos(ids[0])                       # nothing changed
 
@@ -301,7 +301,7 @@ def test_reset_clears_pending_replay_and_delayed_and_keeps_consumers(broker, clo
     broker.close_consumer("t", "s", "b")     # b's messages go to replay; a stays connected
     s = sstats(broker)
     assert s["replayCount"] > 0 and s["unackedMessages"] == 2 and s["delayedMessages"] == 1
-    d = broker.reset_cursor("t", "s", message_id="earliest")
+    d = broker.subscription("t", "s").reset_cursor(message_id="earliest")
     s = sstats(broker)
     assert (s["replayCount"], s["unackedMessages"], s["delayedMessages"]) == (0, 0, 0)
     assert d["msgBacklog"] == 6
@@ -316,7 +316,7 @@ def test_reset_clears_pending_replay_and_delayed_and_keeps_consumers(broker, clo
 def test_ack_at_or_below_mark_delete_after_a_reset_is_a_noop(broker, clock):
     ids = publish_spaced(broker, clock, 5)
     got = sub(broker, fetch=5)                                 # all five pending
-    broker.reset_cursor("t", "s", message_id=ids[3])
+    broker.subscription("t", "s").reset_cursor(message_id=ids[3])
     assert sstats(broker)["unackedMessages"] == 0
     assert broker.ack("t", "s", [got[1].message_id(), got[2].message_id()]) == 0
     assert sstats(broker)["msgBacklog"] == 2 and md(broker) == pos(ids[2])
@@ -328,7 +328,7 @@ def test_exclusive_consumer_after_reset_reads_from_the_new_position(broker, cloc
     ids = publish_spaced(broker, clock, 4)
     assert payloads(sub(broker, fetch=4)) == ["m0", "m1", "m2", "m3"]
     broker.ack("t", "s", ids)
-    broker.reset_cursor("t", "s", message_id=ids[2])
+    broker.subscription("t", "s").reset_cursor(message_id=ids[2])
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m2", "m3"]
 
 
@@ -338,11 +338,11 @@ def test_expire_acknowledges_messages_older_than_the_ttl(broker, clock):
     sub(broker)
     # expired when now > publishTime + ttl: m0, m1, m2 (m2 at START+2m < START+3m); m3 at
     # exactly now - ttl is not expired yet.
-    d = broker.expire_messages("t", "s", 2 * MIN)
+    d = broker.subscription("t", "s").expire_messages(2 * MIN)
     assert d["expired"] == 3 and d["msgBacklog"] == 2 and md(broker) == pos(ids[2])
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m3", "m4"]
     clock.advance(1)
-    assert broker.expire_messages("t", "s", 2 * MIN)["expired"] == 1
+    assert broker.subscription("t", "s").expire_messages(2 * MIN)["expired"] == 1
     assert md(broker) == pos(ids[3])
 
 
@@ -350,16 +350,16 @@ def test_expire_counts_only_what_was_not_acked_and_never_moves_back(broker, cloc
     ids = publish_spaced(broker, clock, 5)
     sub(broker)
     broker.ack("t", "s", [ids[1]])
-    assert broker.expire_messages("t", "s", 2 * MIN)["expired"] == 2
-    broker.skip("t", "s", 2)
-    assert broker.expire_messages("t", "s", 2 * MIN)["expired"] == 0
+    assert broker.subscription("t", "s").expire_messages(2 * MIN)["expired"] == 2
+    broker.subscription("t", "s").skip(2)
+    assert broker.subscription("t", "s").expire_messages(2 * MIN)["expired"] == 0
     assert md(broker) == pos(ids[4])
 
 
 def test_expire_with_ttl_zero_expires_nothing_as_in_pulsar(broker, clock):
     publish_spaced(broker, clock, 3)
     sub(broker)
-    assert broker.expire_messages("t", "s", 0)["expired"] == 0
+    assert broker.subscription("t", "s").expire_messages(0)["expired"] == 0
     assert sstats(broker)["msgBacklog"] == 3
 
 
@@ -369,7 +369,7 @@ def test_expire_drops_pending_and_delayed_it_passes(broker, clock):
     clock.advance(10 * MIN)
     broker.publish("t", [OutgoingMessage(b"m2")])
     assert payloads(sub(broker, "Shared", fetch=10)) == ["m1", "m2"]
-    broker.expire_messages("t", "s", 5 * MIN)
+    broker.subscription("t", "s").expire_messages(5 * MIN)
     s = sstats(broker)
     assert (s["msgBacklog"], s["unackedMessages"], s["delayedMessages"]) == (1, 1, 0)
 
@@ -378,59 +378,59 @@ def test_expire_drops_pending_and_delayed_it_passes(broker, clock):
 def test_terminate_refuses_produce_and_returns_the_last_id(broker, clock):
     ids = publish_spaced(broker, clock, 3)
     sub(broker)
-    assert broker.terminate("t") == ids[-1]
-    assert broker.terminate("t") == ids[-1]                    # twice is fine
+    assert broker.topics.terminate("t") == ids[-1]
+    assert broker.topics.terminate("t") == ids[-1]                    # twice is fine
     with pytest.raises(TopicTerminated) as ei:
         broker.publish("t", [OutgoingMessage(b"x")])
     assert ei.value.exit_code == 4
-    assert broker.internal_stats("t")["entriesAddedCounter"] == 3
+    assert broker.topics.internal_stats("t")["entriesAddedCounter"] == 3
     # What is there can still be consumed.
     assert payloads(broker.fetch("t", "s", "c1", 10)) == ["m0", "m1", "m2"]
 
 
 def test_terminate_an_empty_and_a_missing_topic(broker):
-    broker.create_topic("empty")
-    mid = broker.terminate("empty")
-    assert mid.entry_id == -1 and str(mid) == broker.internal_stats("empty")[
+    broker.topics.create("empty")
+    mid = broker.topics.terminate("empty")
+    assert mid.entry_id == -1 and str(mid) == broker.topics.internal_stats("empty")[
         "lastConfirmedEntry"] + ":-1"
     with pytest.raises(TopicNotFound) as ei:
-        broker.terminate("nope")
+        broker.topics.terminate("nope")
     assert ei.value.exit_code == 3
 
 
 # -- examine-message ------------------------------------------------------------------------------
 def test_examine_counts_from_the_latest_or_the_earliest(broker, clock):
     ids = publish_spaced(broker, clock, 4)
-    m = broker.examine_message("t")                          # latest, 1: the last message
+    m = broker.topics.examine_message("t")                          # latest, 1: the last message
     assert m.data() == b"m3" and m.message_id() == ids[3]
-    assert broker.examine_message("t", "latest", 2).data() == b"m2"
-    assert broker.examine_message("t", "earliest", 1).data() == b"m0"
-    assert broker.examine_message("t", "Earliest", 4).data() == b"m3"
-    assert broker.examine_message("t", "earliest", 2).publish_timestamp() == START_MS + MIN
+    assert broker.topics.examine_message("t", "latest", 2).data() == b"m2"
+    assert broker.topics.examine_message("t", "earliest", 1).data() == b"m0"
+    assert broker.topics.examine_message("t", "Earliest", 4).data() == b"m3"
+    assert broker.topics.examine_message("t", "earliest", 2).publish_timestamp() == START_MS + MIN
 
 
 def test_examine_errors(broker, clock):
     publish_spaced(broker, clock, 2)
     with pytest.raises(MessageNotFound):
-        broker.examine_message("t", "earliest", 3)
+        broker.topics.examine_message("t", "earliest", 3)
     with pytest.raises(InvalidValue):
-        broker.examine_message("t", "middle", 1)
+        broker.topics.examine_message("t", "middle", 1)
     with pytest.raises(InvalidValue):
-        broker.examine_message("t", "latest", 0)
+        broker.topics.examine_message("t", "latest", 0)
     with pytest.raises(TopicNotFound):
-        broker.examine_message("nope")
-    broker.create_topic("empty")
+        broker.topics.examine_message("nope")
+    broker.topics.create("empty")
     with pytest.raises(MessageNotFound):
-        broker.examine_message("empty")
+        broker.topics.examine_message("empty")
 
 
 # -- unknown topic or subscription ---------------------------------------------------------------
 @pytest.mark.parametrize("op", [
-    lambda b, t, s: b.skip(t, s, 1),
-    lambda b, t, s: b.clear_backlog(t, s),
-    lambda b, t, s: b.reset_cursor(t, s, time_ms=START_MS),
-    lambda b, t, s: b.reset_cursor(t, s, message_id="earliest"),
-    lambda b, t, s: b.expire_messages(t, s, MIN),
+    lambda b, t, s: b.subscription(t, s).skip(1),
+    lambda b, t, s: b.subscription(t, s).clear_backlog(),
+    lambda b, t, s: b.subscription(t, s).reset_cursor(time_ms=START_MS),
+    lambda b, t, s: b.subscription(t, s).reset_cursor(message_id="earliest"),
+    lambda b, t, s: b.subscription(t, s).expire_messages(MIN),
 ])
 def test_unknown_topic_or_subscription_is_not_found(broker, clock, op):
     publish_spaced(broker, clock, 1)
@@ -440,7 +440,7 @@ def test_unknown_topic_or_subscription_is_not_found(broker, clock, op):
     with pytest.raises(TopicNotFound) as ei:
         op(broker, "missing", "s")
     assert ei.value.exit_code == 3
-    assert broker.list_subscriptions("t") == [] and not broker.topic_exists("missing")
+    assert broker.topics.subscriptions("t") == [] and not broker.topics.exists("missing")
 
 
 # -- the commands -------------------------------------------------------------------------------

@@ -123,7 +123,7 @@ def consumers(broker):
 def move_time(broker, store_path, clock, ms: int, how: str) -> None:
     clock.advance(ms)
     if how == "clock-advance":     # what `clock advance` does after moving the clock
-        broker.fire_due()
+        broker.chores.fire_due()
     elif how == "daemon-tick":
         Daemon(broker, store_path).tick()
     # "lazy": nothing fires until the next consumer's fetch
@@ -148,7 +148,7 @@ def test_delayed_messages_are_delivered_once(broker, clock, store_path, consumer
     second = group.run(n_consumers, "close")
     assert Counter(second) == Counter(DELAYED), second
     assert group.run(n_consumers, "close") == []
-    s = broker.topic_stats("t")["subscriptions"]["s"]
+    s = broker.topics.stats("t")["subscriptions"]["s"]
     assert (s["msgBacklog"], s["delayedMessages"]) == (0, 0)
 
 

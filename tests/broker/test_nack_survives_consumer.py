@@ -74,7 +74,7 @@ def leaver(broker, clock):
 
 def fire(broker, store_path, how):
     if how == "clock-advance":
-        broker.fire_due()
+        broker.chores.fire_due()
     elif how == "daemon-tick":
         Daemon(broker, store_path).tick()
     # "next-fetch": the fetch itself fires what is due
@@ -104,7 +104,7 @@ def test_a_nack_outlives_its_consumer(broker, clock, store_path, leaver, typ, le
     assert seen(got) == [("m1", 1)]
     broker.ack("t", "s", [m.message_id() for m in got])
     assert broker.fetch("t", "s", "c2", 10) == []
-    assert broker.topic_stats("t")["subscriptions"]["s"]["msgBacklog"] == 0
+    assert broker.topics.stats("t")["subscriptions"]["s"]["msgBacklog"] == 0
 
 
 @pytest.mark.parametrize("typ", TYPES)
@@ -158,13 +158,13 @@ def test_held_nack_past_the_limit_goes_to_the_dlq(broker, clock, store_path, typ
     broker.close_consumer("t", "s", "c1")
     broker.subscribe("t", "s", "c2", typ, "Earliest", lease_ms=LEASE)
     assert broker.fetch("t", "s", "c2", 10) == []
-    assert not broker.topic_exists("t-s-DLQ")   # not before the delay
+    assert not broker.topics.exists("t-s-DLQ")   # not before the delay
     clock.advance(NACK_DELAY)
     fire(broker, store_path, "daemon-tick")
     assert broker.fetch("t", "s", "c2", 10) == []
     dead, _n, _l = broker.read_entries("t-s-DLQ", 0, 10)
     assert [m.data() for m in dead] == [b"m0"]
-    assert broker.topic_stats("t")["subscriptions"]["s"]["msgBacklog"] == 0
+    assert broker.topics.stats("t")["subscriptions"]["s"]["msgBacklog"] == 0
 
 
 def test_failover_hand_over_keeps_the_nack_held(broker, clock):
@@ -188,7 +188,7 @@ def test_pending_view_shows_the_held_nack_and_when_it_comes_back(broker, clock):
                      settings={"negativeAckRedeliveryDelayMs": NACK_DELAY})
     broker.fetch("t", "s", "c1", 10)
     broker.nack("t", "s", [ids[0]])
-    assert broker.disconnect_consumer("t", "s", "c1") == 1   # only m1 was given back
-    [row] = broker.pending_messages("t", "s")
+    assert broker.subscription("t", "s").disconnect_consumer("c1") == 1   # only m1 was given back
+    [row] = broker.subscription("t", "s").pending()
     assert row["messageId"] == str(ids[0]) and row["consumerName"] == "c1"
     assert row["nextRedelivery"] is not None

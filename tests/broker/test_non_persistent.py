@@ -66,7 +66,7 @@ def test_every_subscription_type_works(broker, typ):
     for m in got:
         c.acknowledge(m)
     c.close()
-    st = broker.topic_stats(NP)
+    st = broker.topics.stats(NP)
     assert st["msgInCounter"] == 5 and st["subscriptions"]["s"]["msgBacklog"] == 0
     client.close()
 

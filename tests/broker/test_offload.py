@@ -31,8 +31,8 @@ def lmdb_entries(broker) -> int:
 def fill(broker, n=35, topic=T):
     """n messages, PER_LEDGER per ledger; every 7th compressed, with keys and properties, and
     one chunked message (maxMessageSize 200) inside the second ledger."""
-    broker.update_setting("managedLedgerMaxEntriesPerLedger", str(PER_LEDGER))
-    broker.update_setting("maxMessageSize", "200")
+    broker.policies.update_setting("managedLedgerMaxEntriesPerLedger", str(PER_LEDGER))
+    broker.policies.update_setting("maxMessageSize", "200")
     broker.ledgers.rollover_entries = PER_LEDGER
     c = pulsarctl.Client(broker=broker)
     plain = c.create_producer(topic, producer_name="plain")
@@ -61,7 +61,7 @@ def read_all(broker, topic=T):
 @pytest.fixture
 def filled(broker):
     fill(broker)
-    broker.create_subscription(T, "s", "earliest")
+    broker.subscription(T, "s").create("earliest")
     return broker
 
 
@@ -70,9 +70,9 @@ def test_offload_moves_closed_ledgers_to_parquet_and_reads_stay_the_same(filled,
     before = read_all(b)
     assert len(before) == 36
     local_before = lmdb_entries(b)
-    r = b.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    r = b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     # Every closed ledger (the open one stays), all of their entries.
-    info = b.internal_stats(T)
+    info = b.topics.internal_stats(T)
     closed = [x for x in info["ledgers"][:-1]]
     assert [d["ledgerId"] for d in r["ledgers"]] == [x["ledgerId"] for x in closed]
     assert all(x["offloaded"] for x in closed) and not info["ledgers"][-1]["offloaded"]
@@ -93,14 +93,14 @@ def test_offload_moves_closed_ledgers_to_parquet_and_reads_stay_the_same(filled,
         assert read_all(b2) == before
     finally:
         b2.close()
-    st = b.topic_stats(T)
+    st = b.topics.stats(T)
     assert st["offloadedStorageSize"] == sum(x["size"] for x in closed)
     assert st["subscriptions"]["s"]["msgBacklog"] == 39  # entries, as Pulsar counts
 
 
 def test_the_parquet_rows_are_the_messages_spark_sees(filled, tmp_path):
     b = filled
-    b.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     d = tmp_path / "tier" / "public" / "default" / "tier"
     rows = []
     for f in sorted(d.glob("ledger-*.parquet"), key=lambda p: int(p.stem.split("-")[1])):
@@ -118,7 +118,7 @@ def test_the_parquet_rows_are_the_messages_spark_sees(filled, tmp_path):
 
 def test_consumers_ack_nack_and_retention_over_offloaded_ledgers(filled, tmp_path, clock):
     b = filled
-    b.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     c = pulsarctl.Client(broker=b)
     con = c.subscribe(T, "s", consumer_type=pulsarctl.ConsumerType.Shared,
                       negative_ack_redelivery_delay_ms=1000)
@@ -133,36 +133,36 @@ def test_consumers_ack_nack_and_retention_over_offloaded_ledgers(filled, tmp_pat
     assert again.redelivery_count() == 1
     con.acknowledge(again)
     c.close()
-    assert b.topic_stats(T)["subscriptions"]["s"]["msgBacklog"] == 0
+    assert b.topics.stats(T)["subscriptions"]["s"]["msgBacklog"] == 0
     # Nothing retained: the acknowledged offloaded ledgers are trimmed with the rest.
-    b.enforce_policies()
-    info = b.internal_stats(T)
+    b.chores.enforce_policies()
+    info = b.topics.internal_stats(T)
     assert not any(x["offloaded"] for x in info["ledgers"])
-    st = b.offload_status(T)["partitions"][0]
+    st = b.topics.offload_status(T)["partitions"][0]
     assert st["offloadedLedgers"] == []
 
 
 def test_size_threshold_and_older_than(broker, tmp_path, clock):
-    broker.update_setting("managedLedgerMaxEntriesPerLedger", "10")
+    broker.policies.update_setting("managedLedgerMaxEntriesPerLedger", "10")
     broker.ledgers.rollover_entries = 10
     p = pulsarctl.Client(broker=broker).create_producer(T)
     for i in range(40):
         p.send(b"x" * 100)
         clock.advance(60_000)  # a minute between messages: ledgers span 10 minutes
-    sizes = [x["size"] for x in broker.internal_stats(T)["ledgers"]]
+    sizes = [x["size"] for x in broker.topics.internal_stats(T)["ledgers"]]
     # Keep at most two ledgers' bytes locally: the two oldest closed ones go.
-    r = broker.offload(T, str(tmp_path / "a"), size_threshold=sum(sizes[-2:]))
+    r = broker.topics.offload(T, str(tmp_path / "a"), size_threshold=sum(sizes[-2:]))
     assert [x["ledgerId"] for x in r["ledgers"]] == [
-        x["ledgerId"] for x in broker.internal_stats(T)["ledgers"][:2]]
+        x["ledgerId"] for x in broker.topics.internal_stats(T)["ledgers"][:2]]
     # Again: nothing more to do.
-    assert broker.offload(T, str(tmp_path / "a"), size_threshold=sum(sizes[-2:]))["ledgers"] == []
+    assert broker.topics.offload(T, str(tmp_path / "a"), size_threshold=sum(sizes[-2:]))["ledgers"] == []
     # Older than 15 minutes: the third ledger ended (the fourth began) 10 minutes ago.
-    assert broker.offload(T, str(tmp_path / "a"), older_than_ms=15 * 60_000)["ledgers"] == []
-    r = broker.offload(T, str(tmp_path / "a"), older_than_ms=9 * 60_000)
+    assert broker.topics.offload(T, str(tmp_path / "a"), older_than_ms=15 * 60_000)["ledgers"] == []
+    r = broker.topics.offload(T, str(tmp_path / "a"), older_than_ms=9 * 60_000)
     assert len(r["ledgers"]) == 1
     # The open ledger never goes.
-    broker.offload(T, str(tmp_path / "a"), size_threshold=0)
-    assert not broker.internal_stats(T)["ledgers"][-1]["offloaded"]
+    broker.topics.offload(T, str(tmp_path / "a"), size_threshold=0)
+    assert not broker.topics.internal_stats(T)["ledgers"][-1]["offloaded"]
 
 
 def test_a_failed_commit_leaves_the_store_whole(filled, tmp_path, monkeypatch):
@@ -174,19 +174,19 @@ def test_a_failed_commit_leaves_the_store_whole(filled, tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(b, "write", boom)
     with pytest.raises(OSError):
-        b.offload(T, str(tmp_path / "tier"), size_threshold=0)
+        b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     monkeypatch.undo()
     assert lmdb_entries(b) == n
-    assert not any(x["offloaded"] for x in b.internal_stats(T)["ledgers"])
+    assert not any(x["offloaded"] for x in b.topics.internal_stats(T)["ledgers"])
     assert read_all(b) == before
     # The spare files are overwritten by the next run, which succeeds.
-    assert b.offload(T, str(tmp_path / "tier"), size_threshold=0)["entries"] == 30
+    assert b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)["entries"] == 30
     assert read_all(b) == before
 
 
 def test_a_missing_file_is_a_clear_error(filled, tmp_path, cli, store_path):
     b = filled
-    r = b.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    r = b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     os.remove(r["ledgers"][0]["file"])
     offload._CACHE.clear()
     b.close()
@@ -221,26 +221,26 @@ def test_cli(cli, tmp_path, store_path):
 
 
 def test_partitioned_topic_offloads_every_partition(broker, tmp_path):
-    broker.update_setting("managedLedgerMaxEntriesPerLedger", "4")
+    broker.policies.update_setting("managedLedgerMaxEntriesPerLedger", "4")
     broker.ledgers.rollover_entries = 4
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     p = pulsarctl.Client(broker=broker).create_producer("pt")
     for i in range(20):
         p.send(b"v%d" % i)
-    r = broker.offload("pt", str(tmp_path / "x"), size_threshold=0)
+    r = broker.topics.offload("pt", str(tmp_path / "x"), size_threshold=0)
     assert {d["topic"] for d in r["ledgers"]} == {
         "persistent://public/default/pt-partition-0", "persistent://public/default/pt-partition-1"}
     for part in (0, 1):
         assert (tmp_path / "x" / "public" / "default" / f"pt-partition-{part}" /
                 "manifest.json").exists()
-    st = broker.offload_status("pt")
+    st = broker.topics.offload_status("pt")
     assert len(st["partitions"]) == 2
     t = parse_topic("pt-partition-0")
     assert broker.read(lambda ctx: topics.lookup(ctx, t).first_offset) == 0
 
 
 def test_batched_entries_offload_and_read_back_exactly(broker, tmp_path):
-    broker.update_setting("managedLedgerMaxEntriesPerLedger", "3")
+    broker.policies.update_setting("managedLedgerMaxEntriesPerLedger", "3")
     broker.ledgers.rollover_entries = 3
     c = pulsarctl.Client(broker=broker)
     p = c.create_producer(T, batching_enabled=True, batching_max_messages=5,
@@ -251,7 +251,7 @@ def test_batched_entries_offload_and_read_back_exactly(broker, tmp_path):
     c.close()
     before = read_all(broker)
     assert len(before) == 40 and before[0][0].endswith(":0")
-    r = broker.offload(T, str(tmp_path / "tier"), size_threshold=0)
+    r = broker.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     assert r["entries"] == 6  # 8 batch entries in ledgers of 3: two closed ledgers
     assert read_all(broker) == before
     d = tmp_path / "tier" / "public" / "default" / "tier"

@@ -61,7 +61,7 @@ def ids_of(got):
 
 
 def sstats(broker, topic="t", s="s"):
-    return broker.topic_stats(topic)["subscriptions"][s]
+    return broker.topics.stats(topic)["subscriptions"][s]
 
 
 def backlog(broker, topic="t", s="s"):
@@ -69,11 +69,11 @@ def backlog(broker, topic="t", s="s"):
 
 
 def md(broker, topic="t", s="s"):
-    return broker.internal_stats(topic)["cursors"][s]["markDeletePosition"]
+    return broker.topics.internal_stats(topic)["cursors"][s]["markDeletePosition"]
 
 
 def ledgers(broker, topic="t"):
-    return broker.internal_stats(topic)["ledgers"]
+    return broker.topics.internal_stats(topic)["ledgers"]
 
 
 def pos(mid):
@@ -81,22 +81,22 @@ def pos(mid):
 
 
 def set_ns(broker, field, value, ns=NS):
-    return broker.set_policy("namespace", ns, field, value)
+    return broker.policies.set("namespace", ns, field, value)
 
 
 def set_topic(broker, field, value, topic="t"):
-    return broker.set_policy("topic", topic, field, value)
+    return broker.policies.set("topic", topic, field, value)
 
 
 def applied(broker, field, topic="t"):
-    return broker.get_policy("topic", topic, field, applied=True)
+    return broker.policies.get("topic", topic, field, applied=True)
 
 
 def reopen_with_small_ledgers(store_path, clock, n=3) -> Broker:
     """managedLedgerMaxEntriesPerLedger=n (brokers update-dynamic-config); a Broker reads it
     when it opens the store."""
     b = Broker(store_path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", str(n))
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", str(n))
     b.close()
     return Broker(store_path, clock)
 
@@ -128,31 +128,31 @@ def entry_size(broker, topic="t"):
 def test_broker_defaults_apply_when_nothing_is_set(broker):
     publish(broker)
     for field, value in DEFAULTS.items():
-        assert broker.get_policy("topic", "t", field) is None
-        assert broker.get_policy("namespace", NS, field) is None
+        assert broker.policies.get("topic", "t", field) is None
+        assert broker.policies.get("namespace", NS, field) is None
         assert applied(broker, field) == value, field
-    assert broker.topic_policies("t") == DEFAULTS
-    assert broker.namespace_policies(NS) == {f: None for f in DEFAULTS}
+    assert broker.policies.applied("t") == DEFAULTS
+    assert broker.namespaces.policies(NS) == {f: None for f in DEFAULTS}
 
 
 def test_topic_overrides_namespace_overrides_broker_default(broker):
     publish(broker)
     publish(broker, "other")
-    broker.update_setting("ttlDurationDefaultInSeconds", "30")
+    broker.policies.update_setting("ttlDurationDefaultInSeconds", "30")
     assert applied(broker, P.TTL) == 30                               # broker default
     assert set_ns(broker, P.TTL, 60) == 60
     assert applied(broker, P.TTL) == 60                               # namespace
-    assert broker.get_policy("topic", "t", P.TTL) is None             # not the topic's own
+    assert broker.policies.get("topic", "t", P.TTL) is None             # not the topic's own
     assert set_topic(broker, P.TTL, 0) == 0
     assert applied(broker, P.TTL) == 0                                # topic, even when 0
-    assert broker.get_policy("topic", "t", P.TTL) == 0
+    assert broker.policies.get("topic", "t", P.TTL) == 0
     assert applied(broker, P.TTL, "other") == 60                      # other topic: namespace
-    assert broker.get_policy("namespace", NS, P.TTL) == 60
-    broker.remove_policy("topic", "t", P.TTL)
+    assert broker.policies.get("namespace", NS, P.TTL) == 60
+    broker.policies.remove("topic", "t", P.TTL)
     assert applied(broker, P.TTL) == 60
-    broker.remove_policy("namespace", NS, P.TTL)
+    broker.policies.remove("namespace", NS, P.TTL)
     assert applied(broker, P.TTL) == 30
-    assert broker.get_policy("namespace", NS, P.TTL) is None
+    assert broker.policies.get("namespace", NS, P.TTL) is None
 
 
 def test_each_policy_round_trips_at_both_levels_and_shows_in_policies(broker):
@@ -170,78 +170,78 @@ def test_each_policy_round_trips_at_both_levels_and_shows_in_policies(broker):
     }
     for field, v in values.items():
         assert set_ns(broker, field, v) == v
-        assert broker.get_policy("namespace", NS, field) == v
-    assert broker.namespace_policies(NS) == values
-    assert broker.topic_policies("t") == values
+        assert broker.policies.get("namespace", NS, field) == v
+    assert broker.namespaces.policies(NS) == values
+    assert broker.policies.applied("t") == values
     for field, v in values.items():
-        broker.remove_policy("namespace", NS, field)
+        broker.policies.remove("namespace", NS, field)
         assert set_topic(broker, field, v) == v
-        assert broker.get_policy("topic", "t", field) == v
-        assert broker.get_policy("namespace", NS, field) is None
-    assert broker.topic_policies("t") == values
-    assert broker.namespace_policies(NS) == {f: None for f in values}
+        assert broker.policies.get("topic", "t", field) == v
+        assert broker.policies.get("namespace", NS, field) is None
+    assert broker.policies.applied("t") == values
+    assert broker.namespaces.policies(NS) == {f: None for f in values}
     for field in values:
-        broker.remove_policy("topic", "t", field)
-    assert broker.topic_policies("t") == DEFAULTS
+        broker.policies.remove("topic", "t", field)
+    assert broker.policies.applied("t") == DEFAULTS
 
 
 def test_a_namespace_policy_stays_in_its_namespace(broker):
-    broker.create_tenant("acme")
-    broker.create_namespace("acme/ns")
+    broker.tenants.create("acme")
+    broker.namespaces.create("acme/ns")
     publish(broker, "acme/ns/t")
     publish(broker)
     set_ns(broker, P.TTL, 5, "acme/ns")
     assert applied(broker, P.TTL, "acme/ns/t") == 5
     assert applied(broker, P.TTL) == 0
-    assert broker.namespace_policies("acme/ns")[P.TTL] == 5
-    assert broker.namespace_policies(NS)[P.TTL] is None
+    assert broker.namespaces.policies("acme/ns")[P.TTL] == 5
+    assert broker.namespaces.policies(NS)[P.TTL] is None
 
 
 def test_policies_of_a_partitioned_topic_cover_its_partitions(broker):
-    broker.create_partitioned_topic("pt", 3)
+    broker.topics.create_partitioned("pt", 3)
     set_ns(broker, P.TTL, 10)
     set_topic(broker, P.TTL, 30, "pt")
     set_topic(broker, P.MAX_UNACKED_CONSUMER, 7, "pt")
     for i in range(3):
         p = f"pt-partition-{i}"
         assert applied(broker, P.TTL, p) == 30
-        assert broker.get_policy("topic", p, P.TTL) == 30   # one record, the partitioned topic's
-        assert broker.topic_policies(p)[P.MAX_UNACKED_CONSUMER] == 7
-    assert broker.topic_policies("pt")[P.TTL] == 30
+        assert broker.policies.get("topic", p, P.TTL) == 30   # one record, the partitioned topic's
+        assert broker.policies.applied(p)[P.MAX_UNACKED_CONSUMER] == 7
+    assert broker.policies.applied("pt")[P.TTL] == 30
     # The policy works on every partition: TTL expires the messages of all of them.
     sub(broker, "pt")
     publish(broker, "pt", 6)
-    assert broker.topic_stats("pt")["subscriptions"]["s"]["msgBacklog"] == 6
+    assert broker.topics.stats("pt")["subscriptions"]["s"]["msgBacklog"] == 6
     broker._clock.advance(30 * SEC + 1)
-    assert broker.enforce_policies()["expired"] == 6
-    assert broker.topic_stats("pt")["subscriptions"]["s"]["msgBacklog"] == 0
+    assert broker.chores.enforce_policies()["expired"] == 6
+    assert broker.topics.stats("pt")["subscriptions"]["s"]["msgBacklog"] == 0
     # Deleting the partitioned topic drops its policies: a new one starts from the namespace.
-    broker.delete_topic("pt", force=True)
-    broker.create_partitioned_topic("pt", 2)
-    assert broker.get_policy("topic", "pt", P.TTL) is None
+    broker.topics.delete("pt", force=True)
+    broker.topics.create_partitioned("pt", 2)
+    assert broker.policies.get("topic", "pt", P.TTL) is None
     assert applied(broker, P.TTL, "pt-partition-1") == 10
 
 
 def test_deleting_a_topic_drops_its_policies(broker):
     publish(broker)
     set_topic(broker, P.TTL, 99)
-    broker.delete_topic("t")
+    broker.topics.delete("t")
     with pytest.raises(TopicNotFound):
-        broker.get_policy("topic", "t", P.TTL)
+        broker.policies.get("topic", "t", P.TTL)
     publish(broker)
-    assert broker.get_policy("topic", "t", P.TTL) is None
+    assert broker.policies.get("topic", "t", P.TTL) is None
 
 
 def test_topic_policies_need_an_existing_topic(broker):
     for call in (lambda: set_topic(broker, P.TTL, 5, "nope"),
-                 lambda: broker.get_policy("topic", "nope", P.TTL),
+                 lambda: broker.policies.get("topic", "nope", P.TTL),
                  lambda: applied(broker, P.TTL, "nope"),
-                 lambda: broker.remove_policy("topic", "nope", P.TTL),
-                 lambda: broker.topic_policies("nope")):
+                 lambda: broker.policies.remove("topic", "nope", P.TTL),
+                 lambda: broker.policies.applied("nope")):
         with pytest.raises(TopicNotFound) as ei:
             call()
         assert ei.value.exit_code == 3
-    assert not broker.topic_exists("nope")      # asking did not create it
+    assert not broker.topics.exists("nope")      # asking did not create it
 
 
 def test_namespace_policies_need_an_existing_namespace(broker):
@@ -249,7 +249,7 @@ def test_namespace_policies_need_an_existing_namespace(broker):
         set_ns(broker, P.TTL, 5, "public/nope")
     assert ei.value.exit_code == 3
     with pytest.raises(NotFound):
-        broker.get_policy("namespace", "nosuch/ns", P.TTL)
+        broker.policies.get("namespace", "nosuch/ns", P.TTL)
 
 
 @pytest.mark.parametrize("field,value", [
@@ -274,8 +274,8 @@ def test_invalid_values_are_refused_and_nothing_is_stored(broker, field, value):
         with pytest.raises(UsageError) as ei:     # InvalidValue, InvalidTopicName
             call()
         assert ei.value.exit_code == 2
-    assert broker.get_policy("namespace", NS, field) is None
-    assert broker.get_policy("topic", "t", field) is None
+    assert broker.policies.get("namespace", NS, field) is None
+    assert broker.policies.get("topic", "t", field) is None
 
 
 def test_backlog_quotas_of_both_types_live_side_by_side(broker):
@@ -284,17 +284,17 @@ def test_backlog_quotas_of_both_types_live_side_by_side(broker):
     age = {"limitSize": -1, "limitTime": 60, "policy": "consumer_backlog_eviction"}
     set_topic(broker, P.BACKLOG_QUOTA, {"destination_storage": size})
     set_topic(broker, P.BACKLOG_QUOTA, {"message_age": age})
-    assert broker.get_policy("topic", "t", P.BACKLOG_QUOTA) == {
+    assert broker.policies.get("topic", "t", P.BACKLOG_QUOTA) == {
         "destination_storage": size, "message_age": age}
-    broker.remove_policy("topic", "t", P.BACKLOG_QUOTA, "destination_storage")
-    assert broker.get_policy("topic", "t", P.BACKLOG_QUOTA) == {"message_age": age}
-    broker.remove_policy("topic", "t", P.BACKLOG_QUOTA, "message_age")
-    assert broker.get_policy("topic", "t", P.BACKLOG_QUOTA) is None
+    broker.policies.remove("topic", "t", P.BACKLOG_QUOTA, "destination_storage")
+    assert broker.policies.get("topic", "t", P.BACKLOG_QUOTA) == {"message_age": age}
+    broker.policies.remove("topic", "t", P.BACKLOG_QUOTA, "message_age")
+    assert broker.policies.get("topic", "t", P.BACKLOG_QUOTA) is None
     # Same at the namespace.
     set_ns(broker, P.BACKLOG_QUOTA, {"destination_storage": size})
     set_ns(broker, P.BACKLOG_QUOTA, {"message_age": age})
-    broker.remove_policy("namespace", NS, P.BACKLOG_QUOTA, "message_age")
-    assert broker.get_policy("namespace", NS, P.BACKLOG_QUOTA) == {"destination_storage": size}
+    broker.policies.remove("namespace", NS, P.BACKLOG_QUOTA, "message_age")
+    assert broker.policies.get("namespace", NS, P.BACKLOG_QUOTA) == {"destination_storage": size}
     assert applied(broker, P.BACKLOG_QUOTA) == {"destination_storage": size}
 
 
@@ -307,16 +307,16 @@ def test_ttl_expires_only_after_publish_time_plus_ttl_on_every_subscription(brok
     late = publish(broker, n=1, prefix="late")
     set_ns(broker, P.TTL, 60)
     clock.advance(30 * SEC)                             # now == first publish + ttl: not yet
-    assert broker.enforce_policies()["expired"] == 0
+    assert broker.chores.enforce_policies()["expired"] == 0
     assert backlog(broker, s="a") == backlog(broker, s="b") == 3
     clock.advance(1)                                    # now > publish + ttl
-    assert broker.enforce_policies() == {"expired": 4, "trimmedLedgers": 0}
+    assert broker.chores.enforce_policies() == {"expired": 4, "trimmedLedgers": 0}
     for s in ("a", "b"):
         assert backlog(broker, s=s) == 1
         assert md(broker, s=s) == pos(ids[-1])
-    assert broker.peek("t", "a", 5)[0].message_id() == late[0]
+    assert broker.subscription("t", "a").peek(5)[0].message_id() == late[0]
     clock.advance(30 * SEC)
-    assert broker.enforce_policies()["expired"] == 2
+    assert broker.chores.enforce_policies()["expired"] == 2
     assert backlog(broker, s="a") == backlog(broker, s="b") == 0
 
 
@@ -339,7 +339,7 @@ def test_ttl_expires_delivered_unacked_messages_too(broker, clock):
     got = broker.fetch("t", "s", "c1", 10)
     assert len(got) == 3 and sstats(broker)["unackedMessages"] == 3
     clock.advance(10 * SEC + 1)
-    assert broker.enforce_policies()["expired"] == 3
+    assert broker.chores.enforce_policies()["expired"] == 3
     s = sstats(broker)
     assert s["msgBacklog"] == 0 and s["unackedMessages"] == 0
 
@@ -350,16 +350,16 @@ def test_topic_ttl_zero_switches_off_a_namespace_ttl(broker, clock):
     set_ns(broker, P.TTL, 1)
     set_topic(broker, P.TTL, 0)
     clock.advance(3_600 * SEC)
-    assert broker.enforce_policies()["expired"] == 0
+    assert broker.chores.enforce_policies()["expired"] == 0
     assert len(broker.fetch("t", "s", "c1", 10)) == 2
 
 
 def test_broker_default_ttl_applies_without_policies(broker, clock):
     sub(broker)
     publish(broker, n=2)
-    broker.update_setting("ttlDurationDefaultInSeconds", "5")
+    broker.policies.update_setting("ttlDurationDefaultInSeconds", "5")
     clock.advance(5 * SEC + 1)
-    assert broker.enforce_policies()["expired"] == 2
+    assert broker.chores.enforce_policies()["expired"] == 2
     assert backlog(broker) == 0
 
 
@@ -368,7 +368,7 @@ def test_ttl_expiry_then_retention_trims_the_expired_ledgers(small, clock):
     publish(small, n=7)                                 # ledgers of 3, 3, 1
     set_ns(small, P.TTL, 60)
     clock.advance(60 * SEC + 1)
-    assert small.enforce_policies()["expired"] == 7
+    assert small.chores.enforce_policies()["expired"] == 7
     # The expiry moved mark-delete past two closed ledgers: retention (0/0) dropped them.
     assert [l["entries"] for l in ledgers(small)] == [1]
 
@@ -377,7 +377,7 @@ def test_ttl_expiry_then_retention_trims_the_expired_ledgers(small, clock):
 def test_small_ledgers_setting_rolls_ledgers_over(small):
     publish(small, n=10)
     assert [l["entries"] for l in ledgers(small)] == [3, 3, 3, 1]
-    assert small.get_settings()["managedLedgerMaxEntriesPerLedger"] == 3
+    assert small.policies.settings()["managedLedgerMaxEntriesPerLedger"] == 3
 
 
 def test_default_retention_trims_acknowledged_closed_ledgers_at_once(small):
@@ -387,11 +387,11 @@ def test_default_retention_trims_acknowledged_closed_ledgers_at_once(small):
     small.ack("t", "s", ids[:5])                        # first ledger fully acked
     assert [l["ledgerId"] for l in ledgers(small)] == first[1:]
     with pytest.raises(MessageNotFound):
-        small.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id)
+        small.topics.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id)
     small.ack("t", "s", ids[5:])
     assert [l["ledgerId"] for l in ledgers(small)] == first[-1:]   # the current one stays
-    assert small.internal_stats("t")["numberOfEntries"] == 1
-    assert small.topic_stats("t")["msgInCounter"] == 10
+    assert small.topics.internal_stats("t")["numberOfEntries"] == 1
+    assert small.topics.stats("t")["msgInCounter"] == 10
 
 
 def test_retention_trims_only_what_every_subscription_acknowledged(small):
@@ -402,7 +402,7 @@ def test_retention_trims_only_what_every_subscription_acknowledged(small):
     assert len(ledgers(small)) == 4
     small.ack("t", "slow", ids[:4])                     # past the first ledger only
     assert [l["entries"] for l in ledgers(small)] == [3, 3, 1]
-    assert small.enforce_policies()["trimmedLedgers"] == 0
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 0
 
 
 def test_time_retention_keeps_acknowledged_ledgers_until_it_passes(small, clock):
@@ -412,10 +412,10 @@ def test_time_retention_keeps_acknowledged_ledgers_until_it_passes(small, clock)
     small.ack("t", "s", ids)
     assert len(ledgers(small)) == 4
     clock.advance(10 * MIN)                             # closed exactly 10 min ago: kept
-    assert small.enforce_policies()["trimmedLedgers"] == 0
-    assert small.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id).data() == b"m0"
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 0
+    assert small.topics.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id).data() == b"m0"
     clock.advance(1)
-    assert small.enforce_policies()["trimmedLedgers"] == 3
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 3
     assert [l["entries"] for l in ledgers(small)] == [1]
 
 
@@ -427,10 +427,10 @@ def test_time_retention_is_counted_from_when_each_ledger_closed(small, clock):
     ids += publish(small, n=3, prefix="x")              # ledger 2 closes now (ledger 3 opens)
     small.ack("t", "s", ids)
     clock.advance(5 * MIN + 1)
-    assert small.enforce_policies()["trimmedLedgers"] == 1
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 1
     assert [l["entries"] for l in ledgers(small)] == [3, 1]
     clock.advance(5 * MIN)
-    assert small.enforce_policies()["trimmedLedgers"] == 1
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 1
     assert [l["entries"] for l in ledgers(small)] == [1]
 
 
@@ -450,7 +450,7 @@ def test_size_retention_trims_down_to_the_size(store_path, clock):
         assert left == sizes[-len(left):] and len(left) == 2
         # Time never passes the limit (-1): nothing else goes later.
         clock.advance(365 * 24 * 60 * MIN)
-        assert b.enforce_policies()["trimmedLedgers"] == 0
+        assert b.chores.enforce_policies()["trimmedLedgers"] == 0
     finally:
         b.close()
 
@@ -461,15 +461,15 @@ def test_unlimited_retention_never_trims(small, clock):
     ids = publish(small, n=10)
     small.ack("t", "s", ids)
     clock.advance(365 * 24 * 60 * MIN)
-    assert small.enforce_policies()["trimmedLedgers"] == 0
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 0
     assert len(ledgers(small)) == 4
-    assert small.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id).data() == b"m0"
+    assert small.topics.get_message_by_id("t", ids[0].ledger_id, ids[0].entry_id).data() == b"m0"
 
 
 def test_topic_retention_overrides_the_namespace(small):
     set_ns(small, P.RETENTION, {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
-    small.create_topic("keep")
-    small.create_topic("t")
+    small.topics.create("keep")
+    small.topics.create("t")
     set_topic(small, P.RETENTION, {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0})
     for topic in ("t", "keep"):
         sub(small, topic)
@@ -481,8 +481,8 @@ def test_topic_retention_overrides_the_namespace(small):
 def test_a_topic_without_subscriptions_keeps_everything(small, clock):
     publish(small, n=10)
     clock.advance(365 * 24 * 60 * MIN)
-    assert small.enforce_policies()["trimmedLedgers"] == 0
-    assert small.internal_stats("t")["numberOfEntries"] == 10
+    assert small.chores.enforce_policies()["trimmedLedgers"] == 0
+    assert small.topics.internal_stats("t")["numberOfEntries"] == 10
     assert len(ledgers(small)) == 4
 
 
@@ -503,7 +503,7 @@ def test_dedup_drops_a_sequence_id_the_producer_already_stored(broker):
     stored, _, _ = broker.read_entries("t", None, 100, after_id=MessageId.earliest)
     assert [(m.data(), m.producer_name, m.sequence_id) for m in stored] == [
         (b"a", "p1", 5), (b"b", "p1", 6), (b"c", "p2", 5)]
-    assert broker.topic_stats("t")["msgInCounter"] == 3
+    assert broker.topics.stats("t")["msgInCounter"] == 3
 
 
 def test_dedup_leaves_automatic_sequence_ids_alone(broker):
@@ -515,7 +515,7 @@ def test_dedup_leaves_automatic_sequence_ids_alone(broker):
     assert DUP not in ids
     stored, _, _ = broker.read_entries("t", None, 100, after_id=MessageId.earliest)
     assert [m.sequence_id for m in stored if m.producer_name == "auto"] == list(range(6))
-    assert broker.topic_stats("t")["msgInCounter"] == 8
+    assert broker.topics.stats("t")["msgInCounter"] == 8
     # An automatic id continues after the highest explicit one, so it is never a duplicate.
     _, ids = broker.publish("t", [OutgoingMessage(b"x", sequence_id=100), OutgoingMessage(b"y")],
                             "auto")
@@ -528,11 +528,11 @@ def test_without_dedup_a_repeated_sequence_id_is_stored(broker):
     for _ in range(2):
         _, ids = broker.publish("t", [OutgoingMessage(b"a", sequence_id=1)], "p")
         assert ids != [DUP]
-    assert broker.topic_stats("t")["msgInCounter"] == 2
+    assert broker.topics.stats("t")["msgInCounter"] == 2
 
 
 def test_dedup_topic_setting_overrides_namespace_and_broker_default(broker):
-    broker.update_setting("brokerDeduplicationEnabled", "true")
+    broker.policies.update_setting("brokerDeduplicationEnabled", "true")
     publish(broker)
     assert broker.publish("t", [OutgoingMessage(b"a", sequence_id=1)], "p")[1] != [DUP]
     assert broker.publish("t", [OutgoingMessage(b"a", sequence_id=1)], "p")[1] == [DUP]
@@ -540,17 +540,17 @@ def test_dedup_topic_setting_overrides_namespace_and_broker_default(broker):
     assert broker.publish("t", [OutgoingMessage(b"a", sequence_id=1)], "p")[1] != [DUP]
     set_topic(broker, P.DEDUP, True)
     assert broker.publish("t", [OutgoingMessage(b"a", sequence_id=1)], "p")[1] == [DUP]
-    assert broker.topic_stats("t")["msgInCounter"] == 3
+    assert broker.topics.stats("t")["msgInCounter"] == 3
 
 
 def test_topic_stats_show_the_deduplication_in_force(broker):
     publish(broker)
     set_topic(broker, P.DEDUP, True)
-    assert broker.topic_stats("t")["deduplicationStatus"] == "Enabled"
+    assert broker.topics.stats("t")["deduplicationStatus"] == "Enabled"
 
 
 def test_dedup_on_a_partitioned_topic(broker):
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     set_topic(broker, P.DEDUP, True, "pt")
     p0 = "pt-partition-0"
     assert broker.publish(p0, [OutgoingMessage(b"a", sequence_id=1)], "p")[1] != [DUP]
@@ -592,13 +592,13 @@ def test_destination_storage_producer_exception_fails_the_publish(broker):
     n = fill_over(broker, limit)
     assert n == 5                                        # 6 entries of `limit/5` > limit
     assert backlog(broker) == 6
-    before = broker.topic_stats("t")["msgInCounter"]
+    before = broker.topics.stats("t")["msgInCounter"]
     with pytest.raises(BacklogQuotaExceeded) as ei:
         publish(broker, prefix="refused")
     assert ei.value.exit_code == 1
     assert not isinstance(ei.value, BacklogQuotaHold)
     assert "destination_storage" in str(ei.value) and "'s'" in str(ei.value)
-    assert broker.topic_stats("t")["msgInCounter"] == before
+    assert broker.topics.stats("t")["msgInCounter"] == before
     # Consuming makes room again.
     got = broker.fetch("t", "s", "c1", 100)
     broker.ack("t", "s", ids_of(got))
@@ -622,7 +622,7 @@ def test_the_slowest_subscription_decides_and_no_subscription_means_no_backlog(b
     with pytest.raises(BacklogQuotaExceeded) as ei:
         publish(broker)
     assert "'slow'" in str(ei.value)
-    broker.clear_backlog("t", "slow")
+    broker.subscription("t", "slow").clear_backlog()
     publish(broker)
 
 
@@ -647,8 +647,8 @@ def test_destination_storage_eviction_acks_the_oldest_down_to_90_percent(broker)
     uni(broker)
     e = entry_size(broker)
     limit = 10 * e
-    broker.ack("t", "uptodate", [broker.peek("t", "uptodate", 1)[0].message_id()])
-    broker.ack("t", "behind", [broker.peek("t", "behind", 1)[0].message_id()])
+    broker.ack("t", "uptodate", [broker.subscription("t", "uptodate").peek(1)[0].message_id()])
+    broker.ack("t", "behind", [broker.subscription("t", "behind").peek(1)[0].message_id()])
     set_topic(broker, P.BACKLOG_QUOTA,
               quota("destination_storage", "consumer_backlog_eviction", limit))
     fill_over(broker, limit, s="behind")                 # 11 entries behind
@@ -660,7 +660,7 @@ def test_destination_storage_eviction_acks_the_oldest_down_to_90_percent(broker)
     # Evicted to <= 90% of the limit (9 entries), then the new message was stored.
     assert backlog(broker, s="behind") == 10
     assert estimated_backlog(broker, s="behind") == 10 * e
-    evicted_past = broker.peek("t", "behind", 1)[0].message_id()
+    evicted_past = broker.subscription("t", "behind").peek(1)[0].message_id()
     assert evicted_past.entry_id == 3                   # entries 1, 2 were evicted
     assert backlog(broker, s="uptodate") == 1            # under the limit: untouched
 
@@ -684,7 +684,7 @@ def test_producer_request_hold_fails_after_the_send_timeout(broker, fake_time):
     with pytest.raises(BacklogQuotaHold) as ei:          # the broker says: hold
         publish(broker)
     assert ei.value.exit_code == 1 and "producer_request_hold" in str(ei.value)
-    before = broker.topic_stats("t")["msgInCounter"]
+    before = broker.topics.stats("t")["msgInCounter"]
     producer = Producer(broker, "t", "held", send_timeout_ms=200)
     start = fake_time.now  # the producer's real-time wait, on a clock that moves as it sleeps
     with pytest.raises(BacklogQuotaHold):
@@ -692,7 +692,7 @@ def test_producer_request_hold_fails_after_the_send_timeout(broker, fake_time):
     elapsed = fake_time.now - start
     assert 0.2 - 1e-9 <= elapsed < 2.0
     assert fake_time.slept, "the producer gave up without waiting"
-    assert broker.topic_stats("t")["msgInCounter"] == before
+    assert broker.topics.stats("t")["msgInCounter"] == before
 
 
 def test_producer_request_hold_goes_through_once_the_backlog_drains(broker, monkeypatch):
@@ -703,7 +703,7 @@ def test_producer_request_hold_goes_through_once_the_backlog_drains(broker, monk
 
     def drain_while_waiting(seconds):                   # a consumer catches up meanwhile
         waits.append(seconds)
-        broker.clear_backlog("t", "s")
+        broker.subscription("t", "s").clear_backlog()
     monkeypatch.setattr(pulsarctl.clock, "sleep", drain_while_waiting)
     producer = Producer(broker, "t", "held", send_timeout_ms=60_000)
     mid = producer.send(b"x")
@@ -715,8 +715,8 @@ def test_a_backlog_quota_does_not_stop_dead_letter_moves(broker, clock):
     """A quota on the DLQ topic does not block moving a message there."""
     set_ns(broker, P.BACKLOG_QUOTA, quota("destination_storage", "producer_exception", 0))
     dlq = FULL + "t-s-DLQ"
-    broker.create_topic(dlq)
-    broker.create_subscription(dlq, "keep", "Earliest")
+    broker.topics.create(dlq)
+    broker.subscription(dlq, "keep").create("Earliest")
     publish(broker, dlq)                                 # the DLQ has a backlog over 0
     with pytest.raises(BacklogQuotaExceeded):
         publish(broker, dlq)
@@ -726,7 +726,7 @@ def test_a_backlog_quota_does_not_stop_dead_letter_moves(broker, clock):
         assert ids_of(broker.fetch("t", "s", "c1", 10)) == ids
         broker.nack("t", "s", ids)
         clock.advance(SEC)
-    broker.fire_due()
+    broker.chores.fire_due()
     assert backlog(broker, dlq, "keep") == 2
 
 
@@ -763,7 +763,7 @@ def test_delayed_delivery_topic_setting_overrides_the_namespace(broker, clock):
     broker.publish("t", [OutgoingMessage(b"d1", deliver_at=later)])
     assert broker.fetch("t", "s", "c1", 10) == []
     assert broker.fetch("t", "ks", "c1", 10) == []
-    broker.remove_policy("topic", "t", P.DELAYED)       # namespace: off
+    broker.policies.remove("topic", "t", P.DELAYED)       # namespace: off
     assert data(broker.fetch("t", "s", "c1", 10)) == ["d1"]
     assert data(broker.fetch("t", "ks", "c1", 10)) == ["d1"]
 
@@ -788,11 +788,11 @@ def test_max_delivery_delay_rejects_longer_delays(broker, clock):
         broker.publish("t", [OutgoingMessage(b"fine"),
                              OutgoingMessage(b"late", deliver_at=START_MS + 10_001)])
     assert ei.value.exit_code == 2 and "10000" in str(ei.value)
-    assert broker.topic_stats("t")["msgInCounter"] == 1     # the whole publish was refused
+    assert broker.topics.stats("t")["msgInCounter"] == 1     # the whole publish was refused
     broker.publish("t", [OutgoingMessage(b"now")])            # no delay: no limit
     set_topic(broker, P.DELAYED, {"tickTime": 1000, "active": True})   # 0: no maximum
     broker.publish("t", [OutgoingMessage(b"late", deliver_at=START_MS + 3_600_000)])
-    assert broker.topic_stats("t")["msgInCounter"] == 3
+    assert broker.topics.stats("t")["msgInCounter"] == 3
 
 
 # == default dead letter policy ===============================================================
@@ -811,7 +811,7 @@ def nack_until_gone(broker, clock, topic="t", s="s", consumer="c1", limit=10):
         n += 1
         broker.nack(topic, s, ids_of(got))
         clock.advance(SEC)
-        broker.fire_due()
+        broker.chores.fire_due()
     return n
 
 
@@ -820,13 +820,13 @@ def test_a_namespace_dead_letter_policy_applies_to_a_new_subscription(broker, cl
     sub(broker, s="before", settings={"negativeAckRedeliveryDelayMs": SEC})
     set_ns(broker, P.DEAD_LETTER, {"maxRedeliverCount": 2})
     sub(broker, settings={"negativeAckRedeliveryDelayMs": SEC})
-    assert broker.subscription_policy("t", "s")["maxRedeliverCount"] == 2
-    assert broker.describe_subscription("t", "s")["deadLetterTopic"] == FULL + "t-s-DLQ"
+    assert broker.subscription("t", "s").policy()["maxRedeliverCount"] == 2
+    assert broker.subscription("t", "s").describe()["deadLetterTopic"] == FULL + "t-s-DLQ"
     assert nack_until_gone(broker, clock) == 3           # maxRedeliverCount + 1 deliveries
     assert dead_letters(broker, FULL + "t-s-DLQ") == [b"early0"]
     assert backlog(broker) == 0
     # A subscription made before the policy does not get it.
-    assert "maxRedeliverCount" not in broker.subscription_policy("t", "before")
+    assert "maxRedeliverCount" not in broker.subscription("t", "before").policy()
     assert nack_until_gone(broker, clock, s="before", limit=5) == 5
 
 
@@ -835,11 +835,11 @@ def test_topic_dead_letter_policy_with_its_topic_and_initial_subscription(broker
     set_ns(broker, P.DEAD_LETTER, {"maxRedeliverCount": 5})
     set_topic(broker, P.DEAD_LETTER, {"maxRedeliverCount": 1, "deadLetterTopic": "dead",
                                       "initialSubscriptionName": "keep"})
-    assert broker.get_policy("topic", "t", P.DEAD_LETTER)["deadLetterTopic"] == FULL + "dead"
+    assert broker.policies.get("topic", "t", P.DEAD_LETTER)["deadLetterTopic"] == FULL + "dead"
     sub(broker, settings={"negativeAckRedeliveryDelayMs": SEC})
     assert nack_until_gone(broker, clock) == 2
     assert dead_letters(broker, FULL + "dead") == [b"m0"]
-    assert broker.list_subscriptions(FULL + "dead") == ["keep"]
+    assert broker.topics.subscriptions(FULL + "dead") == ["keep"]
 
 
 def test_consumer_flags_override_the_default_dead_letter_policy(broker, clock):
@@ -847,21 +847,21 @@ def test_consumer_flags_override_the_default_dead_letter_policy(broker, clock):
     set_ns(broker, P.DEAD_LETTER, {"maxRedeliverCount": 1, "deadLetterTopic": "ns-dead"})
     # The consumer gives its own count; the namespace's topic stays (a flag left out is kept).
     sub(broker, settings={"negativeAckRedeliveryDelayMs": SEC, "maxRedeliverCount": 3})
-    policy = broker.subscription_policy("t", "s")
+    policy = broker.subscription("t", "s").policy()
     assert policy["maxRedeliverCount"] == 3 and policy["deadLetterTopic"] == FULL + "ns-dead"
     assert nack_until_gone(broker, clock) == 4
     assert dead_letters(broker, FULL + "ns-dead") == [b"m0"]
     # Another consumer of the same subscription without flags does not bring the default back.
     sub(broker, consumer="c2", settings={"negativeAckRedeliveryDelayMs": SEC})
-    assert broker.subscription_policy("t", "s")["maxRedeliverCount"] == 3
+    assert broker.subscription("t", "s").policy()["maxRedeliverCount"] == 3
 
 
 def test_a_partitioned_topic_dead_letter_policy_reaches_each_partition(broker, clock):
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     set_topic(broker, P.DEAD_LETTER, {"maxRedeliverCount": 1}, "pt")
     sub(broker, "pt", settings={"negativeAckRedeliveryDelayMs": SEC})
     for i in range(2):
-        assert broker.subscription_policy(f"pt-partition-{i}", "s")["maxRedeliverCount"] == 1
+        assert broker.subscription(f"pt-partition-{i}", "s").policy()["maxRedeliverCount"] == 1
 
 
 # == unacked-message limits ===================================================================

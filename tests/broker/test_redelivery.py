@@ -52,7 +52,7 @@ def counts_of(msgs):
 
 
 def backlog(broker, topic, s):
-    return broker.topic_stats(topic)["subscriptions"][s]["msgBacklog"]
+    return broker.topics.stats(topic)["subscriptions"][s]["msgBacklog"]
 
 
 def topic_messages(broker, topic):
@@ -61,7 +61,7 @@ def topic_messages(broker, topic):
 
 
 def pending_by_id(broker, topic, s):
-    return {r["messageId"]: r for r in broker.pending_messages(topic, s)}
+    return {r["messageId"]: r for r in broker.subscription(topic, s).pending()}
 
 
 def stored_count(broker, topic, s, mid):
@@ -160,7 +160,7 @@ def test_shared_nack_redelivers_only_the_nacked_message_after_the_delay(broker, 
     assert all(pend[str(i)]["nextRedelivery"] is None for i in (ids[0], ids[2], ids[3]))
 
     clock.advance(5000 - 256)                  # never before delay - 256
-    assert broker.fire_due() == 0
+    assert broker.chores.fire_due() == 0
     assert fetch(broker, "t", "s", "c1") == []
     clock.advance(256)                         # at the delay it is back
     got = fetch(broker, "t", "s", "c1")
@@ -206,13 +206,13 @@ def test_fire_due_fires_the_timer_without_a_fetch(broker, clock):
     _, ids = broker.publish("t", n_msgs(1))
     sub(broker, "t", "s", "c1", fetch=1, settings={"negativeAckRedeliveryDelayMs": 1000})
     broker.nack("t", "s", ids)
-    d = broker.describe_subscription("t", "s")
+    d = broker.subscription("t", "s").describe()
     assert (d["timersScheduled"], d["timersDue"]) == (1, 0)   # waiting, not due yet
     clock.advance(1000)
-    assert broker.describe_subscription("t", "s")["timersDue"] == 1
-    assert broker.fire_due() == 1
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
-    assert broker.pending_messages("t", "s") == []       # given back, waiting for a consumer
+    assert broker.subscription("t", "s").describe()["timersDue"] == 1
+    assert broker.chores.fire_due() == 1
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 0
+    assert broker.subscription("t", "s").pending() == []       # given back, waiting for a consumer
     assert stored_count(broker, "t", "s", ids[0]) == 1
     got = fetch(broker, "t", "s", "c1")
     assert counts_of(got) == [1]
@@ -297,14 +297,14 @@ def test_dead_letter_after_max_plus_one_deliveries_shared(broker, clock):
         assert ids_of(got) == ids
         seen.append(got[0].redelivery_count())
         assert broker.nack("t", "s", ids) == 1
-        assert not broker.topic_exists(dlq)
+        assert not broker.topics.exists(dlq)
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     assert seen == list(range(n_max + 1))                   # N+1 deliveries, counts 0..N
     assert fetch(broker, "t", "s", "c1") == []
     assert backlog(broker, "t", "s") == 0
-    assert broker.pending_messages("t", "s") == []
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
+    assert broker.subscription("t", "s").pending() == []
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 0
     dead = topic_messages(broker, dlq)
     assert len(dead) == 1
     m = dead[0]
@@ -338,7 +338,7 @@ def test_dead_letter_keeps_properties_already_present(broker, clock):
         assert ids_of(fetch(broker, "t", "s", "c1")) == ids
         broker.nack("t", "s", ids)
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     [m] = topic_messages(broker, FULL + "t-s-DLQ")
     assert m.properties() == {**props, "ORIGIN_MESSAGE_IDY_TIME": str(ids[0])}
 
@@ -378,13 +378,13 @@ def test_dead_letter_publish_and_ack_are_one_transaction(broker, clock, monkeypa
         raise RuntimeError("ack failed")
     monkeypatch.setattr(deadletter, "subs", types.SimpleNamespace(create=real.create, ack=boom))
     with pytest.raises(RuntimeError):
-        broker.fire_due()
+        broker.chores.fire_due()
     # Nothing half-done: no DLQ, the message still pending with its timer.
-    assert not broker.topic_exists(FULL + "t-s-DLQ")
+    assert not broker.topics.exists(FULL + "t-s-DLQ")
     assert backlog(broker, "t", "s") == 1
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 1
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 1
     monkeypatch.setattr(deadletter, "subs", real)
-    assert broker.fire_due() == 1
+    assert broker.chores.fire_due() == 1
     assert len(topic_messages(broker, FULL + "t-s-DLQ")) == 1
     assert backlog(broker, "t", "s") == 0
 
@@ -402,16 +402,16 @@ def test_dead_letter_on_exclusive_to_a_given_topic(broker, clock):
         seen.append(counts_of(got))
         broker.nack("t", "s", [ids[0]])
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     assert seen == [[0, 0], [1, 0], [2, 0]]
-    assert not broker.topic_exists(FULL + "t-s-DLQ")
+    assert not broker.topics.exists(FULL + "t-s-DLQ")
     [m] = topic_messages(broker, custom)
     assert m.data() == b"m0"
     assert m.properties()["REAL_SUBSCRIPTION"] == "s"
     assert m.properties()["ORIGIN_MESSAGE_ID"] == str(ids[0])
     assert dlq_producer_re(FULL + "t", "s", "ex").match(m.producer_name), m.producer_name
     assert backlog(broker, "t", "s") == 1              # m1 is still there
-    assert [r["messageId"] for r in broker.pending_messages("t", "s")] == [str(ids[1])]
+    assert [r["messageId"] for r in broker.subscription("t", "s").pending()] == [str(ids[1])]
 
 
 def test_dead_letter_initial_subscription_holds_the_dead_letter(broker, clock):
@@ -423,9 +423,9 @@ def test_dead_letter_initial_subscription_holds_the_dead_letter(broker, clock):
         fetch(broker, "t", "s", "c1")
         broker.nack("t", "s", ids)
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     dlq = FULL + "t-s-DLQ"
-    assert broker.list_subscriptions(dlq) == ["init-sub"]
+    assert broker.topics.subscriptions(dlq) == ["init-sub"]
     assert backlog(broker, dlq, "init-sub") == 1
     sub(broker, dlq, "init-sub", "reader", position="Latest")   # exists: Latest is not used
     got = fetch(broker, dlq, "init-sub", "reader")
@@ -437,7 +437,7 @@ def test_dead_letter_initial_subscription_created_when_dlq_topic_exists(broker, 
     DLQ topic if it is missing, so the dead letters are retained, also on a DLQ topic that
     already exists."""
     dlq = FULL + "t-s-DLQ"
-    broker.create_topic(dlq)
+    broker.topics.create(dlq)
     _, ids = broker.publish("t", n_msgs(1))
     sub(broker, "t", "s", "c1", settings={"maxRedeliverCount": 1,
                                           "negativeAckRedeliveryDelayMs": DELAY,
@@ -446,14 +446,14 @@ def test_dead_letter_initial_subscription_created_when_dlq_topic_exists(broker, 
         fetch(broker, "t", "s", "c1")
         broker.nack("t", "s", ids)
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     assert len(topic_messages(broker, dlq)) == 1
-    assert "init-sub" in broker.list_subscriptions(dlq)
+    assert "init-sub" in broker.topics.subscriptions(dlq)
     assert backlog(broker, dlq, "init-sub") == 1
 
 
 def test_dead_letter_per_partition(broker, clock):
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     _, ids0 = broker.publish("pt-partition-0", [OutgoingMessage(b"p0", None, "k0")])
     _, ids1 = broker.publish("pt-partition-1", [OutgoingMessage(b"p1", None, "k1")])
     sub(broker, "pt", "s", "c1", settings={"maxRedeliverCount": 1,
@@ -464,7 +464,7 @@ def test_dead_letter_per_partition(broker, clock):
         assert counts_of(got) == [rc, rc]
         assert broker.nack("pt", "s", ids_of(got)) == 2
         clock.advance(DELAY)
-    broker.fire_due()
+    broker.chores.fire_due()
     assert fetch(broker, "pt", "s", "c1") == []
     for i, mid, data in ((0, ids0[0], b"p0"), (1, ids1[0], b"p1")):
         part = f"{FULL}pt-partition-{i}"
@@ -478,7 +478,7 @@ def test_dead_letter_per_partition(broker, clock):
         assert p["ORIGIN_MESSAGE_IDY_TIME"] == str(mid)
         assert p["REAL_SUBSCRIPTION"] == "s"
         assert dlq_producer_re(part, "s", "c1").match(m.producer_name), m.producer_name
-    assert not broker.topic_exists(FULL + "pt-s-DLQ")
+    assert not broker.topics.exists(FULL + "pt-s-DLQ")
 
 
 def test_cli_dead_letter_topic_and_initial_subscription(cli):
@@ -547,9 +547,9 @@ def test_nack_of_a_message_never_received_is_a_noop(broker, clock):
     for _ in range(4):
         assert broker.nack("t", "s", ids) == 0
         clock.advance(DELAY)
-        assert broker.fire_due() == 0
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
-    assert not broker.topic_exists(FULL + "t-s-DLQ")        # never received, never dead-lettered
+        assert broker.chores.fire_due() == 0
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 0
+    assert not broker.topics.exists(FULL + "t-s-DLQ")        # never received, never dead-lettered
     got = fetch(broker, "t", "s", "c1")
     assert ids_of(got) == ids and counts_of(got) == [0, 0]
 
@@ -562,10 +562,10 @@ def test_nack_of_an_acked_message_is_a_noop(broker, clock):
     assert broker.nack("t", "s", [ids[0]]) == 0
     assert broker.nack("t", "s", ids) == 1                  # only the held one counts
     clock.advance(DELAY)
-    assert broker.fire_due() == 1
+    assert broker.chores.fire_due() == 1
     got = fetch(broker, "t", "s", "c1")
     assert ids_of(got) == [ids[1]] and counts_of(got) == [1]
-    assert not broker.topic_exists(FULL + "t-s-DLQ")
+    assert not broker.topics.exists(FULL + "t-s-DLQ")
 
 
 def test_nack_of_an_unknown_id_changes_nothing(broker, clock):
@@ -575,7 +575,7 @@ def test_nack_of_an_unknown_id_changes_nothing(broker, clock):
     with pytest.raises(MessageNotFound) as ei:
         broker.nack("t", "s", [ids[0], bogus])
     assert ei.value.exit_code == 3
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 0
     assert pending_by_id(broker, "t", "s")[str(ids[0])]["nextRedelivery"] is None
 
 
@@ -636,7 +636,7 @@ def test_nack_of_a_consumer_that_went_away_still_counts(broker, clock, typ, orde
     broker.nack("t", "s", [ids[0]])                        # lease renewed: ends at +500
     if order == "timer-then-sweep":
         clock.advance(5000)                                # gone long before the timer fires
-        broker.fire_due()
+        broker.chores.fire_due()
         sub(broker, "t", "s", "c2", typ)
     else:
         clock.advance(1000)
@@ -645,7 +645,7 @@ def test_nack_of_a_consumer_that_went_away_still_counts(broker, clock, typ, orde
         assert [(str(m.message_id()), m.redelivery_count()) for m in got] == [(str(ids[1]), 0)]
         broker.ack("t", "s", [ids[1]])
         clock.advance(5000)
-        broker.fire_due()
+        broker.chores.fire_due()
     got = fetch(broker, "t", "s", "c2")
     expect = [(ids[0], 1), (ids[1], 0)] if order == "timer-then-sweep" else [(ids[0], 1)]
     assert [(str(m.message_id()), m.redelivery_count()) for m in got] == \
@@ -686,15 +686,15 @@ def test_reset_cursor_clears_counts_and_timers(broker, clock):
     clock.advance(DELAY)
     assert counts_of(fetch(broker, "t", "s", "c1")) == [1, 1]
     broker.nack("t", "s", [ids[0]])                           # a timer pending
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 1
-    broker.reset_cursor("t", "s", message_id=ids[0])
-    assert broker.describe_subscription("t", "s")["timersScheduled"] == 0
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 1
+    broker.subscription("t", "s").reset_cursor(message_id=ids[0])
+    assert broker.subscription("t", "s").describe()["timersScheduled"] == 0
     assert stored_count(broker, "t", "s", ids[0]) == 0
     assert stored_count(broker, "t", "s", ids[1]) == 0
     got = fetch(broker, "t", "s", "c1")
     assert ids_of(got) == ids and counts_of(got) == [0, 0]
     clock.advance(DELAY * 10)
-    assert broker.fire_due() == 0
+    assert broker.chores.fire_due() == 0
     assert fetch(broker, "t", "s", "c1") == []
 
 
@@ -708,7 +708,7 @@ def test_ack_forgets_counts(broker, clock):
     broker.ack("t", "s", [ids[1]])
     assert stored_count(broker, "t", "s", ids[1]) == 0
     assert stored_count(broker, "t", "s", ids[0]) == 1
-    assert [r["redeliveryCount"] for r in broker.pending_messages("t", "s")] == [1, 1]
+    assert [r["redeliveryCount"] for r in broker.subscription("t", "s").pending()] == [1, 1]
 
 
 def test_cumulative_ack_forgets_counts(broker, clock):
@@ -817,7 +817,7 @@ def test_python_redelivery_count(broker, clock):
         counts.append(msg.redelivery_count())
         consumer.negative_acknowledge(msg)
         clock.advance(1000)
-        broker.fire_due()
+        broker.chores.fire_due()
     assert msg.data() == b"hello"
     assert counts == [0, 1, 2, 3]
     with pytest.raises(Timeout):
@@ -857,7 +857,7 @@ def test_python_nack_delay_minimum(broker, clock):
     consumer = client.subscribe("t", "s", consumer_type=ConsumerType.Shared,
                                 initial_position=InitialPosition.Earliest,
                                 negative_ack_redelivery_delay_ms=10)
-    assert broker.describe_subscription("t", "s")["policy"]["negativeAckRedeliveryDelayMs"] == 100
+    assert broker.subscription("t", "s").describe()["policy"]["negativeAckRedeliveryDelayMs"] == 100
     client.create_producer("t").send(b"x")
     msg = consumer.receive(timeout_millis=2000)
     consumer.negative_acknowledge(msg)

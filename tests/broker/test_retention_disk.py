@@ -18,29 +18,29 @@ def _fill(b: Broker, topic: str) -> None:
 
 def test_retention_trims_a_large_topic_and_disk_use_returns_to_baseline(store_path, clock):
     b = Broker(store_path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", str(PER_LEDGER))
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", str(PER_LEDGER))
     b.close()
     b = Broker(store_path, clock)
     try:
         topic = "persistent://public/default/big"
-        b.create_topic(topic)
-        b.create_subscription(topic, "s", "earliest")
-        b.set_policy("namespace", "public/default", "retention_policies",
+        b.topics.create(topic)
+        b.subscription(topic, "s").create("earliest")
+        b.policies.set("namespace", "public/default", "retention_policies",
                      {"retentionTimeInMinutes": 10, "retentionSizeInMB": -1})
         base = b.env.stat()["usedBytes"]
         _fill(b, topic)
         peak = b.env.stat()
         assert peak["usedBytes"] - base > N * SIZE
 
-        b.clear_backlog(topic, "s")  # everything acknowledged; retention keeps it 10 minutes
+        b.subscription(topic, "s").clear_backlog()  # everything acknowledged; retention keeps it 10 minutes
         kept = b.env.stat()["usedBytes"]
         assert kept > base + N * SIZE * 0.9
-        assert b.internal_stats(topic)["numberOfEntries"] == N
+        assert b.topics.internal_stats(topic)["numberOfEntries"] == N
 
         clock.advance(9 * 60_000)
-        assert b.enforce_policies()["trimmedLedgers"] == 0
+        assert b.chores.enforce_policies()["trimmedLedgers"] == 0
         clock.advance(2 * 60_000)
-        trimmed = b.enforce_policies()["trimmedLedgers"]
+        trimmed = b.chores.enforce_policies()["trimmedLedgers"]
         assert trimmed == N // PER_LEDGER - 1  # every closed ledger; the open one stays
         after = b.env.stat()
         # Only the open ledger (2 MB) and bookkeeping are left.

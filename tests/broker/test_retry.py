@@ -40,7 +40,7 @@ def topic_messages(broker, topic):
 
 
 def backlog(broker, topic, s):
-    return broker.topic_stats(topic)["subscriptions"][s]["msgBacklog"]
+    return broker.topics.stats(topic)["subscriptions"][s]["msgBacklog"]
 
 
 
@@ -66,7 +66,7 @@ def test_retry_topic_max_2_shared(broker, clock):
                                                          "maxRedeliverCount": n_max})
     retry_t, dlq_t = FULL + "t-s-RETRY", FULL + "t-s-DLQ"
     assert names == [FULL + "t", retry_t]
-    desc = broker.describe_subscription("t", "s")
+    desc = broker.subscription("t", "s").describe()
     assert desc["retryLetterTopic"] == retry_t and desc["deadLetterTopic"] == dlq_t
     assert desc["policy"]["maxRedeliverCount"] == n_max
 
@@ -105,7 +105,7 @@ def test_retry_topic_max_2_shared(broker, clock):
         if rnd < n_max:
             assert res == {"retry": n, "dlq": 0}
             # Shared honours the delay: nothing before delay - tick, everything at the delay.
-            assert not broker.topic_exists(dlq_t)
+            assert not broker.topics.exists(dlq_t)
             clock.advance(delay - TICK - 1)
             assert fetch(broker, names, "s", "c1") == []
             clock.advance(t0 + delay - clock.now_ms())
@@ -119,8 +119,8 @@ def test_retry_topic_max_2_shared(broker, clock):
     # The original subscription and the retry topic's are empty; a new consumer gets nothing.
     assert backlog(broker, "t", "s") == 0
     assert backlog(broker, retry_t, "s") == 0
-    assert broker.pending_messages("t", "s") == []
-    assert broker.pending_messages(retry_t, "s") == []
+    assert broker.subscription("t", "s").pending() == []
+    assert broker.subscription(retry_t, "s").pending() == []
     names2 = subscribe(broker, "t", "s", "c2", settings={"enableRetry": True})
     assert fetch(broker, names2, "s", "c2") == []
 
@@ -184,7 +184,7 @@ def test_retry_default_limit_is_16(broker, clock):
     deliveries and the 17th call dead-letters."""
     _, ids = broker.publish("t", [OutgoingMessage(b"x")])
     names = subscribe(broker, "t", "s", "c1", settings={"enableRetry": True})
-    assert broker.describe_subscription("t", "s")["policy"]["maxRedeliverCount"] == 16
+    assert broker.subscription("t", "s").describe()["policy"]["maxRedeliverCount"] == 16
     receives = 0
     while True:
         got = fetch(broker, names, "s", "c1")
@@ -218,7 +218,7 @@ def test_retry_copy_resets_the_redelivery_count(broker, clock):
     assert r.message_id() != ids[0] and r.redelivery_count() == 0
     assert r.properties()["RECONSUMETIMES"] == "1"
     assert backlog(broker, "t", "s") == 0
-    assert broker.pending_messages("t", "s") == []
+    assert broker.subscription("t", "s").pending() == []
 
 
 def test_retry_keeps_properties_already_present(broker, clock):
@@ -247,9 +247,9 @@ def test_reconsume_later_without_retry_is_a_conflict_and_changes_nothing(broker,
     with pytest.raises(PulsarctlError) as ei:
         broker.reconsume_later(names, "s", ids, 1000)
     assert ei.value.exit_code == 4
-    assert not broker.topic_exists(FULL + "t-s-RETRY")
-    assert not broker.topic_exists(FULL + "t-s-DLQ")
-    [p] = broker.pending_messages("t", "s")
+    assert not broker.topics.exists(FULL + "t-s-RETRY")
+    assert not broker.topics.exists(FULL + "t-s-DLQ")
+    [p] = broker.subscription("t", "s").pending()
     assert p["messageId"] == str(ids[0]) and p["consumerName"] == "c1"
     assert backlog(broker, "t", "s") == 1
 
@@ -274,12 +274,12 @@ def test_reconsume_later_to_a_terminated_retry_topic_changes_nothing(broker, clo
     _, ids = broker.publish("t", [OutgoingMessage(b"x")])
     names = subscribe(broker, "t", "s", "c1", settings={"enableRetry": True})
     fetch(broker, names, "s", "c1")
-    broker.terminate(FULL + "t-s-RETRY")
+    broker.topics.terminate(FULL + "t-s-RETRY")
     with pytest.raises(PulsarctlError) as ei:
         broker.reconsume_later(names, "s", ids, 0)
     assert ei.value.exit_code == 4
     assert backlog(broker, "t", "s") == 1
-    assert [p["messageId"] for p in broker.pending_messages("t", "s")] == [str(ids[0])]
+    assert [p["messageId"] for p in broker.subscription("t", "s").pending()] == [str(ids[0])]
     assert topic_messages(broker, FULL + "t-s-RETRY") == []
 
 
@@ -316,13 +316,13 @@ def test_multi_topic_consumer_uses_the_first_topic_for_names(broker, clock):
     broker.reconsume_later(names, "s", [r.message_id()], 0)
     [d] = topic_messages(broker, FULL + "a-s-DLQ")
     assert d.data() == b"from-b" and d.properties()["ORIGIN_MESSAGE_ID"] == str(m.message_id())
-    assert not broker.topic_exists(FULL + "b-s-RETRY")
+    assert not broker.topics.exists(FULL + "b-s-RETRY")
 
 # -- partitioned topics ------------------------------------------------------------------------------
 def test_partitioned_topic_shares_one_retry_and_dlq(broker, clock):
     """§6.1: with retry enabled the RETRY and DLQ names come from the topic as given, so every
     partition shares them; REAL_TOPIC strips the partition suffix."""
-    broker.create_partitioned_topic("pt", 3)
+    broker.topics.create_partitioned("pt", 3)
     n = 6
     _, ids = broker.publish("pt", [OutgoingMessage(f"m{i}".encode(), None, f"key-{i}")
                                    for i in range(n)])
@@ -346,13 +346,13 @@ def test_partitioned_topic_shares_one_retry_and_dlq(broker, clock):
     dead = topic_messages(broker, dlq_t)
     assert {d.properties()["ORIGIN_MESSAGE_ID"] for d in dead} == {str(i) for i in ids}
     assert all(d.properties()["REAL_TOPIC"] == FULL + "pt" for d in dead)
-    listed = broker.list_topics("public/default")
+    listed = broker.topics.list("public/default")
     assert not [t for t in listed if "-partition-" in t and t.endswith(("-RETRY", "-DLQ"))], listed
     assert backlog(broker, "pt", "s") == 0
 
 
 def test_partitioned_topic_with_retry_nack_path_uses_the_shared_dlq(broker, clock):
-    broker.create_partitioned_topic("pt", 2)
+    broker.topics.create_partitioned("pt", 2)
     _, ids = broker.publish("pt", [OutgoingMessage(b"a", None, "ka")])
     names = subscribe(broker, "pt", "s", "c1", settings={
         "enableRetry": True, "maxRedeliverCount": 1, "negativeAckRedeliveryDelayMs": 1000})
@@ -361,11 +361,11 @@ def test_partitioned_topic_with_retry_nack_path_uses_the_shared_dlq(broker, cloc
         assert m.redelivery_count() == rc
         broker.nack(names, "s", [m.message_id()])
         clock.advance(1000)
-    broker.fire_due()
+    broker.chores.fire_due()
     [dead] = topic_messages(broker, FULL + "pt-s-DLQ")
     assert dead.properties()["ORIGIN_MESSAGE_ID"] == str(ids[0])
     part = FULL + f"pt-partition-{ids[0].partition}-s-DLQ"
-    assert not broker.topic_exists(part)
+    assert not broker.topics.exists(part)
 
 
 # -- the command line --------------------------------------------------------------------------------
@@ -551,7 +551,7 @@ def test_broker_subscribe_enable_retry_keeps_stored_max(broker, clock):
     stored maxRedeliverCount; 16 is the default only when none is stored."""
     subscribe(broker, "t", "s", "c1", settings={"enableRetry": True, "maxRedeliverCount": 2})
     subscribe(broker, "t", "s", "c2", settings={"enableRetry": True})
-    assert broker.describe_subscription("t", "s")["policy"]["maxRedeliverCount"] == 2
+    assert broker.subscription("t", "s").describe()["policy"]["maxRedeliverCount"] == 2
 
 
 def test_cli_receive_after_retry_was_enabled_still_gets_retry_messages(cli):
@@ -703,7 +703,7 @@ def test_python_reconsume_later_without_retry_raises(broker, clock):
         consumer.reconsume_later(msg, 1000)
     assert ei.value.exit_code == 4
     assert "reconsumeLater" in str(ei.value) or "retry" in str(ei.value).lower()
-    assert not broker.topic_exists(FULL + "t-s-RETRY")
+    assert not broker.topics.exists(FULL + "t-s-RETRY")
     client.close()
 
 
@@ -719,5 +719,5 @@ def test_python_retry_letter_topic_custom(broker, clock):
     again = consumer.receive(timeout_millis=2000)
     assert again.topic_name() == FULL + "custom-retry"
     assert again.properties()["RECONSUMETIMES"] == "1"
-    assert not broker.topic_exists(FULL + "t-s-RETRY")
+    assert not broker.topics.exists(FULL + "t-s-RETRY")
     client.close()

@@ -32,7 +32,7 @@ def everything(broker, topic):
     n = broker.partitions_of(topic)
     out = []
     for name in [f"{topic}-partition-{i}" for i in range(n)] if n else [topic]:
-        if broker.topic_exists(name):
+        if broker.topics.exists(name):
             msgs, _n, _l = broker.read_entries(name, None, 1000, after_id=MessageId.earliest)
             out += msgs
     return out
@@ -44,17 +44,17 @@ def test_old_partitioned_retry_and_dlq_topics_are_used(broker, clock):
     the old topics, and nothing under the new names."""
     old_retry, old_dlq = "my-property/my-ns/my-subscription-RETRY", \
         "my-property/my-ns/my-subscription-DLQ"
-    broker.create_tenant("my-property")
-    broker.create_namespace("my-property/my-ns")
-    broker.create_partitioned_topic(old_retry, 2)
-    broker.create_partitioned_topic(old_dlq, 2)
+    broker.tenants.create("my-property")
+    broker.namespaces.create("my-property/my-ns")
+    broker.topics.create_partitioned(old_retry, 2)
+    broker.topics.create_partitioned(old_dlq, 2)
     topic = "persistent://my-property/my-ns/retry-topic"
     n = 10
     broker.publish(topic, [OutgoingMessage(f"Hello Pulsar [{i}]".encode()) for i in range(n)])
     names = subscribe(broker, topic)
     assert names == [topic, "persistent://" + old_retry + "-partition-0",
                      "persistent://" + old_retry + "-partition-1"]
-    desc = broker.describe_subscription(topic, "my-subscription")
+    desc = broker.subscription(topic, "my-subscription").describe()
     assert desc["retryLetterTopic"] == "persistent://" + old_retry
     assert desc["deadLetterTopic"] == "persistent://" + old_dlq
     total = 0
@@ -72,16 +72,16 @@ def test_old_partitioned_retry_and_dlq_topics_are_used(broker, clock):
     assert {m.topic_name() for m in dead} == {"persistent://" + old_dlq + "-partition-0",
                                               "persistent://" + old_dlq + "-partition-1"}
     assert len(everything(broker, old_retry)) == n * 2
-    listed = set(broker.list_topics("my-property/my-ns"))
+    listed = set(broker.topics.list("my-property/my-ns"))
     assert not any(t.startswith(topic + "-") for t in listed), listed
     assert broker.fetch(names, "my-subscription", "c", 1000) == []
 
 
 @pytest.mark.parametrize("old", ["RETRY", "DLQ"])
 def test_each_name_is_checked_on_its_own(broker, old):
-    broker.create_partitioned_topic(f"s-{old}", 3)
+    broker.topics.create_partitioned(f"s-{old}", 3)
     subscribe(broker, "t", "s")
-    desc = broker.describe_subscription("t", "s")
+    desc = broker.subscription("t", "s").describe()
     expect = {"RETRY": (FULL + "s-RETRY", FULL + "t-s-DLQ"),
               "DLQ": (FULL + "t-s-RETRY", FULL + "s-DLQ")}[old]
     assert (desc["retryLetterTopic"], desc["deadLetterTopic"]) == expect
@@ -90,13 +90,13 @@ def test_each_name_is_checked_on_its_own(broker, old):
 def test_only_a_partitioned_old_topic_counts(broker):
     """getPartitionedTopicMetadata(...).partitions > 0: a plain topic of the old name does not
     count (subscription a); a partitioned one does (subscription b)."""
-    broker.create_topic("a-RETRY")
-    broker.create_topic("a-DLQ")
-    broker.create_partitioned_topic("b-RETRY", 1)
-    broker.create_partitioned_topic("b-DLQ", 1)
+    broker.topics.create("a-RETRY")
+    broker.topics.create("a-DLQ")
+    broker.topics.create_partitioned("b-RETRY", 1)
+    broker.topics.create_partitioned("b-DLQ", 1)
     subscribe(broker, "t", "a")
     subscribe(broker, "t", "b")
-    a, b = (broker.describe_subscription("t", s) for s in "ab")
+    a, b = (broker.subscription("t", s).describe() for s in "ab")
     assert (a["retryLetterTopic"], a["deadLetterTopic"]) == (FULL + "t-a-RETRY", FULL + "t-a-DLQ")
     assert (b["retryLetterTopic"], b["deadLetterTopic"]) == (FULL + "b-RETRY", FULL + "b-DLQ")
 
@@ -104,22 +104,22 @@ def test_only_a_partitioned_old_topic_counts(broker):
 def test_names_given_are_kept_and_the_other_is_still_checked(broker):
     """A given retry topic stays; the dead letter topic, left to the default, follows the
     rule (ConsumerBuilderImpl checks when either is blank). Both given: no lookup."""
-    broker.create_partitioned_topic("s-RETRY", 2)
-    broker.create_partitioned_topic("s-DLQ", 2)
+    broker.topics.create_partitioned("s-RETRY", 2)
+    broker.topics.create_partitioned("s-DLQ", 2)
     subscribe(broker, "t", "s", {**RETRY, "retryLetterTopic": FULL + "mine"})
-    desc = broker.describe_subscription("t", "s")
+    desc = broker.subscription("t", "s").describe()
     assert (desc["retryLetterTopic"], desc["deadLetterTopic"]) == (FULL + "mine",
                                                                    FULL + "s-DLQ")
     subscribe(broker, "t2", "s", {**RETRY, "retryLetterTopic": FULL + "r2",
                                   "deadLetterTopic": FULL + "d2"})
-    desc = broker.describe_subscription("t2", "s")
+    desc = broker.subscription("t2", "s").describe()
     assert (desc["retryLetterTopic"], desc["deadLetterTopic"]) == (FULL + "r2", FULL + "d2")
 
 
 def test_the_rule_belongs_to_retry(broker, clock):
     """A plain dead letter policy (t1) dead-letters to <topic>-<subscription>-DLQ even where the
     old partitioned topic exists; with retry enabled (t2) the old topic takes the letter."""
-    broker.create_partitioned_topic("s-DLQ", 2)
+    broker.topics.create_partitioned("s-DLQ", 2)
     names = {}
     for topic, extra in (("t1", {}), ("t2", {"enableRetry": True})):
         broker.publish(topic, [OutgoingMessage(topic.encode())])
@@ -131,16 +131,16 @@ def test_the_rule_belongs_to_retry(broker, clock):
             if got:
                 broker.nack(names[topic], "s", [m.message_id() for m in got])
         clock.advance(1000)
-        broker.fire_due()
+        broker.chores.fire_due()
     assert [m.data() for m in everything(broker, "t1-s-DLQ")] == [b"t1"]
     assert [m.data() for m in everything(broker, "s-DLQ")] == [b"t2"]
-    assert not broker.topic_exists("t2-s-DLQ")
+    assert not broker.topics.exists("t2-s-DLQ")
 
 
 def test_nacks_past_the_limit_land_on_the_old_partitioned_dlq(broker, clock):
     """With retry enabled a nack past the limit dead-letters too: to a partition of the old
     DLQ (by key hash; round robin without a key), never to a plain topic of its name."""
-    broker.create_partitioned_topic("s-DLQ", 2)
+    broker.topics.create_partitioned("s-DLQ", 2)
     _, ids = broker.publish("t", [OutgoingMessage(b"a", key="k"), OutgoingMessage(b"b"),
                                   OutgoingMessage(b"c")])
     names = subscribe(broker, "t", "s", {**RETRY, "maxRedeliverCount": 1,
@@ -150,22 +150,22 @@ def test_nacks_past_the_limit_land_on_the_old_partitioned_dlq(broker, clock):
         if got:
             broker.nack(names, "s", [m.message_id() for m in got])
         clock.advance(1000)
-        broker.fire_due()
+        broker.chores.fire_due()
     dead = everything(broker, "s-DLQ")
     assert sorted(m.data() for m in dead) == [b"a", b"b", b"c"]
     parts = {m.data(): m.topic_name()[-1] for m in dead}
     assert parts[b"b"] != parts[b"c"]                        # round robin without a key
-    assert FULL + "s-DLQ" not in broker.list_topics("public/default")
+    assert FULL + "s-DLQ" not in broker.topics.list("public/default")
 
 
 def test_the_names_stay_with_the_subscription(broker):
     """Chosen when retry is first enabled and stored: a later consumer keeps them even if the
     old topic is gone by then."""
-    broker.create_partitioned_topic("s-RETRY", 2)
+    broker.topics.create_partitioned("s-RETRY", 2)
     subscribe(broker, "t", "s")
-    broker.delete_topic("s-RETRY", force=True)
+    broker.topics.delete("s-RETRY", force=True)
     names = subscribe(broker, "t", "s", {"enableRetry": True})
-    assert broker.describe_subscription("t", "s")["retryLetterTopic"] == FULL + "s-RETRY"
+    assert broker.subscription("t", "s").describe()["retryLetterTopic"] == FULL + "s-RETRY"
     assert names == [FULL + "t", FULL + "s-RETRY"]
 
 

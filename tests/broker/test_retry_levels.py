@@ -44,7 +44,7 @@ def test_fixed_level_and_levels_past_the_end(broker, clock):
 
 
 def test_configured_level_list(broker, clock):
-    broker.update_setting("messageDelayLevel", "2s 4s")
+    broker.policies.update_setting("messageDelayLevel", "2s 4s")
     c = _retry_consumer(broker)
     assert _delays(broker, clock, c, 3, level_increment=True) == [(1, 2000), (2, 4000)]
 
@@ -55,8 +55,8 @@ def test_level_zero_is_refused_and_nothing_moves(broker, clock):
     with pytest.raises(InvalidValue) as e:
         c.reconsume_later(m, delay_level=0)
     assert e.value.exit_code == 2
-    assert broker.list_topics("public/default") == ["persistent://public/default/t"] or \
-        broker.topic_stats("t")["subscriptions"]["s"]["unackedMessages"] == 1
+    assert broker.topics.list("public/default") == ["persistent://public/default/t"] or \
+        broker.topics.stats("t")["subscriptions"]["s"]["unackedMessages"] == 1
 
 
 def test_cli_flags(cli):

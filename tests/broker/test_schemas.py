@@ -21,7 +21,7 @@ def test_first_schema_producer_registers_version_0_and_messages_carry_it(broker)
     got = [r.read_next(1000) for _ in range(3)]
     assert [m.data() for m in got] == [b'{"order": 1}', b'{"order": 2}', b"raw"]
     assert [m.schema_version() for m in got] == [0, 0, None]
-    assert broker.schema_get("t")["schemaInfo"]["type"] == "JSON"
+    assert broker.schemas.get("t")["schemaInfo"]["type"] == "JSON"
 
 
 def test_incompatible_producer_and_consumer_are_refused(broker):
@@ -45,7 +45,7 @@ def test_payloads_must_match_the_schema(broker):
         client.create_producer("v", schema="avro")
     # nothing was stored, and no schema registered by a refused send
     with pytest.raises(pulsarctl.errors.PulsarctlError):
-        broker.schema_get("t")
+        broker.schemas.get("t")
 
 
 def test_schema_on_the_command_line(cli):

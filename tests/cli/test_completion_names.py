@@ -37,15 +37,15 @@ def _fill(path: str) -> None:
     b = Broker(path)
     try:
         b.publish("orders", [_msg(b"o1")])
-        b.create_subscription("orders", "billing")
-        b.create_subscription("orders", "audit")
-        b.create_partitioned_topic("clicks", 2)
-        b.create_subscription("clicks", "analytics")
+        b.subscription("orders", "billing").create()
+        b.subscription("orders", "audit").create()
+        b.topics.create_partitioned("clicks", 2)
+        b.subscription("clicks", "analytics").create()
         b.publish("payments", [_msg(b"p1")])
-        b.create_subscription("payments", "charger")
+        b.subscription("payments", "charger").create()
         b.publish("payments-charger-DLQ", [_msg(b"dead", {
             "REAL_TOPIC": "persistent://public/default/payments", "REAL_SUBSCRIPTION": "charger"})])
-        b.create_namespace("public/orders")
+        b.namespaces.create("public/orders")
         b.publish("public/orders/created", [_msg(b"c1")])
     finally:
         b.close()

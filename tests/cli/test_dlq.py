@@ -49,7 +49,7 @@ def topic_records(cli, topic):
 
 
 def subscriptions(store, topic):
-    return store.list_subscriptions(topic)
+    return store.topics.subscriptions(topic)
 
 
 def summary(r) -> str:
@@ -320,7 +320,7 @@ def test_replay_to_topic_filters_ids_and_max(cli, store):
     r = ok(cli("dlq", "replay", DLQ, "--to", "fixed", "--max", "1"))
     assert summary(r) == "replayed 1, skipped 0, failed 0"
     assert [x["payload"] for x in waiting(cli)] == ["m3", "m5"]
-    assert not store.topic_exists("orders")
+    assert not store.topics.exists("orders")
     assert_error(cli("dlq", "replay", DLQ, "--ids", "-", input="77:1:-1\n"), 3)
     assert_error(cli("dlq", "replay", DLQ, "--ids", "-", input="not-an-id\n"), 2)
 
@@ -338,7 +338,7 @@ def test_replay_dry_run_changes_nothing(cli, store):
     assert d["dryRun"] is True and d["replayed"] == 2 and d["skipped"] == 1
     assert [m["action"] for m in d["messages"]] == ["would-replay", "would-replay", "would-skip"]
     assert all(m["newMessageId"] is None for m in d["messages"])
-    assert not store.topic_exists("orders") and not store.topic_exists("elsewhere")
+    assert not store.topics.exists("orders") and not store.topics.exists("elsewhere")
     assert subscriptions(store, DLQ) == [] and len(waiting(cli)) == 3
 
 
@@ -390,7 +390,7 @@ def test_replay_to_one_subscription_through_its_retry_topic(cli, store):
     assert m0["properties"]["RECONSUMETIMES"] == "0" and m0["properties"]["DELAY_TIME"] == "0"
     assert m0["properties"]["REPLAY_COUNT"] == "1"
     # only billing sees them, through its retry topic; the origin itself got nothing
-    assert not store.topic_exists("orders") or topic_records(cli, "orders") == []
+    assert not store.topics.exists("orders") or topic_records(cli, "orders") == []
     got = rows(ok(cli("consume", "orders", "-s", "billing", "-t", "Shared", "--enable-retry",
                       "-n", "2", "-o", "ndjson")).stdout)
     assert [g["payload"] for g in got] == ["m0", "m1"]
@@ -449,7 +449,7 @@ def test_rate_is_real_time_even_on_a_simulated_clock(cli, store, fake_time):
 
 def test_no_wait_exits_5_while_the_lock_is_held(cli, store, store_path):
     letters(store, 1)
-    with store.dlq_lock(DLQ):
+    with store.dlq(DLQ).lock():
         assert os.path.exists(lock_path(store.path, DLQ))
         for cmd in (["drain", DLQ, "--out", os.devnull], ["replay", DLQ], ["purge", DLQ]):
             line = assert_error(cli("dlq", *cmd, "--no-wait"), 5)
@@ -490,7 +490,7 @@ def test_a_chunked_dead_letter_is_peeked_drained_and_acked_as_one(cli, store, tm
     from pulsarctl.client import CompressionType
 
     body = bytes(range(256)) * 3
-    store.update_setting("maxMessageSize", "100")
+    store.policies.update_setting("maxMessageSize", "100")
     c = pulsarctl.Client(broker=store)
     c.create_producer("orders", chunking_enabled=True,
                       compression_type=CompressionType.ZLib).send(body)

@@ -284,7 +284,7 @@ def test_missing_ok_reads_a_missing_dlq_as_empty_and_creates_nothing(cli, store,
     assert ok(cli("dlq", "peek", missing, "--missing-ok")).stderr.strip() == (
         "showed 0 of 0 dead letters waiting")
     # nothing was created: no topic, no subscription, no lock file, no output file
-    assert not store.topic_exists(missing)
+    assert not store.topics.exists(missing)
     assert not os.path.exists(lock_path(store.path, missing))
     assert not out.exists()
     assert ok(cli("dlq", "list")).stdout == ""
@@ -292,6 +292,6 @@ def test_missing_ok_reads_a_missing_dlq_as_empty_and_creates_nothing(cli, store,
     publish(store, GOOD[:2])
     assert pjson(cli("dlq", "stats", DLQ, "--missing-ok", "-o", "json"))["total"] == 2
     r = ok(cli("dlq", "purge", DLQ, "--missing-ok"))
-    assert r.stderr.strip() == "purged 2" and store.list_subscriptions(DLQ) == [SUBSCRIPTION]
+    assert r.stderr.strip() == "purged 2" and store.topics.subscriptions(DLQ) == [SUBSCRIPTION]
     ok(cli("topics", "create-partitioned-topic", "parted-DLQ", "-p", "2"))
     assert_error(cli("dlq", "purge", "parted-DLQ", "--missing-ok"), 2)

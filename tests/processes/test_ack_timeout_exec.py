@@ -52,11 +52,11 @@ def counts_of(msgs):
 
 
 def backlog(broker, topic, s):
-    return broker.topic_stats(topic)["subscriptions"][s]["msgBacklog"]
+    return broker.topics.stats(topic)["subscriptions"][s]["msgBacklog"]
 
 
 def pending_by_id(broker, topic, s):
-    return {r["messageId"]: r for r in broker.pending_messages(topic, s)}
+    return {r["messageId"]: r for r in broker.subscription(topic, s).pending()}
 
 
 def ms_of(iso):
@@ -78,7 +78,7 @@ def topic_messages(broker, topic):
 
 def assert_quiet(broker, topic, s, consumer):
     """Nothing fires and nothing is delivered now."""
-    assert broker.fire_due() == 0
+    assert broker.chores.fire_due() == 0
     assert fetch(broker, topic, s, consumer) == []
 
 
@@ -97,7 +97,7 @@ def test_ack_timeout_window_tick_1s_timeout_10s(broker, clock, typ, offset):
         assert t + TIMEOUT <= nxt <= t + TIMEOUT + TICK
         clock.advance(TIMEOUT - 1)              # never before the timeout
         assert_quiet(broker, "t", "s", "c1")
-        [p] = broker.pending_messages("t", "s")
+        [p] = broker.subscription("t", "s").pending()
         assert (p["consumerName"], p["redeliveryCount"]) == ("c1", round_)
         clock.advance(TICK + 1)                 # always by timeout + tick
     got = fetch(broker, "t", "s", "c1")
@@ -148,7 +148,7 @@ def test_ack_before_the_timeout_cancels_it(broker, clock):
     clock.advance(10 * TIMEOUT)
     assert_quiet(broker, "t", "s", "c1")
     assert backlog(broker, "t", "s") == 0
-    assert broker.pending_messages("t", "s") == []
+    assert broker.subscription("t", "s").pending() == []
 
 
 def test_nack_cancels_the_ack_timeout_long_nack_delay(broker, clock):
@@ -162,7 +162,7 @@ def test_nack_cancels_the_ack_timeout_long_nack_delay(broker, clock):
     nack_due = (t + 1000 + 30_000) & ~255
     clock.advance(TIMEOUT + TICK)                # past the ack-timeout window
     assert_quiet(broker, "t", "s", "c1")
-    [p] = broker.pending_messages("t", "s")
+    [p] = broker.subscription("t", "s").pending()
     assert p["redeliveryCount"] == 0
     clock.advance(nack_due - clock.now_ms())
     got = fetch(broker, "t", "s", "c1")
@@ -183,7 +183,7 @@ def test_nack_cancels_the_ack_timeout_short_nack_delay(broker, clock):
     assert ids_of(got) == ids and counts_of(got) == [1]
     clock.advance(TIMEOUT - 1000)                # the first delivery's ack timeout would be due
     assert_quiet(broker, "t", "s", "c1")
-    [p] = broker.pending_messages("t", "s")
+    [p] = broker.subscription("t", "s").pending()
     assert p["redeliveryCount"] == 1
     clock.advance(t1 + TIMEOUT - 1 - clock.now_ms())
     assert_quiet(broker, "t", "s", "c1")
@@ -199,10 +199,10 @@ def test_pending_next_redelivery_after_a_nack_is_the_nack_deadline(broker, clock
     sub(broker, "t", "s", "c1", settings={**AT, "negativeAckRedeliveryDelayMs": 2000})
     t = clock.now_ms()
     fetch(broker, "t", "s", "c1")
-    [p] = broker.pending_messages("t", "s")
+    [p] = broker.subscription("t", "s").pending()
     assert t + TIMEOUT <= ms_of(p["nextRedelivery"]) <= t + TIMEOUT + TICK
     broker.nack("t", "s", ids)
-    [p] = broker.pending_messages("t", "s")
+    [p] = broker.subscription("t", "s").pending()
     assert p["nextRedelivery"] == iso_ms((t + 2000) & ~255)
 
 
@@ -216,7 +216,7 @@ def test_exclusive_ack_timeout_rewinds_all_unacked_in_order(broker, clock, typ):
     clock.advance(1000)
     broker.ack("t", "s", [ids[1]])
     clock.advance(TIMEOUT - 6000 - 1)
-    assert broker.fire_due() == 0                                       # not yet: no rewind
+    assert broker.chores.fire_due() == 0                                       # not yet: no rewind
     assert sorted(pending_by_id(broker, "t", "s")) == sorted([str(ids[0]), str(ids[2])])
     clock.advance(TICK + 1)                                             # m0 timed out: rewind
     got = fetch(broker, "t", "s", "c1")
@@ -243,7 +243,7 @@ def test_ack_timeout_backoff_adds_next_of_the_count(broker, clock):
         assert ids_of(got) == ids and counts_of(got) == [count]
         extra = backoff_next(*backoff, count)
         assert extra == [1000, 2000, 4000, 8000, 16000][count]
-        nxt = ms_of(broker.pending_messages("t", "s")[0]["nextRedelivery"])
+        nxt = ms_of(broker.subscription("t", "s").pending()[0]["nextRedelivery"])
         assert t + TIMEOUT + extra <= nxt <= t + TIMEOUT + extra + TICK
         clock.advance(TIMEOUT + extra - 1)
         assert_quiet(broker, "t", "s", "c1")
@@ -297,7 +297,7 @@ def test_ack_timeout_of_a_consumer_that_went_away_does_not_count(broker, clock, 
     assert ids_of(fetch(broker, "t", "s", "c1")) == ids
     if order == "timer-then-sweep":
         clock.advance(TIMEOUT + TICK)            # c1 gone long before its timers are due
-        assert broker.fire_due() == 0
+        assert broker.chores.fire_due() == 0
         sub(broker, "t", "s", "c2", typ)
         got = fetch(broker, "t", "s", "c2")
         assert ids_of(got) == ids and counts_of(got) == [0, 0]
@@ -309,7 +309,7 @@ def test_ack_timeout_of_a_consumer_that_went_away_does_not_count(broker, clock, 
         assert ids_of(got) == ids and counts_of(got) == [0, 0]
         clock.advance(TIMEOUT + TICK - 1000 - 1)   # c1's timers due; c2's not yet
         assert_quiet(broker, "t", "s", "c2")
-        assert [p["redeliveryCount"] for p in broker.pending_messages("t", "s")] == [0, 0]
+        assert [p["redeliveryCount"] for p in broker.subscription("t", "s").pending()] == [0, 0]
         clock.advance(t2 + TIMEOUT + TICK - clock.now_ms())
         got = fetch(broker, "t", "s", "c2")
         assert ids_of(got) == ids and counts_of(got) == [1, 1]
@@ -319,10 +319,10 @@ def test_ack_timeout_off_by_default(broker, clock):
     _, ids = broker.publish("t", n_msgs(1))
     sub(broker, "t", "s", "c1")
     fetch(broker, "t", "s", "c1")
-    assert broker.pending_messages("t", "s")[0]["nextRedelivery"] is None
+    assert broker.subscription("t", "s").pending()[0]["nextRedelivery"] is None
     clock.advance(LEASE - 1000)                  # long, but within the consumer's lease
     assert_quiet(broker, "t", "s", "c1")
-    assert broker.pending_messages("t", "s")[0]["redeliveryCount"] == 0
+    assert broker.subscription("t", "s").pending()[0]["redeliveryCount"] == 0
 
 
 # -- the Python API ---------------------------------------------------------------------------------
@@ -357,7 +357,7 @@ def test_python_unacked_messages_timeout_below_1s_is_refused(broker, bad):
         client.subscribe("t", "s", unacked_messages_timeout_ms=bad)
     assert ei.value.exit_code == 2
     assert "greater than 1000 ms" in str(ei.value)
-    assert broker.list_subscriptions("t") == []
+    assert broker.topics.subscriptions("t") == []
     # 0 (off) and 1000 (the minimum) are fine.
     client.subscribe("t", "s0", unacked_messages_timeout_ms=0).close()
     client.subscribe("t", "s1", unacked_messages_timeout_ms=1000).close()
@@ -538,7 +538,7 @@ def test_python_redeliver_unacknowledged_messages(broker, clock):
     c1.redeliver_unacknowledged_messages()
     got = [c1.receive(timeout_millis=2000) for _ in range(2)]
     assert [(m.data(), m.redelivery_count()) for m in got] == [(b"m0", 1), (b"m1", 1)]
-    pend = broker.pending_messages("t", "s")
+    pend = broker.subscription("t", "s").pending()
     assert sorted((r["consumerName"], r["redeliveryCount"]) for r in pend) == [
         ("c1", 1), ("c1", 1), ("c2", 0), ("c2", 0)]
     m3 = c2.receive(timeout_millis=2000)

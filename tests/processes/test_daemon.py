@@ -630,11 +630,11 @@ def _where(store: str, ids: list[str]) -> tuple[set, list, int]:
 
     b = Broker(store, readonly=True)
     try:
-        unacked = {str(m.message_id()) for m in b.peek(TOPIC, "S", len(ids) + 10)}
-        backlog = b.topic_stats(TOPIC)["subscriptions"]["S"]["msgBacklog"]
+        unacked = {str(m.message_id()) for m in b.subscription(TOPIC, "S").peek(len(ids) + 10)}
+        backlog = b.topics.stats(TOPIC)["subscriptions"]["S"]["msgBacklog"]
         assert backlog == len(unacked), (backlog, len(unacked))
         try:
-            dlq_in = b.topic_stats(DLQ)["msgInCounter"]
+            dlq_in = b.topics.stats(DLQ)["msgInCounter"]
             msgs, _, _ = b.read_entries(DLQ, None, len(ids) * 3 + 10, MessageId.earliest)
         except TopicNotFound:
             dlq_in, msgs = 0, []

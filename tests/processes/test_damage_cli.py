@@ -264,7 +264,7 @@ def test_doctor_reports_a_simulated_clock_and_the_daemon(run_proc, store_path):
     assert rows["daemon"]["detail"].startswith("not running")
     b = Broker(store_path)
     try:
-        b.clock_simulate(START_MS)
+        b.clock.simulate(START_MS)
     finally:
         b.close()
     fd = os.open(os.path.join(store_path, daemon.LOCK), os.O_RDWR | os.O_CREAT, 0o600)

@@ -58,11 +58,11 @@ def letters(store, n):
 
 
 def waiting_origins(store) -> list[str]:
-    return [m.properties()["ORIGIN_MESSAGE_ID"] for m in store.dlq_peek(DLQ, 0)]
+    return [m.properties()["ORIGIN_MESSAGE_ID"] for m in store.dlq(DLQ).peek(0)]
 
 
 def topic_origins(store, topic) -> list[str]:
-    if not store.topic_exists(topic):
+    if not store.topics.exists(topic):
         return []
     msgs, _nxt, _last = store.read_entries(topic, None, 100_000, after_id=MessageId.earliest)
     return [m.properties()["ORIGIN_MESSAGE_ID"] for m in msgs]
@@ -175,7 +175,7 @@ def _drained(path) -> list[str]:
 
 def test_kill_9_during_drain_loses_nothing(store, spawn, tmp_path):
     letters(store, 300)
-    all_ids = {str(m.id) for m in store.dlq_peek(DLQ, 0)}
+    all_ids = {str(m.id) for m in store.dlq(DLQ).peek(0)}
     out = str(tmp_path / "drained.ndjson")
     rng = random.Random(11)
     kills, batch = 12, 5
@@ -189,7 +189,7 @@ def test_kill_9_during_drain_loses_nothing(store, spawn, tmp_path):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(10)
         written = _drained(out)
-        left = {str(m.id) for m in store.dlq_peek(DLQ, 0)}
+        left = {str(m.id) for m in store.dlq(DLQ).peek(0)}
         # every message acked (gone from the DLQ) was written first
         assert all_ids - left <= set(written)
         assert len(written) - len(set(written)) <= kills * batch
@@ -204,4 +204,4 @@ def test_kill_9_during_drain_loses_nothing(store, spawn, tmp_path):
     assert set(ids) == all_ids
     assert len(ids) - len(all_ids) <= kills * batch  # at-least-once: only unacked batches again
     assert {r["payload"] for r in records} == {f"m{i}" for i in range(300)}
-    assert store.dlq_peek(DLQ, 0) == []
+    assert store.dlq(DLQ).peek(0) == []

@@ -109,7 +109,7 @@ def test_offsets_options():
 
 def test_ids_and_offsets(store_path):
     b = Broker(store_path)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", "3")
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", "3")
     _, ids = b.publish("t", [OutgoingMessage(b"%d" % i) for i in range(7)])
     b.close()
     b = access.broker(store_path)
@@ -155,7 +155,7 @@ def test_a_topic_deleted_while_read_is_data_loss(store_path):
     b = Broker(store_path)
     b.publish("gone", [OutgoingMessage(b"x")] * 3)
     (part,) = access.resolve_parts(b, "names", [parse_topic("gone")])
-    b.delete_topic("gone")
+    b.topics.delete("gone")
     b.publish("gone", [OutgoingMessage(b"y")] * 5)  # the same name, another managed ledger
     b.close()
     r = access.broker(store_path)
@@ -174,12 +174,12 @@ def test_ack_through(store_path, kind):
     w = access.broker(store_path, write=True)
     (part,) = access.resolve_parts(w, "names", [parse_topic("acks")])
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 0, 4)}) == 4
-    d = w.describe_subscription("acks", "etl")
+    d = w.subscription("acks", "etl").describe()
     assert d["type"] == kind and d["msgBacklog"] == 2
     assert d["markDeletePosition"] == f"{ids[3].ledger_id}:{ids[3].entry_id}"
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 4, 4)}) == 0
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 4, 6)}) == 2
-    assert w.describe_subscription("acks", "etl")["msgBacklog"] == 0
+    assert w.subscription("acks", "etl").describe()["msgBacklog"] == 0
     b.close()
 
 

@@ -39,9 +39,9 @@ def _fill(path, rnd, topic="batched", partitions=0):
     between them, two producers, ledgers of 5 entries."""
     clock = SimulatedClock(1_790_000_000_000)
     b = Broker(path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", "5")
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", "5")
     if partitions:
-        b.create_partitioned_topic(topic, partitions)
+        b.topics.create_partitioned(topic, partitions)
     i = 0
     for round_ in range(14):
         n = rnd.choice([1, 2, 7, 30])
@@ -113,7 +113,7 @@ def test_a_chunked_message_among_batches_goes_to_the_python_path(tmp_path, monke
     path = str(tmp_path / "store")
     b = Broker(path)
     b.publish("mixed", [OutgoingMessage(b"a%d" % i) for i in range(5)], batching=Spec())
-    b.update_setting("maxMessageSize", "100")
+    b.policies.update_setting("maxMessageSize", "100")
     b.publish("mixed", [OutgoingMessage(b"B" * 250, key="big")], chunking=True)
     b.publish("mixed", [OutgoingMessage(b"c%d" % i) for i in range(3)], batching=Spec())
     b.close()

@@ -42,10 +42,10 @@ def test_run_times_every_read_on_the_same_rows_and_leaves_a_given_session_runnin
     assert doc["repeat"] == 2
     # The write landed, each row once, and the session is still the caller's to use.
     b = Broker(store)
-    assert b.topic_stats(bench.WRITE_TOPIC)["msgInCounter"] == 1200
-    assert b.topic_stats(bench.TOPIC)["msgInCounter"] == 1200
-    assert b.topic_stats(bench.BATCHED_TOPIC)["msgInCounter"] == 1200
-    assert b.internal_stats(bench.BATCHED_TOPIC)["entriesAddedCounter"] == 2  # 1000 + 200
+    assert b.topics.stats(bench.WRITE_TOPIC)["msgInCounter"] == 1200
+    assert b.topics.stats(bench.TOPIC)["msgInCounter"] == 1200
+    assert b.topics.stats(bench.BATCHED_TOPIC)["msgInCounter"] == 1200
+    assert b.topics.internal_stats(bench.BATCHED_TOPIC)["entriesAddedCounter"] == 2  # 1000 + 200
     b.close()
     assert spark.range(3).count() == 3
 

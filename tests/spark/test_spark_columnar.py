@@ -182,7 +182,7 @@ def test_a_split_read_from_a_real_store_uses_it_and_matches(tmp_path, monkeypatc
     path = str(tmp_path / "store")
     clock = SimulatedClock(1_790_000_000_000)
     b = Broker(path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", "7")
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", "7")
     for i in range(60):
         m = OutgoingMessage(f"m-{i}".encode() * (i % 7), {"n": str(i)} if i % 3 else None,
                             key=f"k{i}" if i % 4 else None, event_time=i % 2 and 1000 + i,

@@ -31,7 +31,7 @@ def _dead_letters(path, dlq="orders-billing-DLQ"):
     plus a reason, over three hours of a simulated clock."""
     clock = SimulatedClock(START_MS)
     b = Broker(path, clock)
-    b.create_partitioned_topic("payments", 2)
+    b.topics.create_partitioned("payments", 2)
     plan = [("orders", "billing", "timeout", 3), ("orders", "billing", "bad-json", 2),
             ("payments", "ledger", "timeout", 1), ("orders", "audit", None, 2)]
     letters = []  # (message id, payload, origin topic)
@@ -147,7 +147,7 @@ def test_dlq_report(spark_cli, store_path, tmp_path):
     b = Broker(store_path)
     from pulsarctl.messages import parse_message_id
 
-    b.dlq_ack(dlq, [parse_message_id(i) for i in ids[:3]])
+    b.dlq(dlq).ack([parse_message_id(i) for i in ids[:3]])
     b.close()
     doc = json.loads(spark_cli("spark", "dlq-report", dlq, "-o", "json").stdout)
     assert doc["messages"] == 8 and doc["rows"][0]["reason"] == "bad-json"
@@ -192,7 +192,7 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     b = Broker(store_path)
     from pulsarctl.messages import parse_message_id
 
-    b.dlq_ack(dlq, [parse_message_id(letters[1][0])])  # handled already: not reprocessed
+    b.dlq(dlq).ack([parse_message_id(letters[1][0])])  # handled already: not reprocessed
     b.close()
     waiting = letters[:1] + letters[2:]
 
@@ -200,7 +200,7 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "fixes:to_nowhere")
     assert r.exit_code != 0 and r.stderr.count("\n") == 1, r.stderr
     b = Broker(store_path, readonly=True)
-    assert b.dlq_count(dlq) == 10
+    assert b.dlq(dlq).count() == 10
     b.close()
 
     # A transform that raises in the workers: its own error is the one line, not Spark's.
@@ -208,7 +208,7 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     assert r.exit_code == 1 and r.stderr.count("\n") == 1, r.stderr
     assert "dlq-reprocess failed: ValueError: cannot repair this letter" in r.stderr
     b = Broker(store_path, readonly=True)
-    assert b.dlq_count(dlq) == 10
+    assert b.dlq(dlq).count() == 10
     b.close()
 
     r = spark_cli("spark", "dlq-reprocess", dlq, "--transform", "fixes:shout", "-o", "json")
@@ -217,7 +217,7 @@ def test_dlq_reprocess(spark_cli, store_path, tmp_path, monkeypatch):
     assert doc == {"topic": dlq, "read": 10, "written": 10, "acknowledged": 10,
                    "topics": {NS + "orders": 8, NS + "payments": 2}}
     b = Broker(store_path, readonly=True)
-    assert b.dlq_count(dlq) == 0
+    assert b.dlq(dlq).count() == 0
     orders, _, _ = b.read_entries("orders", 0, 100)
     assert sorted(m.payload for m in orders) == sorted(
         p.upper() for _, p, t in waiting if t == NS + "orders")
@@ -267,17 +267,19 @@ def test_dlq_reprocess_again_after_a_crash_before_the_ack(spark, store_path, mon
 
     dlq, _letters = _dead_letters(store_path)
     calls = {"n": 0}
-    real = Broker.dlq_ack
+    from pulsarctl.broker.dlq import Dlq
 
-    def dies(self, topic, ids):
+    real = Dlq.ack
+
+    def dies(self, ids):
         calls["n"] += 1
         raise RuntimeError("killed between the write and the ack")
 
-    monkeypatch.setattr(Broker, "dlq_ack", dies)
+    monkeypatch.setattr(Dlq, "ack", dies)
     with pytest.raises(RuntimeError):
         jobs.dlq_reprocess(spark, store_path, dlq)
     assert calls["n"] == 1
-    monkeypatch.setattr(Broker, "dlq_ack", real)
+    monkeypatch.setattr(Dlq, "ack", real)
     b = Broker(store_path)
     b.publish(dlq, [OutgoingMessage(b"late", {"REAL_TOPIC": NS + "orders"})])  # arrives between
     b.close()
@@ -287,5 +289,5 @@ def test_dlq_reprocess_again_after_a_crash_before_the_ack(spark, store_path, mon
     orders, _, _ = b.read_entries("orders", 0, 100)
     assert len(orders) == 10  # 9 dead letters of orders + the late one, each once
     assert sorted(m.payload for m in orders).count(b"late") == 1
-    assert b.dlq_count(dlq) == 0
+    assert b.dlq(dlq).count() == 0
     b.close()

@@ -24,8 +24,8 @@ def tiered(tmp_path_factory):
     path = str(root / "store")
     clock = SimulatedClock(START_MS)
     b = Broker(path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", "10")
-    b.update_setting("maxMessageSize", "300")
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", "10")
+    b.policies.update_setting("maxMessageSize", "300")
     b.ledgers.rollover_entries = 10
     c = pulsarctl.Client(broker=b)
     plain = c.create_producer(T)
@@ -52,7 +52,7 @@ def test_offloaded_and_local_ledgers_read_as_one_topic(spark, tiered):
     b, path, tier, _ = tiered
     before = _rows(spark.read.format("pulsarctl").option("store", path).option("topic", T).load())
     assert len(before) == 46
-    r = b.offload(T, tier, size_threshold=0)
+    r = b.topics.offload(T, tier, size_threshold=0)
     assert r["entries"] == 40 and len(r["ledgers"]) == 4
     after = _rows(spark.read.format("pulsarctl").option("store", path).option("topic", T).load())
     assert after == before
@@ -78,6 +78,6 @@ def test_export_job_reads_offloaded_ledgers(spark, tiered, tmp_path):
     from pulsarctl.spark import jobs
 
     b, path, tier, _ = tiered
-    b.offload(T, tier, size_threshold=0)
+    b.topics.offload(T, tier, size_threshold=0)
     r = jobs.export(spark, path, T, "parquet", str(tmp_path / "out"))
     assert r["rows"] == 46

@@ -33,7 +33,7 @@ def data(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("spark-read") / "store")
     clock = SimulatedClock(START_MS)
     b = Broker(path, clock)
-    b.update_setting("managedLedgerMaxEntriesPerLedger", "7")
+    b.policies.update_setting("managedLedgerMaxEntriesPerLedger", "7")
     ids = []
     for i in range(30):
         m = OutgoingMessage(f"event-{i}".encode(), {"n": str(i), "parity": "even" if i % 2 == 0
@@ -43,7 +43,7 @@ def data(tmp_path_factory):
         _, got = b.publish(T, [m], producer_name="maker")
         ids += got
         clock.advance(1)
-    b.create_partitioned_topic(PT, 3)
+    b.topics.create_partitioned(PT, 3)
     _, pids = b.publish(PT, [OutgoingMessage(f"order-{i}".encode(), key=f"c{i % 6}")
                              for i in range(24)], producer_name="shop")
     clock.advance(1000)
@@ -280,7 +280,7 @@ def test_bounds_are_fixed_at_planning(spark, data, tmp_path):
 def test_empty_topic_reads_nothing(spark, tmp_path):
     path = str(tmp_path / "store")
     b = Broker(path)
-    b.create_topic("empty")
+    b.topics.create("empty")
     b.close()
     df = spark.read.format("pulsarctl").option("store", path).option("topic", "empty").load()
     assert df.collect() == []
@@ -295,7 +295,7 @@ def test_compressed_and_chunked_messages_read_whole(spark, tmp_path):
     b = Broker(path)
     _, small = b.publish("packed", [OutgoingMessage(b"z" * 300, {"c": "zlib"})],
                          compression=compression.ZLIB)
-    b.update_setting("maxMessageSize", "100")
+    b.policies.update_setting("maxMessageSize", "100")
     big = [bytes([65 + i]) * (250 + i) for i in range(3)]
     _, ids = b.publish("packed", [OutgoingMessage(p, key=f"big{i}") for i, p in enumerate(big)],
                        chunking=True)

@@ -90,7 +90,7 @@ def test_latest_by_default_and_message_id_start(spark, tmp_path):
 def test_partitions_and_topics_that_appear_later(spark, tmp_path):
     path, ck = str(tmp_path / "store"), str(tmp_path / "ck")
     b = Broker(path)
-    b.create_partitioned_topic("feed-a", 2)
+    b.topics.create_partitioned("feed-a", 2)
     b.close()
     produce(path, "feed-a", [f"a{i}" for i in range(8)], key=None)
     sizes, rows = run(spark, path, ck, topicsPattern=NS + "feed-.*",
@@ -111,17 +111,17 @@ def test_subscription_cursor_moves_as_batches_commit(spark, tmp_path):
                    subscription="etl", maxEntriesPerTrigger="4")
     assert sizes == [4, 3]
     b = Broker(path, readonly=True)
-    d = b.describe_subscription("s3", "etl")
+    d = b.subscription("s3", "etl").describe()
     assert d["msgBacklog"] == 0
     assert d["markDeletePosition"] == ":".join(ids[-1].split(":")[:2])
     b.close()
     produce(path, "s3", ["m7", "m8"])
     b = Broker(path, readonly=True)
-    assert b.describe_subscription("s3", "etl")["msgBacklog"] == 2
+    assert b.subscription("s3", "etl").describe()["msgBacklog"] == 2
     b.close()
     assert values(run(spark, path, ck, topic="s3", subscription="etl")[1]) == ["m7", "m8"]
     b = Broker(path, readonly=True)
-    assert b.describe_subscription("s3", "etl")["msgBacklog"] == 0
+    assert b.subscription("s3", "etl").describe()["msgBacklog"] == 0
     b.close()
 
 

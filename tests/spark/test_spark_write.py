@@ -63,7 +63,7 @@ def test_row_columns_round_trip(spark, tmp_path):
     assert msgs[0].producer_name.startswith("spark-") and msgs[0].producer_name.endswith("-0")
     # The writer turned deduplication on: that is what makes a retried task safe.
     b = Broker(path, readonly=True)
-    assert b.get_policy("topic", NS + "round", "deduplicationEnabled") is True
+    assert b.policies.get("topic", NS + "round", "deduplicationEnabled") is True
     b.close()
     # A read of the topic writes back as it was (the extra columns are left aside).
     back = spark.read.format("pulsarctl").option("store", path).option("topic", "round").load()
@@ -75,7 +75,7 @@ def test_row_columns_round_trip(spark, tmp_path):
 def test_partitioned_topic_routes_by_key_like_produce(spark, tmp_path):
     path = str(tmp_path / "store")
     b = Broker(path)
-    b.create_partitioned_topic("parts", 3)
+    b.topics.create_partitioned("parts", 3)
     b.close()
     df = spark.range(0, 300, 1, 3).select(
         F.concat(F.lit("v"), F.col("id").cast("string")).alias("value"),

@@ -1,0 +1,42 @@
+"""pulsar-admin schemas, and the check a consumer's schema meets."""
+from __future__ import annotations
+
+from pulsarctl.broker import schemas
+from pulsarctl.broker.admin.base import Noun
+from pulsarctl.broker.nonpersistent import routed
+from pulsarctl.broker.targets import expand, topic_name
+from pulsarctl.errors import MessageNotFound
+
+
+class Schemas(Noun):
+    __slots__ = ()
+
+    @routed
+    def get(self, name, version=None):
+        """pulsar-admin schemas get: the latest version (or the given one)."""
+        def run(ctx):
+            t = topic_name(name)
+            vs = schemas.versions(ctx, t)
+            pick = vs[-1] if vs and version is None else next(
+                (v for v in vs if v["version"] == version), None)
+            if pick is None:
+                raise MessageNotFound(f"topic {t} has no schema"
+                                      + ("" if version is None else f" version {version}"),
+                                      hint="a producer with --value-schema string|json sets one")
+            return {"version": pick["version"], "schemaInfo": {
+                "name": t.local_name, "schema": pick["schema"], "type": pick["type"],
+                "properties": pick["properties"], "timestamp": pick["timestamp"]}}
+        return self._broker.read(run)
+
+    @routed
+    def delete(self, name) -> bool:
+        return self._broker.write(lambda ctx: schemas.delete(ctx, topic_name(name)))
+
+    @routed
+    def check_consumer(self, names, schema) -> None:
+        typ = schemas.check_type(schema)
+
+        def run(ctx):
+            for p in expand(ctx, names):
+                schemas.for_consumer(ctx, p, typ)
+        self._broker.read(run)

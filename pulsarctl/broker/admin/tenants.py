@@ -1,0 +1,42 @@
+"""pulsar-admin tenants and namespaces."""
+from __future__ import annotations
+
+from pulsarctl.broker import cascade, policies, tenants
+from pulsarctl.broker.admin.base import Noun
+
+
+class Tenants(Noun):
+    __slots__ = ()
+
+    def list(self):
+        return self._broker.read(tenants.list_tenants)
+
+    def get(self, name):
+        return self._broker.read(tenants.get_tenant, name)
+
+    def create(self, name, admin_roles=(), allowed_clusters=()):
+        return self._broker.write(tenants.create_tenant, name, admin_roles, allowed_clusters)
+
+    def delete(self, name, force=False):
+        return self._broker.write(cascade.delete_tenant, name, force)
+
+
+class Namespaces(Noun):
+    __slots__ = ()
+
+    def list(self, tenant):
+        return self._broker.read(tenants.list_namespaces, tenant)
+
+    def create(self, name):
+        return self._broker.write(tenants.create_namespace, name)
+
+    def delete(self, name, force=False):
+        return self._broker.write(cascade.delete_namespace, name, force)
+
+    def policies(self, name):
+        """Every policy field, null where the namespace does not set it (the broker default
+        applies), as pulsar-admin namespaces policies shows Pulsar's Policies object."""
+        def run(ctx):
+            own = policies.ns_policies(ctx, name)
+            return {**{f: None for f in policies.NAMES.values()}, **own}
+        return self._broker.read(run)

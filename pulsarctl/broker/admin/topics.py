@@ -1,0 +1,189 @@
+"""pulsar-admin topics: list, create, delete, partitions, stats, messages by id, terminate,
+examine, offload."""
+from __future__ import annotations
+
+from store import codec
+from pulsarctl import offload
+from pulsarctl.broker import (
+    batches, cascade, cursor_admin, partitions, stats, topics, subscriptions as subs,
+)
+from pulsarctl.broker.admin.base import Noun
+from pulsarctl.broker.nonpersistent import routed
+from pulsarctl.broker.targets import each, topic_name
+from pulsarctl.errors import AlreadyExists, InvalidValue, MessageNotFound, TopicNotFound
+from pulsarctl.messages import MessageId
+
+
+class Topics(Noun):
+    __slots__ = ()
+
+    def list(self, namespace):
+        """The namespace's topics, persistent and (when its store exists) non-persistent."""
+        b = self._broker
+        names = b.read(topics.list_topics, namespace)
+        np = b.non_persistent_if_open()
+        if np is not None:
+            names += np.read(topics.list_np_topics, namespace)
+        return names
+
+    def list_partitioned(self, namespace):
+        return self._broker.read(partitions.list_partitioned, namespace)
+
+    @routed
+    def create(self, name):
+        t = topic_name(name)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                raise AlreadyExists(f"{t} already exists as a partitioned topic")
+            topics.create_topic(ctx, t)
+        self._broker.write(run)
+        return str(t)
+
+    def create_partitioned(self, name, n: int):
+        t = topic_name(name)
+        self._broker.write(partitions.create, t, n)
+        return str(t)
+
+    def update_partitioned(self, name, n: int):
+        return self._broker.write(cascade.update_partitions, topic_name(name), n)
+
+    def partitioned_metadata(self, name) -> dict:
+        t = topic_name(name)
+        return self._broker.read(lambda ctx: {"partitions": partitions.get(ctx, t)})
+
+    @routed
+    def delete(self, name, force=False):
+        t = topic_name(name)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                cascade.delete_partitioned(ctx, t, force)
+            else:
+                cascade.delete_topic(ctx, t, force)
+        self._broker.write(run)
+        return str(t)
+
+    @routed
+    def exists(self, name) -> bool:
+        t = topic_name(name)
+        return self._broker.read(lambda ctx: topics.lookup(ctx, t) is not None)
+
+    # -- stats ---------------------------------------------------------------------------------
+    @routed
+    def stats(self, name):
+        t = topic_name(name)
+
+        def run(ctx):
+            parts = each(ctx, t)
+            if len(parts) == 1 and not partitions.get(ctx, t):
+                return stats.topic_stats(ctx, parts[0][1])
+            return stats.aggregate([stats.topic_stats(ctx, info) for _, info in parts])
+        return self._broker.read(run)
+
+    def partitioned_stats(self, name, per_partition: bool = False):
+        t = topic_name(name)
+
+        def run(ctx):
+            n = partitions.get(ctx, t)
+            if not n:
+                raise TopicNotFound(f"{t} is not a partitioned topic",
+                                    hint=f"use `pulsarctl topics stats {t}`")
+            every = {str(p): stats.topic_stats(ctx, info) for p, info in each(ctx, t)}
+            out = stats.aggregate(list(every.values()))
+            out["metadata"] = {"partitions": n}
+            if per_partition:
+                out["partitions"] = every
+            return out
+        return self._broker.read(run)
+
+    @routed
+    def internal_stats(self, name):
+        t = topic_name(name)
+
+        def run(ctx):
+            n = partitions.get(ctx, t)
+            if not n:
+                return stats.internal_stats(ctx, topics.require(ctx, t))
+            return {"metadata": {"partitions": n},
+                    "partitions": {str(p): stats.internal_stats(ctx, info)
+                                   for p, info in each(ctx, t)}}
+        return self._broker.read(run)
+
+    @routed
+    def subscriptions(self, name):
+        t = topic_name(name)
+
+        def run(ctx):
+            names = []
+            for _p, info in each(ctx, t):
+                for c in ctx.cursors.list(ctx.txn, info.ml_id):
+                    if c.name not in names:
+                        names.append(c.name)
+            return names
+        return self._broker.read(run)
+
+    # -- messages --------------------------------------------------------------------------------
+    @routed
+    def last_message_id(self, name) -> MessageId:
+        t = topic_name(name)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                raise InvalidValue(f"{t} is a partitioned topic; ask one partition",
+                                   hint=f"e.g. `pulsarctl topics last-message-id {t.partition(0)}`")
+            info = topics.require(ctx, t)
+            p = info.mark_position(info.last_offset)
+            return MessageId(p.ledger_id, p.entry_id, t.partition_index)
+        return self._broker.read(run)
+
+    @routed
+    def get_message_by_id(self, name, ledger_id: int, entry_id: int):
+        t = topic_name(name)
+
+        def run(ctx):
+            target = t
+            if partitions.get(ctx, t):
+                owner = partitions.owner_topic(ctx, ledger_id)
+                if owner is None or topic_name(owner) not in partitions.expand(ctx, t):
+                    raise MessageNotFound(f"message {ledger_id}:{entry_id} not found on {t}")
+                target = topic_name(owner)
+            info = topics.require(ctx, target)
+            mid = MessageId(ledger_id, entry_id, target.partition_index)
+            o = subs.offset_of(ctx, info, mid)
+            # A batch entry shows its first message, as pulsar-admin's getMessageById does.
+            m = batches.first_message(codec.decode(ctx.ledgers.read(ctx.txn, info, o)),
+                                      ledger_id, entry_id, target.partition_index, str(target))
+            # A message has a redelivery count per subscription, not one of its own.
+            m.redelivery_count_ = stats.redelivery_counts(ctx, info, o)
+            return m
+        return self._broker.read(run)
+
+    @routed
+    def examine_message(self, name, initial_position: str = "latest", n: int = 1):
+        t = topic_name(name)
+        cursor_admin.check_examine(initial_position, n)
+        return self._broker.read(
+            lambda ctx: cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n))
+
+    @routed
+    def terminate(self, name) -> MessageId | dict:
+        """The last message id; for a partitioned topic, each partition's."""
+        t = topic_name(name)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                return {str(p): cursor_admin.terminate(ctx, p) for p in partitions.expand(ctx, t)}
+            return cursor_admin.terminate(ctx, t)
+        return self._broker.write(run)
+
+    # -- tiered storage ------------------------------------------------------------------------
+    @routed
+    def offload(self, name: str, to: str, size_threshold: int | None = None,
+                older_than_ms: int | None = None) -> dict:
+        """Offload a topic's oldest closed ledgers to Parquet files (pulsarctl/offload.py)."""
+        return offload.offload(self._broker, name, to, size_threshold, older_than_ms)
+
+    @routed
+    def offload_status(self, name: str) -> dict:
+        return offload.status(self._broker, name)

@@ -1,0 +1,301 @@
+"""The consumer side of the data plane, each function the body of one Broker transaction:
+subscribe (attach a consumer), fetch (flow permits: deliver), ack, nack, reconsume-later,
+redeliver-unacked, close, and the non-durable reader's read. As Pulsar's ServerCnx hands a
+client's commands to the subscription and its dispatcher, these hand each call to the concept
+modules: subscriptions (cursors), consumers (who is attached), dispatch (who gets what), nacks,
+retry, batches and chunks.
+
+One-shot `produce` never loads this module (Broker imports it on first use)."""
+from __future__ import annotations
+
+from store import codec
+from pulsarctl.broker import (
+    batches, chunks, consumers, cursor_admin, dispatch, expiry, nacks, partitions, retry, topics,
+    subscriptions as subs,
+)
+from pulsarctl.broker.targets import by_owner, expand, topic_name
+from pulsarctl.errors import MessageNotFound
+from pulsarctl.messages import MessageId
+from pulsarctl.names import TopicName
+
+
+def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, priority=0,
+              pid=None, pid_start=None, lease_ms=None, fetch=0, policy=None, settings=None):
+    """Create the subscription where needed and attach a consumer on every topic that names
+    stands for; with fetch > 0, also deliver up to that many messages. Returns (topic names,
+    messages)."""
+    sub_type = subs.normalize_type(sub_type)
+    targets = expand(ctx, names)
+    # Flags left out keep the stored values: retry stays on, with its names and limit.
+    info0 = topics.lookup(ctx, targets[0])
+    c0 = subs.get(ctx, info0, subscription) if info0 is not None else None
+    stored = (c0.props.get("policy") or {}) if c0 is not None else {}
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    if given.get("enableRetry") or stored.get("enableRetry"):
+        first = str(topic_name(names if isinstance(names, (str, TopicName)) else names[0]))
+        settings = retry.settings_for(first, subscription, {**stored, **given}, ctx)
+        for rt in partitions.expand(ctx, topic_name(settings["retryLetterTopic"])):
+            if rt not in targets:
+                targets.append(rt)
+    non_persistent = ctx.broker.non_persistent
+    for p in targets:
+        info = topics.ensure(ctx, p)
+        if non_persistent:
+            _np_attach(ctx, info, subscription)
+        c = subs.create(ctx, info, subscription, "Latest" if non_persistent else position,
+                        sub_type)
+        consumers.attach(ctx, info, c, consumer_name, sub_type, priority=priority,
+                         pid=pid, pid_start=pid_start, lease_ms=lease_ms, policy=policy)
+        if settings:
+            subs.update_policy(ctx, c, settings)
+    msgs = deliver(ctx, targets, subscription, consumer_name, fetch, 0) if fetch else []
+    if isinstance(names, (str, TopicName)) and len(targets) == 1:
+        return str(targets[0]), msgs
+    return [str(p) for p in targets], msgs
+
+
+def _np_attach(ctx, info, subscription) -> None:
+    """A non-persistent subscription with no consumer left starts over at the newest
+    message: what was published while nobody listened is not delivered."""
+    c = subs.get(ctx, info, subscription)
+    if c is not None and not consumers.sweep(ctx, info, c):
+        subs.clear_delivery_state(ctx, c)
+        if c.mark_delete < info.last_offset:
+            cursor_admin.clear_backlog(ctx, info, c)
+
+
+def deliver(ctx, targets, subscription, consumer_name, max_n, start):
+    """Up to max_n messages for the consumer from its topics, starting at topic index start:
+    due nack timers fire and TTL applies first, then the subscription's dispatcher picks."""
+    out = []
+    k = len(targets)
+    for j in range(k):
+        if len(out) >= max_n:
+            break
+        p = targets[(start + j) % k]
+        info = topics.lookup(ctx, p)
+        if info is None:
+            continue
+        c = subs.get(ctx, info, subscription)
+        if c is None:
+            continue
+        live = consumers.sweep(ctx, info, c)
+        rec = next((r for r in live if r["name"] == consumer_name), None)
+        if rec is None:
+            continue
+        nacks.fire(ctx, info, c)
+        expiry.apply(ctx, info, [c])
+        out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
+                                  p.partition_index))
+    return out
+
+
+def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0):
+    """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
+    messages to the consumer from its topics, starting at topic index start."""
+    targets = expand(ctx, names)
+    if acks:
+        ack_ids(ctx, targets, subscription, acks, False)
+    attached = False
+    for p in targets:
+        info = topics.lookup(ctx, p)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is None:
+            continue
+        if any(r["name"] == consumer_name for r in consumers.sweep(ctx, info, c)):
+            attached = True
+            if renew:
+                consumers.renew(ctx, c, [consumer_name])
+    if not attached:
+        info = topics.require(ctx, targets[0])
+        c = subs.require(ctx, info, subscription)
+        consumers.require(ctx, c, consumer_name)  # raises: we were disconnected
+    return deliver(ctx, targets, subscription, consumer_name, max_n, start)
+
+
+def ack_ids(ctx, targets, subscription, ids, cumulative) -> int:
+    """Group ids by the partition their ledger belongs to and ack each group; an id on no
+    topic of targets is MessageNotFound, and then nothing is acked (one transaction)."""
+    allowed = {str(p): p for p in targets}
+    if len(targets) == 1:
+        groups = {str(targets[0]): list(ids)}
+    else:
+        groups: dict[str, list] = {}
+        owners: dict[int, str | None] = {}
+        for mid in ids:
+            lid = mid.ledger_id
+            owner = owners.get(lid) if lid in owners else owners.setdefault(
+                lid, partitions.owner_topic(ctx, lid))
+            if owner not in allowed:
+                where = ", ".join(list(allowed)[:3])
+                raise MessageNotFound(f"message {mid} not found on {where}")
+            groups.setdefault(owner, []).append(mid)
+    total = 0
+    for owner, mids in groups.items():
+        info = topics.require(ctx, allowed[owner])
+        c = subs.require(ctx, info, subscription)
+        if any(m.batch_index >= 0 for m in mids):
+            # Batch indexes: acked in part until every index of the entry is.
+            offsets, newly_idx, completed, held = batches.resolve(ctx, info, c, mids,
+                                                                  cumulative)
+            consumers.renew(ctx, c, held)
+            if not offsets:
+                ctx.cursors.save(ctx.txn, c)
+                total += newly_idx
+                continue
+            total += newly_idx - completed
+        else:
+            offsets = subs.offsets_of(ctx, info, mids)
+        if not offsets:
+            continue
+        if not cumulative:
+            # The id of a chunked message (its last chunk's) acks every chunk; the count
+            # is of the ids given.
+            rest = chunks.earlier(ctx, info, offsets)
+            if rest:
+                consumers.renew(ctx, c, subs.ack(ctx, info, c, rest)[1])
+        newly, holders = subs.ack(ctx, info, c, offsets, cumulative)
+        consumers.renew(ctx, c, holders)
+        total += newly
+    return total
+
+
+def ack(ctx, names, subscription, ids, cumulative=False) -> int:
+    """Acknowledge message ids. Any id that names no message: nothing is acked (exit 3)."""
+    targets = expand(ctx, names)
+    if len(targets) == 1:
+        info = topics.require(ctx, targets[0])
+        subs.require(ctx, info, subscription)
+    return ack_ids(ctx, targets, subscription, ids, cumulative)
+
+
+def nack(ctx, names, subscription, ids) -> int:
+    """Negatively acknowledge message ids: each is redelivered after the nack delay (or
+    backoff), or dead-lettered past maxRedeliverCount. Returns how many were nacked."""
+    total = 0
+    for owner, mids in by_owner(ctx, expand(ctx, names), ids).items():
+        info = topics.require(ctx, owner)
+        c = subs.require(ctx, info, subscription)
+        nacks.fire(ctx, info, c)
+        # A batch index names its entry: the whole batch is redelivered (Pulsar's
+        # NegativeAcksTracker collapses indexes to the entry).
+        offsets = subs.offsets_of(ctx, info, mids)
+        rest = chunks.earlier(ctx, info, offsets)  # a chunked message's other chunks
+        if rest:
+            consumers.renew(ctx, c, nacks.nack(ctx, info, c, rest)[1])
+        n, holders = nacks.nack(ctx, info, c, offsets)
+        consumers.renew(ctx, c, holders)
+        total += n
+    return total
+
+
+def reconsume_later(ctx, names, subscription, ids, delay_ms: int, properties=None,
+                    level: int | None = None, increment: bool = False) -> dict:
+    """Move messages to the retry letter topic (or the DLQ past the limit) and ack them. Ids
+    may be on the topics or on their retry topic."""
+    targets = expand(ctx, names)
+    for p in list(targets):
+        info = topics.lookup(ctx, p)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        rt = ((c.props.get("policy") or {}).get("retryLetterTopic") if c else None)
+        for q in (partitions.expand(ctx, topic_name(rt)) if rt else ()):
+            if q not in targets:
+                targets.append(q)
+    out = {"retry": 0, "dlq": 0}
+    for owner, mids in by_owner(ctx, targets, ids).items():
+        info = topics.require(ctx, owner)
+        c = subs.require(ctx, info, subscription)
+        subs.offsets_of(ctx, info, mids)  # every id names a message, or nothing moves
+        for mid in mids:
+            got = subs.offsets_of(ctx, info, [mid])
+            if not got or ctx.cursors.is_acked(ctx.txn, c, got[0]):
+                continue
+            for where in retry.reconsume_later(ctx, info, c, got[0], delay_ms, properties,
+                                               level, increment, mid.batch_index):
+                out[where] += 1
+    return out
+
+
+def requeue(ctx, names, subscription, consumer_name, ids) -> int:
+    """Batch messages a leaving `receive` fetched but did not hand out: kept for the
+    consumer's next fetch, which continues the batch (batches.queue). Returns how many."""
+    n = 0
+    for owner, mids in by_owner(ctx, expand(ctx, names), ids).items():
+        info = topics.lookup(ctx, owner)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is not None:
+            n += batches.queue(ctx, info, c, consumer_name, mids)
+            ctx.cursors.save(ctx.txn, c)
+    return n
+
+
+def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
+    """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
+    go back now, counted as redeliveries. Returns how many."""
+    n = 0
+    targets = expand(ctx, names)
+    found = False
+    for p in targets:
+        info = topics.lookup(ctx, p)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is None:
+            continue
+        found = True
+        live = {r["name"] for r in consumers.sweep(ctx, info, c)}
+        if consumer_name is not None and consumer_name not in live:
+            continue
+        offsets = [o for o, r in subs.pending_items(ctx, c.id)
+                   if consumer_name is None or r[0] == consumer_name]
+        if offsets:
+            nacks.redeliver(ctx, info, c, offsets)
+            n += len(offsets)
+    if not found:
+        subs.require(ctx, topics.require(ctx, targets[0]), subscription)
+    return n
+
+
+def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:
+    """Apply the last acks and disconnect: what the consumer received comes back, what it
+    nacked stays held until its nack timer fires (nacks.py)."""
+    targets = expand(ctx, names)
+    if acks:
+        ack_ids(ctx, targets, subscription, acks, False)
+    for p in targets:
+        info = topics.lookup(ctx, p)
+        if info is None:
+            continue
+        c = subs.get(ctx, info, subscription)
+        if c is not None:
+            consumers.detach(ctx, info, c, consumer_name)
+
+
+def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_id=None,
+                 inclusive=False):
+    """For readers: up to limit messages from an offset (or from a message id). Returns
+    (messages, next offset, last offset)."""
+    info = topics.require(ctx, t)
+    start = start_offset
+    skip_in, skip = None, None
+    if start is None:
+        if after_id == MessageId.earliest:
+            start = info.first_offset
+        elif after_id == MessageId.latest or after_id is None:
+            start = info.next_offset if not inclusive else max(info.last_offset, info.first_offset)
+        else:
+            o = info.offset(after_id.ledger_id, after_id.entry_id)
+            if o is None:
+                raise MessageNotFound(f"message {after_id} not found on {t}")
+            start = o if inclusive else o + 1
+            if after_id.batch_index >= 0:
+                # The reader drops the batch indexes before its start in the start
+                # entry (isPriorEntryIndex: idx <= start exclusive, < start inclusive).
+                start, skip_in = o, o
+                skip = set(range(after_id.batch_index + (0 if inclusive else 1)))
+    start = max(start, info.first_offset)
+    out = []
+    nxt = start
+    for o, lid, eid, raw in ctx.ledgers.scan(ctx.txn, info, start, start + limit):
+        out.extend(batches.messages(codec.decode(raw), lid, eid, t.partition_index,
+                                    str(t), skip=skip if o == skip_in else None))
+        nxt = o + 1
+    return out, nxt, info.last_offset
