@@ -548,8 +548,13 @@ class Broker(CursorAdmin, DlqAdmin):
                   fetch=0, policy=None, settings=None):
         """Create the subscription where needed and attach a consumer on every topic that names
         stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
-        up to that many messages in the same transaction. Returns (topic names, messages)."""
+        up to that many messages in the same transaction. Returns (topic names, messages).
+        settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
         sub_type = subs.normalize_type(sub_type)
+        from pulsarctl.consumer_policy import ConsumerPolicy
+
+        if isinstance(settings, ConsumerPolicy):
+            settings = settings.to_store()
 
         def run(ctx):
             targets = self._targets(ctx, names)
