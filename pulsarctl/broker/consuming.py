@@ -14,6 +14,7 @@ from pulsarctl.broker import (
     subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name
+from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName
@@ -25,6 +26,8 @@ def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, pr
     stands for; with fetch > 0, also deliver up to that many messages. Returns (topic names,
     messages)."""
     sub_type = subs.normalize_type(sub_type)
+    if isinstance(settings, ConsumerPolicy):
+        settings = settings.to_store()
     targets = expand(ctx, names)
     # Flags left out keep the stored values: retry stays on, with its names and limit.
     info0 = topics.lookup(ctx, targets[0])

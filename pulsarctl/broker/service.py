@@ -295,7 +295,8 @@ class Broker:
                   fetch=0, policy=None, settings=None):
         """Create the subscription where needed and attach a consumer on every topic that names
         stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
-        up to that many messages in the same transaction. Returns (topic names, messages)."""
+        up to that many messages in the same transaction. Returns (topic names, messages).
+        settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
         return self.write(_consuming().subscribe, names, subscription, consumer_name, sub_type,
                           position, priority=priority, pid=pid, pid_start=pid_start,
                           lease_ms=lease_ms, fetch=fetch, policy=policy, settings=settings)

@@ -8,19 +8,14 @@ import typer
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
-from pulsarctl.errors import (
-    InvalidValue, UsageError,
+from pulsarctl.cli.consume_options import (
+    CONSUME, RECEIVE, ConsumeOptions, FailIfEmpty, Hex, HideContent, IdleTimeout, Metadata, Regex,
+    ValueSchema, takes,
 )
-
-SUB_TYPES = "Exclusive|Shared|Failover|Key_Shared"
+from pulsarctl.errors import InvalidValue, UsageError
 
 # The top-level commands this module owns; pulsarctl/cli/app.py joins them onto the root.
 top = typer.Typer()
-
-
-ValueSchema = Annotated[Optional[str], typer.Option(
-    "--value-schema", help="bytes|string|json: the topic's schema type (a producer registers "
-    "it; a different type is refused with exit 4).", show_default=False)]
 
 
 def _check_schema(ctx, topics, value_schema, regex=False) -> None:
@@ -101,211 +96,23 @@ def produce(
         hashing_scheme=hashing_scheme, value_schema=value_schema)
 
 
-def _settings(nack_delay, nack_backoff, max_redeliver_count, dead_letter_topic, initial_sub,
-              ack_timeout=None, ack_timeout_tick=None, ack_timeout_backoff=None,
-              enable_retry=False, retry_letter_topic=None):
-    """The policy flags as the subscription stores them; flags left out stay None (kept)."""
-    from pulsarctl.broker import unacked
-    from pulsarctl.broker.backoff import parse_backoff
-    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
-    from pulsarctl.units import parse_duration_ms
-
-    timeout = parse_duration_ms(ack_timeout, "--ack-timeout") if ack_timeout else None
-    tick = parse_duration_ms(ack_timeout_tick, "--ack-timeout-tick") if ack_timeout_tick else None
-    unacked.check(timeout, tick)
-
-    if max_redeliver_count is not None and max_redeliver_count < 1:
-        raise InvalidValue("--max-redeliver-count must be greater than 0")
-    from pulsarctl.names import parse_topic
-
-    if dead_letter_topic is not None:
-        dead_letter_topic = str(parse_topic(dead_letter_topic))
-    return {
-        "negativeAckRedeliveryDelayMs": max(parse_duration_ms(nack_delay, "--nack-delay"),
-                                            MIN_NACK_DELAY_MS) if nack_delay else None,
-        "negativeAckBackoff": parse_backoff(nack_backoff) if nack_backoff else None,
-        "maxRedeliverCount": max_redeliver_count,
-        "deadLetterTopic": dead_letter_topic,
-        "initialSubscriptionName": initial_sub,
-        "ackTimeoutMs": timeout,
-        "ackTimeoutTickMs": tick,
-        "ackTimeoutBackoff": parse_backoff(ack_timeout_backoff) if ack_timeout_backoff else None,
-        "enableRetry": True if enable_retry or retry_letter_topic else None,
-        "retryLetterTopic": str(parse_topic(retry_letter_topic)) if retry_letter_topic else None,
-    }
-
-
-def _consume_common(ctx, topics, subscription, sub_type, position, mode, num, consumer_name,
-                    priority, idle_timeout, fail_if_empty, hide_content, hex_, metadata, output,
-                    regex, ack: bool, lease: Optional[str], key_shared_policy, sticky_ranges,
-                    settings=None, exec_cmd=None, exec_retry_delay=None):
+@top.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
+@takes(CONSUME)
+def consume(ctx: typer.Context, **flags):
     from pulsarctl.cli.consume_run import run_consume
 
-    out = fmt(ctx, output)
-    positive(num, "-n/--num-messages")
-    return run_consume(state(ctx), _topic_arg(topics, regex), subscription, sub_type, position,
-                       mode, num, consumer_name, priority, idle_timeout, fail_if_empty,
-                       hide_content, hex_, metadata, out, ack=ack, lease=lease,
-                       key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
-                       settings=settings, exec_cmd=exec_cmd, exec_retry_delay=exec_retry_delay)
-
-
-def _topic_arg(topics: list[str], regex: bool):
-    """One topic, several, or (with --regex) one pattern, as the client takes them."""
-    if regex:
-        if len(topics) != 1:
-            raise UsageError("--regex takes exactly one pattern",
-                             hint="e.g. --regex 'persistent://public/default/orders-.*'")
-        import re
-
-        try:
-            return re.compile(topics[0])
-        except re.error as exc:
-            raise InvalidValue(f"invalid topic pattern {topics[0]!r}: {exc}") from None
-    return topics[0] if len(topics) == 1 else list(topics)
-
-
-SubType = Annotated[str, typer.Option("-t", "--subscription-type", help=SUB_TYPES)]
-Position = Annotated[str, typer.Option("-p", "--subscription-position", help="Latest|Earliest "
-                                       "(for a new subscription)")]
-Mode = Annotated[str, typer.Option("-m", "--subscription-mode", help="Durable|NonDurable")]
-IdleTimeout = Annotated[Optional[str], typer.Option("--idle-timeout", help="Exit when nothing "
-                                                    "arrives for this long (real time).")]
-FailIfEmpty = Annotated[bool, typer.Option("--fail-if-empty", help="Exit 6 if no message was "
-                                           "received.")]
-HideContent = Annotated[bool, typer.Option("--hide-content", help="Do not print payloads.")]
-Hex = Annotated[bool, typer.Option("--hex", help="Print payloads as hex.")]
-Metadata = Annotated[bool, typer.Option("-mp", "--print-metadata", help="Print message metadata.")]
-Regex = Annotated[bool, typer.Option("--regex", help="TOPIC is a regular expression over full "
-                                     "topic names of one namespace; new matches are picked up.")]
-Topics = Annotated[List[str], typer.Argument(help="One or more topics (or one pattern with "
-                                             "--regex).", show_default=False)]
-NackDelay = Annotated[Optional[str], typer.Option(
-    "--nack-delay", help="Redeliver a nacked message after this long (default 1m, minimum 100ms).")]
-NackBackoff = Annotated[Optional[str], typer.Option(
-    "--nack-backoff", help="MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.")]
-MaxRedeliver = Annotated[Optional[int], typer.Option(
-    "--max-redeliver-count", help="Deliver a message at most N+1 times, then dead-letter it.")]
-DeadLetterTopic = Annotated[Optional[str], typer.Option(
-    "--dead-letter-topic", help="Dead letter topic (default <topic>-<subscription>-DLQ).")]
-InitialSub = Annotated[Optional[str], typer.Option(
-    "--initial-subscription-name", help="Create this subscription on the dead letter topic "
-    "when it is created, so dead letters are retained.")]
-EnableRetry = Annotated[bool, typer.Option(
-    "--enable-retry", help="Also consume the retry letter topic; reconsume-later moves messages "
-    "there.")]
-RetryTopic = Annotated[Optional[str], typer.Option(
-    "--retry-letter-topic", help="Retry letter topic (default <topic>-<subscription>-RETRY).")]
-AckTimeout = Annotated[Optional[str], typer.Option(
-    "--ack-timeout", help="Redeliver a message not acked this long after delivery (0: off).")]
-AckTimeoutTick = Annotated[Optional[str], typer.Option(
-    "--ack-timeout-tick", help="Ack timeout precision (default 1s, minimum 100ms).")]
-AckTimeoutBackoff = Annotated[Optional[str], typer.Option(
-    "--ack-timeout-backoff", help="MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.")]
-KeySharedPolicy = Annotated[Optional[str], typer.Option(
-    "--key-shared-policy", help="auto-split|consistent-hashing|sticky (Key_Shared).")]
-StickyRanges = Annotated[Optional[str], typer.Option(
-    "--sticky-ranges", help="Hash ranges A-B,C-D for --key-shared-policy sticky.")]
-Priority = Annotated[int, typer.Option("--priority", help="Consumer priority level (0 is highest).")]
-
-
-@top.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
-def consume(
-    ctx: typer.Context,
-    topics: Topics,
-    subscription: Sub,
-    sub_type: SubType = "Exclusive",
-    position: Position = "Latest",
-    mode: Mode = "Durable",
-    num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to consume "
-                                              "(0: forever).")] = 1,
-    consumer_name: Annotated[Optional[str], typer.Option("--consumer-name", help="Consumer name "
-                                                         "(default: generated).")] = None,
-    priority: Priority = 0,
-    idle_timeout: IdleTimeout = None,
-    fail_if_empty: FailIfEmpty = False,
-    hide_content: HideContent = False,
-    hex_: Hex = False,
-    metadata: Metadata = False,
-    regex: Regex = False,
-    key_shared_policy: KeySharedPolicy = None,
-    sticky_ranges: StickyRanges = None,
-    nack_delay: NackDelay = None,
-    nack_backoff: NackBackoff = None,
-    max_redeliver_count: MaxRedeliver = None,
-    dead_letter_topic: DeadLetterTopic = None,
-    initial_subscription_name: InitialSub = None,
-    ack_timeout: AckTimeout = None,
-    ack_timeout_tick: AckTimeoutTick = None,
-    ack_timeout_backoff: AckTimeoutBackoff = None,
-    enable_retry: EnableRetry = False,
-    retry_letter_topic: RetryTopic = None,
-    exec_retry_delay: Annotated[Optional[str], typer.Option(
-        "--exec-retry-delay", help="With --exec and --enable-retry: how long an exit 75 waits "
-        "(default the nack delay).")] = None,
-    exec_cmd: Annotated[Optional[str], typer.Option(
-        "--exec", help="Run CMD per message (payload on stdin, metadata in PULSAR_* variables): "
-        "exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.")] = None,
-    value_schema: ValueSchema = None,
-    output: Output = None,
-):
-    _check_schema(ctx, topics, value_schema, regex)
-    return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
-                           consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
-                           hex_, metadata, output, regex, ack=True, lease=None, exec_cmd=exec_cmd,
-                           exec_retry_delay=exec_retry_delay,
-                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
-                           settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
-                                              dead_letter_topic, initial_subscription_name,
-                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff,
-                                              enable_retry, retry_letter_topic))
+    _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
+    return run_consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=True, **flags))
 
 
 @top.command(help="Receive messages without acking them: they stay pending for the consumer "
              "(default name cli) until ack, nack or the end of its lease.")
-def receive(
-    ctx: typer.Context,
-    topics: Topics,
-    subscription: Sub,
-    sub_type: SubType = "Exclusive",
-    position: Position = "Latest",
-    mode: Mode = "Durable",
-    num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to receive "
-                                              "(0: forever).")] = 1,
-    consumer_name: Annotated[str, typer.Option("--consumer-name", help="Consumer name.")] = "cli",
-    lease: Annotated[str, typer.Option("--lease", help="How long the consumer stays connected "
-                                       "after its last command.")] = "5m",
-    priority: Priority = 0,
-    idle_timeout: IdleTimeout = None,
-    fail_if_empty: FailIfEmpty = False,
-    hide_content: HideContent = False,
-    hex_: Hex = False,
-    metadata: Metadata = False,
-    regex: Regex = False,
-    key_shared_policy: KeySharedPolicy = None,
-    sticky_ranges: StickyRanges = None,
-    nack_delay: NackDelay = None,
-    nack_backoff: NackBackoff = None,
-    max_redeliver_count: MaxRedeliver = None,
-    dead_letter_topic: DeadLetterTopic = None,
-    initial_subscription_name: InitialSub = None,
-    ack_timeout: AckTimeout = None,
-    ack_timeout_tick: AckTimeoutTick = None,
-    ack_timeout_backoff: AckTimeoutBackoff = None,
-    enable_retry: EnableRetry = False,
-    retry_letter_topic: RetryTopic = None,
-    value_schema: ValueSchema = None,
-    output: Output = None,
-):
-    _check_schema(ctx, topics, value_schema, regex)
-    return _consume_common(ctx, topics, subscription, sub_type, position, mode, num_messages,
-                           consumer_name, priority, idle_timeout, fail_if_empty, hide_content,
-                           hex_, metadata, output, regex, ack=False, lease=lease,
-                           key_shared_policy=key_shared_policy, sticky_ranges=sticky_ranges,
-                           settings=_settings(nack_delay, nack_backoff, max_redeliver_count,
-                                              dead_letter_topic, initial_subscription_name,
-                                              ack_timeout, ack_timeout_tick, ack_timeout_backoff,
-                                              enable_retry, retry_letter_topic))
+@takes(RECEIVE)
+def receive(ctx: typer.Context, **flags):
+    from pulsarctl.cli.consume_run import run_consume
+
+    _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
+    return run_consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=False, **flags))
 
 
 def _ids_from(args: list[str]) -> list:

@@ -17,61 +17,38 @@ def _finish(count: int, fail_if_empty: bool) -> int:
     return 0
 
 
-def _mode(mode: str) -> str:
-    for m in ("Durable", "NonDurable"):
-        if mode.lower() == m.lower():
-            return m
-    raise InvalidValue(f"unknown subscription mode {mode!r}", hint="use Durable or NonDurable")
-
-
-def _position(position: str) -> str:
-    for p in ("Latest", "Earliest"):
-        if position.lower() == p.lower():
-            return p
-    raise InvalidValue(f"unknown subscription position {position!r}", hint="use Latest or Earliest")
-
-
-def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer_name, priority,
-                idle_timeout, fail_if_empty, hide_content, hex_, metadata, out, *, ack: bool,
-                lease, key_shared_policy=None, sticky_ranges=None, settings=None,
-                exec_cmd=None, exec_retry_delay=None):
-    from pulsarctl.broker.subscriptions import normalize_type
-    from pulsarctl.names import check_subscription
-
-    check_subscription(subscription)
-    sub_type = normalize_type(sub_type)
-    position = _position(position)
-    idle = _idle_ms(idle_timeout)
-    lease_ms = parse_duration_ms(lease, "--lease") if lease else None
-    if lease_ms is not None and lease_ms <= 0:
-        raise InvalidValue("--lease must be positive")
-    policy = _key_shared_policy(sub_type, key_shared_policy, sticky_ranges)
-    if _mode(mode) == "NonDurable":
-        if not isinstance(topic, str):
-            raise InvalidValue("a NonDurable consumer reads one topic",
-                               hint="name one topic, or use a Durable subscription")
-        start = "earliest" if position == "Earliest" else "latest"
-        return run_read(st, topic, start, False, num, False, idle_timeout, fail_if_empty,
-                        hide_content, hex_, metadata, out)
+def run_consume(st, opts) -> int:
+    """consume (opts.ack) or receive: opts is a ConsumeOptions (pulsarctl/cli/consume_options.py),
+    every flag already checked."""
+    if not opts.durable:
+        start = "earliest" if opts.position == "Earliest" else "latest"
+        return run_read(st, opts.topic, start, False, opts.num, False, opts.idle_timeout,
+                        opts.fail_if_empty, opts.hide_content, opts.hex_, opts.metadata, opts.out)
+    ack, num, out, idle = opts.ack, opts.num, opts.out, opts.idle_ms
     client = st.client()
-    consumer = client.subscribe(topic, subscription, sub_type, position, consumer_name,
-                                priority_level=priority, lease_ms=lease_ms,
-                                key_shared_policy=policy, settings=settings)
+    consumer = client.subscribe(opts.topic, opts.subscription, opts.sub_type, opts.position,
+                                opts.consumer_name, priority_level=opts.priority,
+                                lease_ms=opts.lease_ms, key_shared_policy=opts.key_shared,
+                                settings=opts.policy)
     count = 0
-    show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=not ack)
+    show = opts.show(with_id=not ack)
     render.begin_messages(out, many=num != 1)
-    _say_waiting(consumer.topics(), f"{sub_type} subscription {subscription}", num, idle_timeout)
+    _say_waiting(consumer.topics(), f"{opts.sub_type} subscription {opts.subscription}", num,
+                 opts.idle_timeout)
     guard = _PrintThenAck()
     results = {ACKED: 0, NACKED: 0, LATER: 0}
     retry, retry_delay = False, None
+    exec_cmd = opts.exec_cmd
     if exec_cmd is not None:
         from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
+        from pulsarctl.consumer_policy import ConsumerPolicy
 
         # The stored policy decides, so retry enabled by an earlier command counts too.
-        policy = st.broker().subscription(consumer.topics()[0], subscription).policy()
-        retry = bool(policy.get("enableRetry"))
-        retry_delay = (parse_duration_ms(exec_retry_delay, "--exec-retry-delay") if exec_retry_delay
-                       else (policy.get("negativeAckRedeliveryDelayMs") or DEFAULT_NACK_DELAY_MS))
+        stored = ConsumerPolicy.from_store(
+            st.broker().subscription(consumer.topics()[0], opts.subscription).policy())
+        retry = bool(stored.enable_retry)
+        retry_delay = (opts.exec_retry_delay_ms if opts.exec_retry_delay_ms is not None
+                       else (stored.nack_delay_ms or DEFAULT_NACK_DELAY_MS))
     try:
         while num == 0 or count < num:
             want = min(consumer.receiver_queue_size, num - count) if num else None
@@ -101,7 +78,7 @@ def run_consume(st, topic, subscription, sub_type, position, mode, num, consumer
             render.err(f"handled {count} message(s): {results[ACKED]} acked, "
                        f"{results[NACKED]} nacked"
                        + (f", {results[LATER]} reconsumed later" if retry else ""))
-    return _finish(count, fail_if_empty)
+    return _finish(count, opts.fail_if_empty)
 
 
 EX_TEMPFAIL = 75
@@ -239,29 +216,6 @@ class _PrintThenAck:
         if self._old is not None:
             self._signal.signal(self._signal.SIGINT, self._old)
             self._old = None
-
-
-def _key_shared_policy(sub_type, policy, ranges):
-    """--key-shared-policy / --sticky-ranges as the consumer's policy record."""
-    if policy is None and ranges is None:
-        return None
-    from pulsarctl.broker.dispatch.selectors import parse_sticky_ranges
-
-    names = ("auto-split", "consistent-hashing", "sticky")
-    policy = policy or ("sticky" if ranges else "auto-split")
-    if policy not in names:
-        raise InvalidValue(f"unknown --key-shared-policy {policy!r}",
-                           hint="use auto-split, consistent-hashing or sticky")
-    if sub_type != "Key_Shared":
-        raise InvalidValue("--key-shared-policy and --sticky-ranges need -t Key_Shared")
-    if policy == "sticky":
-        if not ranges:
-            raise InvalidValue("Ranges for KeyShared policy must not be empty.",
-                               hint="give --sticky-ranges A-B,C-D within 0-65535")
-        return {"keySharedPolicy": "sticky", "ranges": [list(r) for r in parse_sticky_ranges(ranges)]}
-    if ranges:
-        raise InvalidValue("--sticky-ranges needs --key-shared-policy sticky")
-    return {"keySharedPolicy": policy}
 
 
 def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,

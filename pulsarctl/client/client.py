@@ -14,7 +14,8 @@ import uuid
 from pulsarctl import clock as clocks
 from pulsarctl.broker import Broker
 from pulsarctl.config import resolve_store
-from pulsarctl.errors import InvalidPolicy, Timeout
+from pulsarctl.consumer_policy import ConsumerPolicy, check_max_redeliver_count
+from pulsarctl.errors import Timeout
 from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
 
@@ -38,27 +39,10 @@ class ConsumerDeadLetterPolicy:
 
     def __init__(self, max_redeliver_count: int, dead_letter_topic: str | None = None,
                  initial_subscription_name: str | None = None):
-        if max_redeliver_count is None or int(max_redeliver_count) < 1:
-            raise InvalidPolicy("max_redeliver_count must be greater than 0")
-        self.max_redeliver_count = int(max_redeliver_count)
+        self.max_redeliver_count = check_max_redeliver_count(max_redeliver_count,
+                                                             "max_redeliver_count")
         self.dead_letter_topic = dead_letter_topic
         self.initial_subscription_name = initial_subscription_name
-
-
-def consumer_settings(nack_delay_ms=None, nack_backoff=None, dead_letter_policy=None) -> dict:
-    """The consumer's policy as the subscription stores it (Pulsar's configuration names)."""
-    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
-
-    out: dict = {}
-    if nack_delay_ms is not None:
-        out["negativeAckRedeliveryDelayMs"] = max(int(nack_delay_ms), MIN_NACK_DELAY_MS)
-    if nack_backoff is not None:
-        out["negativeAckBackoff"] = list(nack_backoff)
-    if dead_letter_policy is not None:
-        out["maxRedeliverCount"] = dead_letter_policy.max_redeliver_count
-        out["deadLetterTopic"] = dead_letter_policy.dead_letter_topic
-        out["initialSubscriptionName"] = dead_letter_policy.initial_subscription_name
-    return out
 
 
 def _next(q, fill, timeout_millis):
@@ -190,7 +174,7 @@ class Client:
                   negative_ack_backoff=None, dead_letter_policy=None,
                   unacked_messages_timeout_ms: int | None = None,
                   enable_retry: bool = False, retry_letter_topic: str | None = None,
-                  settings: dict | None = None, schema=None,
+                  settings: ConsumerPolicy | dict | None = None, schema=None,
                   max_pending_chunked_message: int = 10,
                   auto_ack_oldest_chunked_message_on_queue_full: bool = False,
                   expire_time_of_incomplete_chunked_message_ms: int = 60_000,
@@ -207,22 +191,18 @@ class Client:
                            expire_time_of_incomplete_chunked_message_ms)
         if schema is not None and not hasattr(topic, "pattern"):
             self.broker.schemas.check_consumer(topic, schema)
-        # settings: the subscription's stored policy by Pulsar's configuration names, as the
-        # command line passes it; the keyword arguments above fill it pulsar-client's way.
-        settings = {**(settings or {}), **consumer_settings(
-            negative_ack_redelivery_delay_ms, negative_ack_backoff, dead_letter_policy)}
-        if enable_retry or retry_letter_topic:
-            settings["enableRetry"] = True
-            if retry_letter_topic:
-                settings["retryLetterTopic"] = retry_letter_topic
-        if unacked_messages_timeout_ms is not None:
-            from pulsarctl.broker.unacked import check
-
-            check(unacked_messages_timeout_ms, None)
-            settings["ackTimeoutMs"] = int(unacked_messages_timeout_ms)
+        # settings: a ConsumerPolicy (the command line's) or a stored policy dict by Pulsar's
+        # configuration names; the keyword arguments above are put over it pulsar-client's way.
+        policy = ConsumerPolicy.from_store(settings) if isinstance(settings, dict) else (
+            settings or ConsumerPolicy())
+        policy = policy.merge(ConsumerPolicy.from_client(
+            negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
+            negative_ack_backoff=negative_ack_backoff, dead_letter_policy=dead_letter_policy,
+            unacked_messages_timeout_ms=unacked_messages_timeout_ms, enable_retry=enable_retry,
+            retry_letter_topic=retry_letter_topic))
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
-                     priority_level, lease_ms, key_shared_policy, settings)
+                     priority_level, lease_ms, key_shared_policy, policy)
         c._chunks = chunks
         c._auto_ack_oldest = bool(auto_ack_oldest_chunked_message_on_queue_full)
         self._open.append(c)
@@ -294,7 +274,7 @@ class Consumer:
             self._attach(topics)
             # The ack timeout starts when the application receives a message, not when it is
             # prefetched: with one set, take messages one at a time.
-            if self._broker.subscription(self._topics[0], subscription).policy().get("ackTimeoutMs"):
+            if ConsumerPolicy.from_store(self._broker.subscription(self._topics[0], subscription).policy()).ack_timeout_ms:
                 self.receiver_queue_size = 1
         self._type = sub_type
         self._closed = False
