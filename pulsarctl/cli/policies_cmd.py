@@ -50,13 +50,28 @@ def _retention(time: str, size: str) -> dict:
     return {"retentionTimeInMinutes": t, "retentionSizeInMB": s}
 
 
-def _register(group: typer.Typer, scope: str) -> None:
-    Target = _Target[scope]
-    noun = "namespace" if scope == "namespace" else "topic"
+def _noun(scope: str) -> str:
+    return "namespace" if scope == "namespace" else "topic"
 
+
+def _setter(scope: str):
+    """set_(ctx, target, field, value, output, line): set the policy, say what was set."""
     def set_(ctx, target, field, value, output, line):
         v = state(ctx).broker().policies.set(scope, target, field, value)
-        done(ctx, output, {noun: target, field: v}, line)
+        done(ctx, output, {_noun(scope): target, field: v}, line)
+    return set_
+
+
+def _register(group: typer.Typer, scope: str) -> None:
+    """Every policy command of the namespaces or topics group, in the order of their help."""
+    _register_get_remove(group, scope)
+    _register_ttl_retention_dedup(group, scope)
+    _register_quota_delayed_dlp(group, scope)
+    _register_max_unacked(group, scope)
+
+
+def _register_get_remove(group: typer.Typer, scope: str) -> None:
+    Target, noun = _Target[scope], _noun(scope)
 
     # Each command is made by a function of its field: a parameter with a default (the usual
     # loop-variable trick) would become a command-line option (---field) of the command.
@@ -87,6 +102,9 @@ def _register(group: typer.Typer, scope: str) -> None:
         group.command(f"remove-{cli_name}", help=f"Remove the {noun}'s {cli_name} policy."
                       )(remove_command(field, cli_name))
 
+
+def _register_ttl_retention_dedup(group: typer.Typer, scope: str) -> None:
+    Target, set_ = _Target[scope], _setter(scope)
     ttl_flags = ("-ttl", "--messageTTL") if scope == "namespace" else ("-t", "--ttl")
 
     @group.command("set-message-ttl", help="Expire messages older than TTL on every "
@@ -120,6 +138,10 @@ def _register(group: typer.Typer, scope: str) -> None:
         on = _on_off(enable, disable)
         set_(ctx, target, P.DEDUP, on, output,
              f"deduplication {'enabled' if on else 'disabled'} on {target}")
+
+
+def _register_quota_delayed_dlp(group: typer.Typer, scope: str) -> None:
+    Target, noun, set_ = _Target[scope], _noun(scope), _setter(scope)
 
     @group.command("set-backlog-quota", help="Limit the backlog by size or age, with what "
                    "happens when it is reached.")
@@ -177,6 +199,10 @@ def _register(group: typer.Typer, scope: str) -> None:
         v = {"maxRedeliverCount": max_redeliver, "deadLetterTopic": dlq,
              "initialSubscriptionName": init}
         set_(ctx, target, P.DEAD_LETTER, v, output, f"dead letter policy set on {target}")
+
+
+def _register_max_unacked(group: typer.Typer, scope: str) -> None:
+    Target, set_ = _Target[scope], _setter(scope)
 
     def set_max_command(field, cli_name):
         def set_max(ctx: typer.Context, target: Target,
