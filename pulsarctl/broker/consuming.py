@@ -13,7 +13,7 @@ from pulsarctl.broker import (
     batches, chunks, consumers, cursor_admin, dispatch, expiry, nacks, partitions, retry, topics,
     subscriptions as subs,
 )
-from pulsarctl.broker.targets import by_owner, expand, topic_name
+from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import MessageId
@@ -100,11 +100,7 @@ def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, 
     if acks:
         ack_ids(ctx, targets, subscription, acks, False)
     attached = False
-    for p in targets:
-        info = topics.lookup(ctx, p)
-        c = subs.get(ctx, info, subscription) if info is not None else None
-        if c is None:
-            continue
+    for _p, info, c in with_subscription(ctx, targets, subscription):
         if any(r["name"] == consumer_name for r in consumers.sweep(ctx, info, c)):
             attached = True
             if renew:
@@ -197,10 +193,8 @@ def reconsume_later(ctx, names, subscription, ids, delay_ms: int, properties=Non
     """Move messages to the retry letter topic (or the DLQ past the limit) and ack them. Ids
     may be on the topics or on their retry topic."""
     targets = expand(ctx, names)
-    for p in list(targets):
-        info = topics.lookup(ctx, p)
-        c = subs.get(ctx, info, subscription) if info is not None else None
-        rt = ((c.props.get("policy") or {}).get("retryLetterTopic") if c else None)
+    for _p, _info, c in list(with_subscription(ctx, targets, subscription)):
+        rt = (c.props.get("policy") or {}).get("retryLetterTopic")
         for q in (partitions.expand(ctx, topic_name(rt)) if rt else ()):
             if q not in targets:
                 targets.append(q)
@@ -238,11 +232,7 @@ def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
     n = 0
     targets = expand(ctx, names)
     found = False
-    for p in targets:
-        info = topics.lookup(ctx, p)
-        c = subs.get(ctx, info, subscription) if info is not None else None
-        if c is None:
-            continue
+    for _p, info, c in with_subscription(ctx, targets, subscription):
         found = True
         live = {r["name"] for r in consumers.sweep(ctx, info, c)}
         if consumer_name is not None and consumer_name not in live:
@@ -263,13 +253,8 @@ def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:
     targets = expand(ctx, names)
     if acks:
         ack_ids(ctx, targets, subscription, acks, False)
-    for p in targets:
-        info = topics.lookup(ctx, p)
-        if info is None:
-            continue
-        c = subs.get(ctx, info, subscription)
-        if c is not None:
-            consumers.detach(ctx, info, c, consumer_name)
+    for _p, info, c in with_subscription(ctx, targets, subscription):
+        consumers.detach(ctx, info, c, consumer_name)
 
 
 def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_id=None,

@@ -41,6 +41,16 @@ def subscribed(ctx, t: TopicName, subscription: str):
     return out
 
 
+def with_subscription(ctx, targets: list[TopicName], subscription: str):
+    """(topic, ledger info, cursor) for each of targets that exists and has the subscription;
+    the others are passed over."""
+    for p in targets:
+        info = topics.lookup(ctx, p)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is not None:
+            yield p, info, c
+
+
 def by_owner(ctx, targets: list[TopicName], ids) -> dict:
     """ids grouped by the topic (partition) they belong to, which must be one of targets;
     MessageNotFound for an id on none of them."""
