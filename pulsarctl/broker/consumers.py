@@ -1,5 +1,6 @@
-"""Consumers across processes: durable records with a pid (plus the process start time, against
-pid reuse) or a lease, admission by subscription type, and disconnection of the dead.
+"""Consumers across processes: durable records (records.Consumer) with a pid (plus the process
+start time, against pid reuse) or a lease, admission by subscription type, and disconnection of
+the dead.
 
 A consumer whose process is gone, or whose lease has ended, is disconnected: its pending
 messages go back to dispatch (Shared) or the cursor rewinds (Exclusive, Failover), as when a

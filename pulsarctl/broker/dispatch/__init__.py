@@ -63,8 +63,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     pdb = ctx.env.db["pending"]
     pair, cid, encode = keys.pair, c.id, codec.encode
     delivery = Pending.delivered
-    # The pending record (records.Pending) of every message with redelivery count 0: the same
-    # bytes, encoded once.
+    # The pending records (records.Pending) of this fetch, encoded once per redelivery count:
+    # the messages with the same count share their bytes (subscriptions.ack decodes each once).
     held = {0: encode(delivery(name, now, 0).to_stored())}
     out = []
     records = []
