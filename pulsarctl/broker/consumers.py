@@ -1,5 +1,6 @@
-"""Consumers across processes: durable records with a pid (plus the process start time, against
-pid reuse) or a lease, admission by subscription type, and disconnection of the dead.
+"""Consumers across processes: durable records (records.Consumer) with a pid (plus the process
+start time, against pid reuse) or a lease, admission by subscription type, and disconnection of
+the dead.
 
 A consumer whose process is gone, or whose lease has ended, is disconnected: its pending
 messages go back to dispatch (Shared) or the cursor rewinds (Exclusive, Failover), as when a
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 import os
 
-from store import codec, keys
-from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker import redelivery_state, subscriptions as subs
+from pulsarctl.broker.records import Consumer
 from pulsarctl.errors import ConsumerBusy, ConsumerNotFound
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
@@ -45,47 +46,61 @@ def this_process() -> tuple[int, int]:
     return pid, process_start_time(pid) or 0
 
 
-def alive(ctx, rec: dict) -> bool:
-    pid = rec.get("pid")
+def alive(ctx, rec: Consumer) -> bool:
+    pid = rec.pid
     if pid:
         start = process_start_time(pid)
-        if start is not None and (start == rec.get("pidStart") or not rec.get("pidStart")):
+        if start is not None and (start == rec.pid_start or not rec.pid_start):
             return True
-        if not rec.get("leaseUntil"):
+        if not rec.lease_until:
             return False
-    until = rec.get("leaseUntil")
+    until = rec.lease_until
     return bool(until) and until > ctx.now
 
 
-def records(ctx, c) -> list[dict]:
-    return [v for _, v in ctx.scan("consumer", c.id)]
+def _order(rec: Consumer):
+    return rec.priority, rec.name
 
 
-def sweep(ctx, info, c) -> list[dict]:
+def records(ctx, c) -> list[Consumer]:
+    return [Consumer.from_stored(v) for _, v in ctx.scan("consumer", c.id)]
+
+
+def _get(ctx, c, name: str) -> Consumer | None:
+    stored = ctx.get("consumer", c.id, name)
+    return None if stored is None else Consumer.from_stored(stored)
+
+
+def _put(ctx, c, rec: Consumer) -> None:
+    ctx.put(rec.to_stored(), "consumer", c.id, rec.name)
+
+
+def sweep(ctx, info, c) -> list[Consumer]:
     """Disconnect consumers that are gone; return the live ones, ordered by priority, name."""
     live, dead = [], []
     for rec in records(ctx, c):
         (live if alive(ctx, rec) else dead).append(rec)
     for rec in dead:
         remove(ctx, info, c, rec, remaining=len(live))
-    live.sort(key=lambda r: (r.get("priority", 0), r["name"]))
+    live.sort(key=_order)
     if dead:
         note_active(ctx, info, c, live)
         ctx.cursors.save(ctx.txn, c)
     return live
 
 
-def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
-    """Disconnect one consumer and give its pending messages back."""
-    ctx.delete("consumer", c.id, rec["name"])
+def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None) -> None:
+    """Disconnect one consumer and give its pending messages back. rec: its record (or the
+    stored map of it)."""
+    rec = Consumer.of(rec)
+    ctx.delete("consumer", c.id, rec.name)
     typ = c.props.get("type", subs.EXCLUSIVE)
     if remaining is None:
         remaining = len(records(ctx, c))
     if typ == subs.FAILOVER and remaining:
         # Only a change of the active consumer rewinds (pickAndScheduleActiveConsumer): an
         # inactive consumer leaving holds nothing and changes nothing.
-        live = sorted((r for r in records(ctx, c) if alive(ctx, r)),
-                      key=lambda r: (r.get("priority", 0), r["name"]))
+        live = sorted((r for r in records(ctx, c) if alive(ctx, r)), key=_order)
         note_active(ctx, info, c, live)
     elif typ in subs.SINGLE_ACTIVE or remaining == 0:
         # Exclusive rewinds; and when the last consumer of a Shared subscription leaves,
@@ -93,23 +108,21 @@ def remove(ctx, info, c, rec: dict, remaining: int | None = None) -> None:
         subs.rewind(ctx, c)
         c.props.pop("active", None)
     else:
-        pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
         for o, prec in list(subs.pending_items(ctx, c.id)):
             # A nacked message stays held until its nack timer gives it back, counted.
-            if prec[0] == rec["name"] and not (len(prec) > 3 and prec[3]):
-                k = keys.pair(c.id, o)
-                ctx.txn.delete(k, db=pdb)
+            if prec.consumer == rec.name and not prec.nacked:
+                subs.forget_pending(ctx, c.id, o)
                 # Back to dispatch without a redelivery count increment (Pulsar's removeConsumer).
-                ctx.txn.put(k, codec.encode(prec[2] if len(prec) > 2 else 0), db=rdb)
+                redelivery_state.replay_add(ctx, c.id, o, prec.redelivery_count)
     ctx.cursors.save(ctx.txn, c)
 
 
 def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: int | None = None,
            pid_start: int | None = None, lease_ms: int | None = None,
-           policy: dict | None = None) -> dict:
+           policy: dict | None = None) -> Consumer:
     """Admit a consumer to a subscription (Pulsar's addConsumer rules) and record it."""
     live = sweep(ctx, info, c)
-    others = [r for r in live if r["name"] != name]
+    others = [r for r in live if r.name != name]
     current = c.props.get("type", subs.EXCLUSIVE)
     if others and current != sub_type:
         raise ConsumerBusy(
@@ -118,12 +131,12 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
             hint=f"use -t {current}, or wait until its consumers have gone")
     if sub_type == subs.EXCLUSIVE and others:
         holder = others[0]
-        how = (f"its lease ends in {max(0, holder['leaseUntil'] - ctx.now) // 1000}s"
-               if not holder.get("pid") and holder.get("leaseUntil") else
-               f"process {holder.get('pid')} holds it")
+        how = (f"its lease ends in {max(0, holder.lease_until - ctx.now) // 1000}s"
+               if not holder.pid and holder.lease_until else
+               f"process {holder.pid} holds it")
         raise ConsumerBusy(
             f"Exclusive consumer is already connected to subscription '{c.name}' "
-            f"(consumer '{holder['name']}', {how})",
+            f"(consumer '{holder.name}', {how})",
             hint="use another subscription, a Shared subscription (-t Shared), or wait")
     if not others and current != sub_type:
         # A new type starts from the first unacked message: the old dispatcher's pending and
@@ -140,13 +153,13 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.
         lease_ms = DEFAULT_LEASE_MS
-    rec = ctx.get("consumer", c.id, name) or {"name": name, "since": ctx.now}
-    rec.update({"name": name, "priority": priority, "pid": pid, "pidStart": pid_start,
-                "leaseMs": lease_ms, "lastActive": ctx.now,
-                "leaseUntil": (ctx.now + lease_ms) if lease_ms else None})
+    rec = _get(ctx, c, name) or Consumer(name, since=ctx.now)
+    rec = rec._replace(name=name, priority=priority, pid=pid, pid_start=pid_start,
+                       lease_ms=lease_ms, last_active=ctx.now,
+                       lease_until=(ctx.now + lease_ms) if lease_ms else None)
     if policy:
-        rec["policy"] = policy
-    ctx.put(rec, "consumer", c.id, name)
+        rec = rec._replace(policy=policy)
+    _put(ctx, c, rec)
     live = sweep(ctx, info, c)
     if sub_type == subs.KEY_SHARED:
         from pulsarctl.broker.dispatch import key_shared
@@ -170,7 +183,7 @@ def note_active(ctx, info, c, live: list[dict]) -> None:
     from pulsarctl.names import partition_index
 
     act = active(live, partition_index(info.name), info.name)
-    name = act["name"] if act else None
+    name = act.name if act else None
     if c.props.get("active") != name:
         if c.props.get("active") is not None:
             subs.rewind(ctx, c)
@@ -179,17 +192,17 @@ def note_active(ctx, info, c, live: list[dict]) -> None:
 
 def renew(ctx, c, names) -> None:
     for name in names:
-        rec = ctx.get("consumer", c.id, name)
+        rec = _get(ctx, c, name)
         if rec is None:
             continue
-        rec["lastActive"] = ctx.now
-        if rec.get("leaseMs"):
-            rec["leaseUntil"] = ctx.now + rec["leaseMs"]
-        ctx.put(rec, "consumer", c.id, name)
+        rec = rec._replace(last_active=ctx.now)
+        if rec.lease_ms:
+            rec = rec._replace(lease_until=ctx.now + rec.lease_ms)
+        _put(ctx, c, rec)
 
 
-def require(ctx, c, name: str) -> dict:
-    rec = ctx.get("consumer", c.id, name)
+def require(ctx, c, name: str) -> Consumer:
+    rec = _get(ctx, c, name)
     if rec is None:
         raise ConsumerNotFound(f"consumer '{name}' is not connected to subscription '{c.name}'",
                                hint="its lease may have ended; receive again to reconnect")
@@ -197,7 +210,7 @@ def require(ctx, c, name: str) -> dict:
 
 
 def detach(ctx, info, c, name: str) -> None:
-    rec = ctx.get("consumer", c.id, name)
+    rec = _get(ctx, c, name)
     if rec is not None:
         remove(ctx, info, c, rec)
 
@@ -210,6 +223,6 @@ def unsubscribe(ctx, info, name: str, force: bool = False) -> None:
     if live and not force:
         raise ConsumerBusy(
             f"subscription '{name}' has {len(live)} connected consumer(s): "
-            + ", ".join(r["name"] for r in live[:5]),
+            + ", ".join(r.name for r in live[:5]),
             hint="close them (their leases end, or their processes exit) or pass --force")
     subs.drop(ctx, info, c)

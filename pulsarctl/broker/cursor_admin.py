@@ -154,14 +154,14 @@ def parse_reset_time(text: str, now_ms: int) -> int:
 def reset(ctx, info, c, next_offset: int) -> None:
     """Deliver again from next_offset: mark-delete just before it, no ack holes above it, and no
     pending, replay or delayed state (a reset disconnects consumers in Pulsar)."""
-    from pulsarctl.broker import batches, delayed, redelivery, subscriptions as subs, timers
+    from pulsarctl.broker import batches, delayed, redelivery_state, subscriptions as subs, timers
 
     ctx.cursors.seek(ctx.txn, c, next_offset - 1)
     subs.clear_delivery_state(ctx, c)
     batches.forget_through(ctx, c)  # the ack holes go, partial batch acks with them
     delayed.clear(ctx, c.id)
     # Pulsar's reset clears the dispatcher's redelivery tracker; nack timers go with it.
-    redelivery.clear(ctx, c.id)
+    redelivery_state.clear(ctx, c.id)
     timers.clear(ctx, c.id)
     ctx.cursors.save(ctx.txn, c)
     subs.maybe_trim(ctx, info, c)

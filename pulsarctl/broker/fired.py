@@ -8,13 +8,13 @@
     lease       consumers disconnected because their lease ended (or their process is gone)
 
 The timer kinds are tallied by what firing did, not by re-deciding which timers still apply
-(that is nacks.fire's business): a timer's message counts when its redelivery count went up or
+(that is redelivery.fire's business): a timer's message counts when its redelivery count went up or
 it was acknowledged (moved to the dead letter topic) while the subscription's timers fired.
 """
 from __future__ import annotations
 
 from store import keys
-from pulsarctl.broker import delayed, redelivery, timers
+from pulsarctl.broker import delayed, redelivery_state, timers
 from pulsarctl.errors import InvalidTopicName
 from pulsarctl.names import RETRY_SUFFIX, parse_topic
 
@@ -41,10 +41,11 @@ def before_firing(ctx, c) -> dict:
     (a nack before an ack timeout: a nack voids the ack timeout of its delivery)."""
     out: dict = {}
     for o, due in timers.pending(ctx, c.id).items():
-        kinds = [v[0] for at, v in due if at <= ctx.now]
+        kinds = [timer.kind for at, timer in due if at <= ctx.now]
         if kinds:
             kind = timers.NACK if timers.NACK in kinds else kinds[0]
-            out[o] = (kind, redelivery.get(ctx, c.id, o), ctx.cursors.is_acked(ctx.txn, c, o))
+            out[o] = (kind, redelivery_state.get(ctx, c.id, o),
+                      ctx.cursors.is_acked(ctx.txn, c, o))
     return out
 
 
@@ -53,7 +54,7 @@ def tally(ctx, c, before: dict, into: dict) -> None:
     for o, (kind, rc, acked) in before.items():
         if acked:
             continue
-        if ctx.cursors.is_acked(ctx.txn, c, o) or redelivery.get(ctx, c.id, o) > rc:
+        if ctx.cursors.is_acked(ctx.txn, c, o) or redelivery_state.get(ctx, c.id, o) > rc:
             into[kind] = into.get(kind, 0) + 1
 
 

@@ -1,64 +1,90 @@
-"""Redelivery counts, persisted per subscription and message.
+"""The redelivery controller: which messages a subscription delivers again, when, and with what
+count (Pulsar's dispatcher redeliverUnacknowledgedMessages, with its RedeliveryTracker and its
+MessageRedeliveryController).
 
-Pulsar keeps them in the dispatcher's memory (InMemoryRedeliveryTracker), only for Shared and
-Key_Shared, and loses them on restart; here they survive every process and are kept on every
-subscription type, so a dead-letter policy works on Exclusive and Failover too. They count as
-Pulsar counts: a nack, an ack timeout or an explicit redelivery adds one; a consumer that goes
-away does not."""
+- The redelivery counts and the replay set are stored in redelivery_state.py (below
+  subscriptions.py and the dispatchers, which read and clear them); its functions are named
+  here too (get, lookup, increment, forget, clear, replay_items, take_replay...).
+- fire: a subscription's due timers, the nack delays (set by the negative-acks tracker,
+  nacks.py) and the ack timeouts (set by the unacked-message tracker, unacked.py), fire in one
+  pass: each that still applies to the delivery it was set for (applies; an ack timeout asks
+  unacked.applies) redelivers its message.
+- redeliver: count one more redelivery, or past maxRedeliverCount move the message to the
+  dead letter topic (deadletter.py); Shared and Key_Shared put it in the replay set, Exclusive and
+  Failover rewind the cursor.
+
+Timers fire lazily, when a command touches the subscription, when the clock is advanced, or
+from the daemon; whoever fires them, the outcome is the same."""
 from __future__ import annotations
 
-from store import codec, keys
-
-_pair, _unpair = keys.pair, keys.unpack_pair
-
-
-def has_any(ctx, cid: int) -> bool:
-    cur = ctx.txn.cursor(db=ctx.env.db["redelivery"])
-    return cur.set_range(keys.u64(cid)) and cur.key()[:8] == keys.u64(cid)
-
-
-def get(ctx, cid: int, offset: int) -> int:
-    raw = ctx.txn.get(_pair(cid, offset), db=ctx.env.db["redelivery"])
-    return 0 if raw is None else codec.decode(raw)
+from pulsarctl.broker import consumers, deadletter, subscriptions as subs, timers, unacked
+from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
+# The stored state, named here as the controller's: callers read counts through this module.
+from pulsarctl.broker.redelivery_state import (  # noqa: F401
+    clear, forget, forget_through, get, has_any, increment, lookup, replay_add, replay_clear,
+    replay_count, replay_get, replay_has_any, replay_items, replay_remove, take_replay,
+)
 
 
-def lookup(ctx, cid: int):
-    """A function offset -> count, cheap when the subscription has no counts at all."""
-    if not has_any(ctx, cid):
-        return None
-    db, txn, decode = ctx.env.db["redelivery"], ctx.txn, codec.decode
+def fire(ctx, info, c) -> int:
+    """Fire the subscription's due timers (nack delays and ack timeouts): the broker's
+    redeliverUnacknowledgedMessages(ids).
+    Returns how many messages were redelivered or dead-lettered."""
+    first = timers.next_due(ctx, c.id)
+    if first is None or first > ctx.now:
+        return 0
+    # Consumers that are gone are disconnected first: their pending messages go back, but
+    # the ones they nacked stay held for their timers (consumers.remove, subscriptions.rewind),
+    # which fire here whoever holds them now. A nack timer does not die with its consumer.
+    consumers.sweep(ctx, info, c)
+    due = timers.take_due(ctx, c.id, ctx.now)
+    pending = subs.pending_map(ctx, c.id)
+    todo, holders = [], {}
+    for _due, o, timer in due:
+        prec = pending.get(o)
+        if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
+            continue
+        if not applies(timer, prec):
+            continue  # redelivered (or, for an ack timeout, nacked) since: the timer is void
+        todo.append(o)
+        holders[o] = timer.consumer
+    if todo:
+        redeliver(ctx, info, c, todo, holders)
+    return len(todo)
 
-    def count(offset: int) -> int:
-        raw = txn.get(_pair(cid, offset), db=db)
-        return 0 if raw is None else decode(raw)
-    return count
+
+def applies(timer: Timer, prec: Pending | None) -> bool:
+    """Whether a timer still speaks for the delivery that is pending: same consumer, same
+    delivery; an ack timeout also ends with a nack (the nack's own timer takes over)."""
+    if timer.kind == ACK_TIMEOUT:
+        return unacked.applies(timer, prec)
+    return timer.same_delivery(prec)
 
 
-def increment(ctx, cid: int, offset: int, current: int | None = None) -> int:
-    """Count one more redelivery (current: the count, when the caller has just read it)."""
-    n = (get(ctx, cid, offset) if current is None else current) + 1
-    ctx.txn.put(_pair(cid, offset), codec.encode(n), db=ctx.env.db["redelivery"])
-    return n
-
-
-def forget(ctx, cid: int, offsets) -> None:
-    db = ctx.env.db["redelivery"]
+def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> None:
+    """Count a redelivery for each message, or past the limit move it to the dead letter topic
+    (publish and ack in this transaction). Shared and Key_Shared redeliver just these messages;
+    Exclusive and Failover redeliver every unacked message, in order (a cursor rewind)."""
+    policy = c.props.get("policy") or {}
+    max_rc = policy.get("maxRedeliverCount")
+    typ = c.props.get("type", subs.EXCLUSIVE)
+    c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
+    again = []
     for o in offsets:
-        ctx.txn.delete(_pair(cid, o), db=db)
-
-
-def forget_through(ctx, cid: int, offset: int) -> None:
-    """Drop the counts at or below offset (acked by mark-delete)."""
-    cur = ctx.txn.cursor(db=ctx.env.db["redelivery"])
-    if not cur.set_range(_pair(cid, 0)):
-        return
-    while cur.key():
-        c, o = _unpair(cur.key())
-        if c != cid or o > offset:
-            break
-        if not cur.delete():
-            break
-
-
-def clear(ctx, cid: int) -> None:
-    ctx.env.delete_prefix(ctx.txn, "redelivery", keys.u64(cid))
+        rc = get(ctx, c.id, o)
+        if max_rc and rc >= max_rc:
+            # A chunk already moved with an earlier chunk of its message is acked.
+            if not ctx.cursors.is_acked(ctx.txn, c, o):
+                deadletter.move(ctx, info, c, o, (holders or {}).get(o))
+            continue
+        n = increment(ctx, c.id, o, rc)
+        again.append(o)
+        if typ not in subs.SINGLE_ACTIVE:
+            subs.forget_pending(ctx, c.id, o)
+            # Past the read position (a nack held across a rewind) the message is read again
+            # in order, with its count; before it, it goes to the replay set.
+            if o < c.read_position:
+                replay_add(ctx, c.id, o, n)
+    if again and typ in subs.SINGLE_ACTIVE:
+        subs.rewind(ctx, c, release=again)
+    ctx.cursors.save(ctx.txn, c)

@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 
 from store import codec, keys
-from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redelivery
+from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redelivery_state
 from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker.records import Pending
 from pulsarctl.messages import iso_ms
 
 
@@ -24,14 +25,12 @@ def redelivery_counts(ctx, info, o: int) -> RedeliveryCounts:
     has redelivered), else the one its replay set or its pending delivery carries."""
     out = RedeliveryCounts()
     for c in ctx.cursors.list(ctx.txn, info.ml_id):
-        n = redelivery.get(ctx, c.id, o)
+        n = redelivery_state.get(ctx, c.id, o)
         if not n:
-            for db in ("replay", "pending"):
-                raw = ctx.txn.get(keys.pair(c.id, o), db=ctx.env.db[db])
-                if raw is not None:
-                    v = codec.decode(raw)
-                    n = v if isinstance(v, int) else (v[2] if len(v) > 2 else 0)
-                    break
+            n = redelivery_state.replay_get(ctx, c.id, o)
+            if n is None:
+                raw = ctx.txn.get(keys.pair(c.id, o), db=ctx.env.db["pending"])
+                n = 0 if raw is None else Pending.from_stored(codec.decode(raw)).redelivery_count
         out[c.name] = n
     return out
 
@@ -41,16 +40,16 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
     pend = subs.unacked_by_consumer(ctx, info, c)
     queue = ctx.setting("receiverQueueSize")
     cons = []
-    for r in sorted(live, key=lambda r: (r.get("priority", 0), r["name"])):
+    for r in sorted(live, key=lambda r: (r.priority, r.name)):
         cons.append({
-            "consumerName": r["name"],
-            "unackedMessages": pend.get(r["name"], 0),
-            "availablePermits": max(0, queue - pend.get(r["name"], 0)),
-            "priorityLevel": r.get("priority", 0),
-            "connectedSince": iso_ms(r.get("since")),
-            "lastActiveTime": iso_ms(r.get("lastActive")),
-            "address": f"pid:{r['pid']}" if r.get("pid") else "lease",
-            "leaseUntil": iso_ms(r.get("leaseUntil")),
+            "consumerName": r.name,
+            "unackedMessages": pend.get(r.name, 0),
+            "availablePermits": max(0, queue - pend.get(r.name, 0)),
+            "priorityLevel": r.priority,
+            "connectedSince": iso_ms(r.since),
+            "lastActiveTime": iso_ms(r.last_active),
+            "address": f"pid:{r.pid}" if r.pid else "lease",
+            "leaseUntil": iso_ms(r.lease_until),
             "alive": consumers.alive(ctx, r),
         })
     p = c.props
@@ -69,7 +68,7 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         alive = [r for r in live if consumers.alive(ctx, r)]
         act = active(alive, partition_index(info.name), info.name) if typ == subs.FAILOVER \
             else (alive[0] if alive else None)
-        active_name = act["name"] if act else None
+        active_name = act.name if act else None
         for x in cons:
             x["isActive"] = x["consumerName"] == active_name
     out = {
@@ -86,7 +85,7 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         "consumers": cons,
         "isDurable": True,
         "isReplicated": False,
-        "replayCount": sum(1 for _ in subs.replay_items(ctx, c.id)),
+        "replayCount": redelivery_state.replay_count(ctx, c.id),
         "delayedMessages": delayed.count(ctx, c.id),
     }
     if active_name is not None:

@@ -6,6 +6,8 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
+from pulsarctl.broker import redelivery_state
+from pulsarctl.broker.records import NACK, Pending, Timer
 # offset_of belongs to the topic (batches.py uses it too); subs.offset_of is still its name here.
 from pulsarctl.broker.topics import offset_of
 from pulsarctl.errors import (
@@ -96,27 +98,24 @@ def offsets_of(ctx, info, ids) -> list[int]:
     return out
 
 
-# -- pending (delivered, not acked) and replay (to deliver again) -------------------------------
-def _items(ctx, dbname: str, cid: int):
-    cur = ctx.env.cursor(ctx.txn, dbname)
+# -- pending: delivered, not acked (records.Pending) ---------------------------------------------
+# (What is to be delivered again, the replay set, is the redelivery controller's:
+# redelivery_state.py.)
+def pending_items(ctx, cid: int):
+    """(offset, records.Pending) in offset order."""
+    cur = ctx.env.cursor(ctx.txn, "pending")
     prefix = keys.u64(cid)
     if cur.set_range(prefix):
+        unpair, decode, record = keys.unpack_pair, codec.decode, Pending.from_stored
         for k, v in cur:
             if not k.startswith(prefix):
                 break
-            yield keys.unpack_pair(k)[1], codec.decode(v)
-
-
-def pending_items(ctx, cid: int):
-    """(offset, pending record) in offset order: [consumer name, delivered at, redelivery
-    count], then a nacked flag once nacked and a batch entry's message count (pending_record)."""
-    return _items(ctx, "pending", cid)
+            yield unpair(k)[1], record(decode(v))
 
 
 def pending_map(ctx, cid: int) -> dict:
-    """{offset: pending record} ([consumer name, delivered at, redelivery count, and maybe a
-    nacked flag and a batch's message count]), all at once (decoded in one go: what a timer
-    sweep over many messages wants)."""
+    """{offset: records.Pending}, all at once (decoded in one go: what a timer sweep over many
+    messages wants)."""
     cur = ctx.env.cursor(ctx.txn, "pending")
     prefix = keys.u64(cid)
     offs, vals = [], []
@@ -127,14 +126,12 @@ def pending_map(ctx, cid: int) -> dict:
                 break
             offs.append(unpair(k)[1])
             vals.append(v)
-    return dict(zip(offs, codec.decode_many(vals)))
+    record = Pending.from_stored
+    return dict(zip(offs, map(record, codec.decode_many(vals))))
 
 
-def pending_record(consumer: str, delivered_at: int, rc: int, size: int = 1) -> list:
-    """A pending record: [consumer, delivered at, redelivery count], and for a batch entry
-    [.., nacked flag, its message count] (the unacked counts need the size). A nack sets the
-    flag ([3] = 1) on any record (nacks.py), which voids its ack timeout."""
-    return [consumer, delivered_at, rc] if size <= 1 else [consumer, delivered_at, rc, 0, size]
+def forget_pending(ctx, cid: int, offset: int) -> None:
+    ctx.txn.delete(keys.pair(cid, offset), db=ctx.env.db["pending"])
 
 
 def unacked_by_consumer(ctx, info, c) -> dict:
@@ -150,14 +147,14 @@ def unacked_by_consumer(ctx, info, c) -> dict:
     for o, rec in pending_map(ctx, c.id).items():
         n = 1
         if batched:
-            if len(rec) > 4:
-                n = rec[4]
+            if rec.size is not None:
+                n = rec.size
             else:
                 raw = ctx.ledgers.read(ctx.txn, info, o)
                 n = batches.size(codec.decode(raw)) if raw is not None else 1
             if by_index and n > 1:
                 n -= len(batches.acked_indexes(ctx, c, o))
-        counts[rec[0]] = counts.get(rec[0], 0) + n
+        counts[rec.consumer] = counts.get(rec.consumer, 0) + n
     return counts
 
 
@@ -175,14 +172,14 @@ def pending_count(ctx, cid: int) -> int:
 
 
 def replay_items(ctx, cid: int):
-    """(offset, redelivery count) in offset order."""
-    return _items(ctx, "replay", cid)
+    """(offset, redelivery count) of the replay set in offset order (redelivery_state.py)."""
+    return redelivery_state.replay_items(ctx, cid)
 
 
 def clear_delivery_state(ctx, c) -> None:
     """Forget pending and replay state: after a reset, a skip or the last consumer leaving."""
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
-    ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+    redelivery_state.replay_clear(ctx, c.id)
     c.props.pop(HELD, None)
 
 
@@ -208,7 +205,7 @@ def rewind(ctx, c, release=()) -> None:
     held = _held_nacks(ctx, c, set(release))
     c.read_position = c.mark_delete + 1
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
-    ctx.env.delete_prefix(ctx.txn, "replay", keys.u64(c.id))
+    redelivery_state.replay_clear(ctx, c.id)
     if held:
         pdb = ctx.env.db["pending"]
         for o, raw in held:
@@ -246,14 +243,20 @@ def _held_nacks(ctx, c, release: set) -> list[tuple[int, bytes]]:
             if not k.startswith(prefix):
                 break
             o = keys.unpack_pair(k)[1]
-            rec = codec.decode(v)
-            if len(rec) < 4 or not rec[3] or o in release:
+            rec = Pending.from_stored(codec.decode(v))
+            if not rec.nacked or o in release:
                 continue
             if waiting is None:
                 waiting = timers.pending(ctx, c.id)
-            if any(t[0] == timers.NACK and t[3:5] == rec[:2] for _due, t in waiting.get(o, ())):
+            if any(_waits_for(t, rec) for _due, t in waiting.get(o, ())):
                 out.append((o, bytes(v)))
     return out
+
+
+def _waits_for(timer: Timer, rec: Pending) -> bool:
+    """Whether timer is the nack timer of this very delivery."""
+    return (timer.kind == NACK and timer.consumer == rec.consumer
+            and timer.delivered_at == rec.delivered_at)
 
 
 def held_offsets(ctx, c):
@@ -270,15 +273,15 @@ def held_offsets(ctx, c):
     from pulsarctl.broker import delayed
 
     txn, pair, cid = ctx.txn, keys.pair, c.id
-    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    pdb = ctx.env.db["pending"]
+    in_replay = redelivery_state.replay_member(ctx, cid)
     in_index = None
 
     def held(o: int) -> bool:
         nonlocal in_index
         if o > upto:
             return False
-        k = pair(cid, o)
-        if txn.get(k, db=pdb) is not None or txn.get(k, db=rdb) is not None:
+        if txn.get(pair(cid, o), db=pdb) is not None or in_replay(o):
             return True
         if in_index is None:
             in_index = delayed.offsets(ctx, cid)
@@ -292,7 +295,7 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
     names of the consumers that held the acked messages)."""
     holders = set()
     txn = ctx.txn
-    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    pdb = ctx.env.db["pending"]
     if cumulative:
         typ = c.props.get("type", EXCLUSIVE)
         if typ not in SINGLE_ACTIVE:
@@ -303,35 +306,30 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
         for o, rec in list(pending_items(ctx, c.id)):
             if o > upto:
                 break
-            holders.add(rec[0])
+            holders.add(rec.consumer)
             txn.delete(keys.pair(c.id, o), db=pdb)
-        for o, _ in list(replay_items(ctx, c.id)):
-            if o > upto:
-                break
-            txn.delete(keys.pair(c.id, o), db=rdb)
+        redelivery_state.replay_remove_through(ctx, c.id, upto)
         newly = ctx.cursors.ack_cumulative(txn, c, upto)
-        from pulsarctl.broker import batches, redelivery
+        from pulsarctl.broker import batches
 
-        redelivery.forget_through(ctx, c.id, upto)
+        redelivery_state.forget_through(ctx, c.id, upto)
         batches.forget_through(ctx, c, c.mark_delete)
     else:
         pair, cid = keys.pair, c.id
-        has_replay = next(replay_items(ctx, cid), None) is not None
+        replay_remove = redelivery_state.replay_remove \
+            if redelivery_state.replay_has_any(ctx, cid) else None
         last = None
         for o in offsets:
-            k = pair(cid, o)
-            raw = txn.pop(k, db=pdb)
+            raw = txn.pop(pair(cid, o), db=pdb)
             if raw is not None and raw != last:
                 # Records of one fetch share their bytes; decode each distinct one once.
-                holders.add(codec.decode(raw)[0])
+                holders.add(Pending.from_stored(codec.decode(raw)).consumer)
                 last = raw
-            if has_replay:
-                txn.delete(k, db=rdb)
+            if replay_remove is not None:
+                replay_remove(ctx, cid, o)
         newly = ctx.cursors.ack(txn, c, offsets)
         if c.props.get("counted"):
-            from pulsarctl.broker import redelivery
-
-            redelivery.forget(ctx, cid, offsets)
+            redelivery_state.forget(ctx, cid, offsets)
         if c.props.get("batchAcks") or c.props.get("batchQueued"):
             from pulsarctl.broker import batches
 
@@ -358,15 +356,11 @@ def maybe_trim(ctx, info, c) -> None:
 
 def drop(ctx, info, c) -> None:
     """Delete a subscription with everything that hangs off it."""
-    from pulsarctl.broker import delayed
-
-    from pulsarctl.broker import redelivery, timers
-
-    from pulsarctl.broker import batches
+    from pulsarctl.broker import batches, delayed, timers
 
     clear_delivery_state(ctx, c)
     delayed.clear(ctx, c.id)
-    redelivery.clear(ctx, c.id)
+    redelivery_state.clear(ctx, c.id)
     timers.clear(ctx, c.id)
     batches.forget_through(ctx, c)
     for k, _ in list(ctx.scan("consumer", c.id)):

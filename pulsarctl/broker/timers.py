@@ -1,28 +1,28 @@
 """The durable schedule that everything due-at-a-time goes through (nack delays and ack
-timeouts). A timer is a record (cursor id, due ms, offset) -> [kind, managed-ledger id,
-subscription, consumer, delivered at]: kind is NACK (nacks.py) or ACK_TIMEOUT (unacked.py),
-consumer and delivered at are copied from the message's pending record. It fires lazily when a
-command touches its subscription, or when the clock is advanced, or from the daemon —
-correctness never depends on who fires it, nor on whether the consumer that set it is still
-there."""
+timeouts). A timer is stored under (cursor id, due ms, offset) as a records.Timer: [kind,
+managed-ledger id, subscription, consumer, delivered at], five items (a timer from an older
+release may end after the subscription); kind is NACK (set by nacks.py) or ACK_TIMEOUT (set by
+unacked.py), consumer and delivered at are copied from the message's pending record. The
+redelivery controller (redelivery.fire) fires them, lazily when a command touches its
+subscription, or when the clock is advanced, or from the daemon — correctness never depends on
+who fires it, nor on whether the consumer that set it is still there."""
 from __future__ import annotations
 
 from store import codec, keys
+from pulsarctl.broker.records import ACK_TIMEOUT, NACK, Timer  # noqa: F401
 
 _triple, _untriple = keys.triple, keys.unpack_triple
-NACK = "nack"
 
 
 def schedule(ctx, c, due: int, offset: int, kind: str, consumer: str | None = None,
              delivered_at: int | None = None) -> None:
-    ctx.txn.put(_triple(c.id, max(0, due), offset),
-                codec.encode([kind, c.ml_id, c.name, consumer, delivered_at]),
+    timer = Timer(kind, c.ml_id, c.name, consumer, delivered_at)
+    ctx.txn.put(_triple(c.id, max(0, due), offset), codec.encode(timer.to_stored()),
                 db=ctx.env.db["timers"])
 
 
-def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, int, list]]:
-    """Remove and return (due, offset, [kind, ml id, subscription, consumer, delivered at]) of
-    the timers of cid due at or before now."""
+def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, int, Timer]]:
+    """Remove and return (due, offset, Timer) of the timers of cid due at or before now."""
     cur = ctx.txn.cursor(db=ctx.env.db["timers"])
     prefix = keys.u64(cid)
     at, vals = [], []
@@ -39,7 +39,8 @@ def take_due(ctx, cid: int, now: int, limit: int = 100_000) -> list[tuple[int, i
         vals.append(cur.value())
         if not cur.delete():
             break
-    return [(due, o, v) for (due, o), v in zip(at, codec.decode_many(vals))]
+    record = Timer.from_stored
+    return [(due, o, record(v)) for (due, o), v in zip(at, codec.decode_many(vals))]
 
 
 def next_due(ctx, cid: int) -> int | None:
@@ -51,8 +52,8 @@ def next_due(ctx, cid: int) -> int | None:
     return _untriple(cur.key())[1]
 
 
-def pending(ctx, cid: int) -> dict[int, list[tuple[int, list]]]:
-    """offset -> [(due, value)] for every timer of cid, earliest first."""
+def pending(ctx, cid: int) -> dict[int, list[tuple[int, Timer]]]:
+    """offset -> [(due, Timer)] for every timer of cid, earliest first."""
     out: dict = {}
     cur = ctx.txn.cursor(db=ctx.env.db["timers"])
     prefix = keys.u64(cid)
@@ -61,7 +62,7 @@ def pending(ctx, cid: int) -> dict[int, list[tuple[int, list]]]:
             if not k.startswith(prefix):
                 break
             _c, due, o = _untriple(k)
-            out.setdefault(o, []).append((due, codec.decode(v)))
+            out.setdefault(o, []).append((due, Timer.from_stored(codec.decode(v))))
     return out
 
 
@@ -77,8 +78,8 @@ def due_subscriptions(ctx, now: int) -> list[tuple[int, str]]:
             break
         cid, due, _o = _untriple(k)
         if due <= now:
-            value = codec.decode(cur.value())
-            out.append((value[1], value[2]))
+            timer = Timer.from_stored(codec.decode(cur.value()))
+            out.append((timer.ml_id, timer.subscription))
         # Jump to the next cursor id: timers of one cursor are sorted by due time.
         if not cur.set_range(keys.u64(cid + 1)):
             break

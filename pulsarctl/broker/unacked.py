@@ -1,16 +1,19 @@
-"""Ack timeout (Pulsar's UnAckedMessageTracker): a message delivered and not acked within
-ackTimeout (plus the ack-timeout backoff for its redelivery count) is redelivered, between
-timeout and timeout + tick after delivery. Ack and nack cancel it. Disabled by default.
+"""The unacked-message tracker (Pulsar's UnAckedMessageTracker), the ack timeout: a message
+delivered and not acked within ackTimeout (plus the ack-timeout backoff for its redelivery
+count) is redelivered, between timeout and timeout + tick after delivery. Ack and nack cancel
+it. Disabled by default.
 
 Pulsar's tracker is a ring of in-memory buckets in the client; here each delivery schedules a
-durable timer rounded up to the tick, so the window is the same and survives processes."""
+durable timer rounded up to the tick (track), so the window is the same and survives
+processes. When the timer is due, applies says whether it fires (the delivery it was set for is
+still pending and was not nacked); the redelivery controller (redelivery.fire), which fires a
+subscription's due timers of every kind in one pass, then redelivers the message."""
 from __future__ import annotations
 
 from pulsarctl.broker import timers
 from pulsarctl.broker.backoff import backoff_next
+from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
 from pulsarctl.errors import InvalidValue
-
-ACK_TIMEOUT = "ackTimeout"
 MIN_ACK_TIMEOUT_MS = 1000        # Java: "Ack timeout should be greater than 1000 ms"
 DEFAULT_TICK_MS = 1000
 MIN_TICK_MS = 100
@@ -45,3 +48,9 @@ def track(ctx, c, consumer: str, delivered: list[tuple[int, int]]) -> None:
     for o, rc in delivered:
         at = due(policy, ctx.now, rc)
         timers.schedule(ctx, c, at, o, ACK_TIMEOUT, consumer, ctx.now)
+
+
+def applies(timer: Timer, prec: Pending | None) -> bool:
+    """Whether a due ack timeout fires: the delivery it was set for is still pending, and it
+    was not nacked since (a nack cancels the ack timeout; the nack's own timer takes over)."""
+    return timer.same_delivery(prec) and not prec.nacked

@@ -3,8 +3,9 @@ return them as Messages. One module per subscription type, as Pulsar's dispatche
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, redelivery, subscriptions as subs
+from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
+from pulsarctl.broker.records import Pending
 from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
@@ -17,7 +18,7 @@ _SELECTORS = {
 }
 
 
-def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
+def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
           partition: int = -1):
     """Give consumer up to max_n messages (a batch entry goes whole, so a few more may come);
     they stay pending for it until acked."""
@@ -27,7 +28,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         # A receive that stopped inside a batch left the rest for this consumer: those first.
         from pulsarctl.broker import batches
 
-        queued = batches.take_queued(ctx, info, c, consumer["name"], max_n, topic_name,
+        queued = batches.take_queued(ctx, info, c, consumer.name, max_n, topic_name,
                                      partition)
         if queued:
             ctx.cursors.save(ctx.txn, c)
@@ -36,14 +37,15 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     return _fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
 
 
-def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
+def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
            partition: int = -1):
+    """consumer: its records.Consumer; live: every live consumer's."""
     if max_n <= 0:
         return []
     typ = c.props.get("type", subs.EXCLUSIVE)
     reached = _NOTHING
     if typ in (subs.SHARED, subs.KEY_SHARED):
-        max_n, reached = unacked_allowance(ctx, info, c, consumer["name"], max_n)
+        max_n, reached = unacked_allowance(ctx, info, c, consumer.name, max_n)
         if max_n <= 0:
             ctx.cursors.save(ctx.txn, c)
             return []
@@ -57,16 +59,19 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                 ctx.cursors.save(ctx.txn, c)
             return got
         typ = subs.SHARED
-    txn, now, name = ctx.txn, ctx.now, consumer["name"]
+    txn, now, name = ctx.txn, ctx.now, consumer.name
     pdb = ctx.env.db["pending"]
     pair, cid, encode = keys.pair, c.id, codec.encode
-    held = {0: encode([name, now, 0])}  # the pending record, shared by every rc-0 message
+    delivery = Pending.delivered
+    # The pending records (records.Pending) of this fetch, encoded once per redelivery count:
+    # the messages with the same count share their bytes (subscriptions.ack decodes each once).
+    held = {0: encode(delivery(name, now, 0).to_stored())}
     out = []
     records = []
     delivered = []
     nbytes = 0
     sub = c.name
-    count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
+    count_of = redelivery_state.lookup(ctx, cid) if c.props.get("counted") else None
     # Shared and Key_Shared hold back messages whose delivery time is ahead.
     hold_until = delayed.cutoff(ctx, info.name) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     select = _SELECTORS[typ]
@@ -95,7 +100,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                 rc = count_of(o) if count_of else counts.get(o, 0) if counts else 0
                 v = held.get(rc)
                 if v is None:
-                    v = held[rc] = encode([name, now, rc])
+                    v = held[rc] = encode(delivery(name, now, rc).to_stored())
                 records.append((pair(cid, o), v))
                 rec = _decode(raw)
                 if len(rec) > 13 and rec[13]:  # a batch: every message, never delayed
@@ -106,8 +111,8 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                     ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
                     # The pending record keeps the batch's size: the unacked limits count
                     # messages (unacked_allowance).
-                    records[-1] = (records[-1][0],
-                                   encode(subs.pending_record(name, now, rc, batches.size(rec))))
+                    records[-1] = (records[-1][0], encode(
+                        delivery(name, now, rc, batches.size(rec)).to_stored()))
                     delivered.append((o, rc))
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
@@ -177,7 +182,7 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
         blocked = props.get("blocked") or []
         if name in blocked or total + max_n >= per_c:  # else it cannot reach the limit
             mine = per.get(name, 0) if per is not None else sum(
-                1 for _o, rec in subs.pending_items(ctx, c.id) if rec[0] == name)
+                1 for _o, rec in subs.pending_items(ctx, c.id) if rec.consumer == name)
             if name in blocked and mine <= per_c // 2:
                 blocked.remove(name)
             if name in blocked or mine >= per_c:

@@ -40,18 +40,19 @@ def failover_active(consumer_names_sorted: list[str], topic_name: str, partition
     return owners[i] if i < len(keys) else owners[0]
 
 
-def active(live: list[dict], partition: int = -1, topic_name: str = "") -> dict | None:
+def active(live: list, partition: int = -1, topic_name: str = ""):
+    """The active consumer among live (records.Consumer), or None."""
     if not live:
         return None
-    top = min(r.get("priority", 0) for r in live)
-    same = sorted((r for r in live if r.get("priority", 0) == top), key=lambda r: r["name"])
-    return same[failover_active([r["name"] for r in same], topic_name, partition)]
+    top = min(r.priority for r in live)
+    same = sorted((r for r in live if r.priority == top), key=lambda r: r.name)
+    return same[failover_active([r.name for r in same], topic_name, partition)]
 
 
 def select(ctx, info, c, consumer, live, max_n):
     from pulsarctl.names import partition_index
 
     act = active(live, partition_index(info.name), info.name)
-    if act is None or act["name"] != consumer["name"]:
+    if act is None or act.name != consumer.name:
         return []
     return exclusive.take_new(ctx, info, c, max_n)

@@ -12,8 +12,9 @@ keys that other consumers still hold are acked (Pulsar 4.x's draining hashes, PI
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, redelivery, subscriptions as subs
+from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
 from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key
+from pulsarctl.broker.records import Pending
 from pulsarctl.errors import ConsumerBusy
 from pulsarctl.messages import MessageId, message_from_entry
 
@@ -25,22 +26,23 @@ LOOK_AHEAD = 2000
 _decode = codec.decode
 
 
-def policy_of(rec: dict) -> str:
-    return (rec.get("policy") or {}).get("keySharedPolicy", DEFAULT_POLICY)
+def policy_of(rec) -> str:
+    """The Key_Shared policy a consumer (records.Consumer) asked for."""
+    return (rec.policy or {}).get("keySharedPolicy", DEFAULT_POLICY)
 
 
-def check_policy(c, live: list[dict], rec: dict) -> None:
+def check_policy(c, live: list, rec) -> None:
     """All consumers of a Key_Shared subscription use one selector, as in Pulsar."""
     mine = policy_of(rec)
     for other in live:
-        if other["name"] != rec["name"] and policy_of(other) != mine:
+        if other.name != rec.name and policy_of(other) != mine:
             raise ConsumerBusy(
                 f"subscription '{c.name}' uses Key_Shared policy {policy_of(other)}; a consumer "
                 f"with policy {mine} cannot join it",
                 hint=f"use --key-shared-policy {policy_of(other)}")
 
 
-def reconcile(ctx, c, live: list[dict]):
+def reconcile(ctx, c, live: list):
     """The selector, brought up to date with the live consumers (in order of arrival)."""
     ks = c.props.get("ks") or {}
     policy = policy_of(live[0]) if live else ks.get("policy", DEFAULT_POLICY)
@@ -48,19 +50,19 @@ def reconcile(ctx, c, live: list[dict]):
         ks = {"policy": policy, "members": [], "state": None}
     selector = make_selector(policy, ks.get("state"))
     members = list(ks.get("members", []))
-    names = {r["name"] for r in live}
+    names = {r.name for r in live}
     changed = False
     for name in [m for m in members if m not in names]:
         selector.remove_consumer(name)
         members.remove(name)
         changed = True
-    for r in sorted(live, key=lambda r: (r.get("since", 0), r["name"])):
-        if r["name"] not in members:
+    for r in sorted(live, key=lambda r: (r.since or 0, r.name)):
+        if r.name not in members:
             kw = {}
             if policy == "sticky":
-                kw["ranges"] = [tuple(x) for x in (r.get("policy") or {}).get("ranges", [])]
-            selector.add_consumer(r["name"], **kw)
-            members.append(r["name"])
+                kw["ranges"] = [tuple(x) for x in (r.policy or {}).get("ranges", [])]
+            selector.add_consumer(r.name, **kw)
+            members.append(r.name)
             changed = True
             ks["draining"] = True
     if changed or "state" not in ks or ks.get("state") is None:
@@ -83,26 +85,26 @@ def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
     held for a consumer that has gone blocks nothing: no one processes its key meanwhile."""
     out = {}
     read = ctx.ledgers.read
-    names = {r["name"] for r in live}
+    names = {r.name for r in live}
     for o, prec in subs.pending_items(ctx, c.id):
-        if prec[0] not in names:
+        if prec.consumer not in names:
             continue
         raw = read(ctx.txn, info, o)
         if raw is None:
             continue
         s = _slot(policy, _decode(raw))
-        if selector.select(s) != prec[0]:
-            out[s] = prec[0]
+        if selector.select(s) != prec.consumer:
+            out[s] = prec.consumer
     return out
 
 
-def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name: str,
+def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
           partition: int) -> list | None:
     """Deliver to consumer; None when every key is its anyway (a lone consumer owning all
     slots, nothing draining): then the Shared dispatcher does the same work without hashing."""
     selector, ks = reconcile(ctx, c, live)
     policy = ks["policy"]
-    me = consumer["name"]
+    me = consumer.name
     blocked: dict = {}
     if ks.get("draining"):
         blocked = _held_elsewhere(ctx, info, c, selector, policy, live)
@@ -112,15 +114,16 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
         c.props["ks"] = ks
         return None
     txn, now = ctx.txn, ctx.now
-    pdb, rdb = ctx.env.db["pending"], ctx.env.db["replay"]
+    pdb = ctx.env.db["pending"]
     pair, cid = keys.pair, c.id
+    replay_add, replay_remove = redelivery_state.replay_add, redelivery_state.replay_remove
     hold_until = delayed.cutoff(ctx, info.name)
     waiting: set = set()      # slots with an older message still waiting: keep key order
     out: list = []
     taken: list = []
     nbytes = 0
 
-    count_of = redelivery.lookup(ctx, cid) if c.props.get("counted") else None
+    count_of = redelivery_state.lookup(ctx, cid) if c.props.get("counted") else None
     batch = None  # batches.Delivery, once a batch entry comes by
 
     def take(o, rec, rc, from_replay):
@@ -142,9 +145,10 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
             ms = [message_from_entry(rec, MessageId(pos.ledger_id, pos.entry_id, partition),
                                      topic_name, rc, c.name, me)]
         # A batch's pending record keeps its size (the unacked limits count messages).
-        txn.put(pair(cid, o), codec.encode(subs.pending_record(me, now, rc, size)), db=pdb)
+        txn.put(pair(cid, o), codec.encode(Pending.delivered(me, now, rc, size).to_stored()),
+                db=pdb)
         if from_replay:
-            txn.delete(pair(cid, o), db=rdb)
+            replay_remove(ctx, cid, o)
         nbytes += sum(len(m.payload) for m in ms)
         out.extend(ms)
         taken.append((o, rc))
@@ -152,18 +156,18 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
     for o in due:
-        txn.put(pair(cid, o), codec.encode(0), db=rdb)
+        replay_add(ctx, cid, o)
     scanned = 0
     replay_size = 0
     unscanned = False
-    for o, rc in list(subs.replay_items(ctx, cid)):
+    for o, rc in list(redelivery_state.replay_items(ctx, cid)):
         replay_size += 1
         if scanned >= LOOK_AHEAD or len(out) >= max_n:
             unscanned = True
             continue
         scanned += 1
         if ctx.cursors.is_acked(txn, c, o) or not info.contains(o):
-            txn.delete(pair(cid, o), db=rdb)
+            replay_remove(ctx, cid, o)
             replay_size -= 1
             continue
         rec = _decode(ctx.ledgers.read(txn, info, o))
@@ -192,7 +196,7 @@ def fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_name
                 take(o, rec, 0, False)
             else:
                 # Someone else's key, or a key that must wait: its owner takes it from replay.
-                txn.put(pair(cid, o), codec.encode(0), db=rdb)
+                replay_add(ctx, cid, o)
                 waiting.add(s)
                 replay_size += 1
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):

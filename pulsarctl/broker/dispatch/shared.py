@@ -2,8 +2,7 @@
 new entries from the read position. A pending message is never handed to a second consumer."""
 from __future__ import annotations
 
-from store import keys
-from pulsarctl.broker import delayed, subscriptions as subs
+from pulsarctl.broker import delayed, redelivery_state
 from pulsarctl.broker.dispatch import exclusive
 
 
@@ -14,14 +13,7 @@ def select(ctx, info, c, consumer, live, max_n):
         batch = ctx.setting("dispatcherMaxRoundRobinBatchSize")
         max_n = min(max_n, max(batch, max_n // len(live)))
     out = [(o, 0) for o in delayed.take_due(ctx, c, max_n, delayed.cutoff(ctx, info.name))]
-    txn, rdb = ctx.txn, ctx.env.db["replay"]
-    for o, rc in list(subs.replay_items(ctx, c.id)):
-        if len(out) >= max_n:
-            break
-        txn.delete(keys.pair(c.id, o), db=rdb)
-        if ctx.cursors.is_acked(txn, c, o) or not info.contains(o):
-            continue
-        out.append((o, rc))
+    out.extend(redelivery_state.take_replay(ctx, info, c, max_n - len(out)))
     if len(out) < max_n:
         # A due message just taken from the delayed index may also lie ahead of a rewound read
         # position: it goes out once, from the index.
