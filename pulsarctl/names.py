@@ -202,5 +202,5 @@ def group_letter_topic(topic: str, subscription: str, suffix: str) -> str:
     """The default name before Pulsar 2.8 (RetryMessageUtil's RETRY_GROUP_TOPIC_SUFFIX and
     DLQ_GROUP_TOPIC_SUFFIX): persistent://<tenant>/<namespace>/<subscription>-RETRY (or -DLQ),
     one per namespace and subscription. The Java client still uses it where it exists as a
-    partitioned topic (ConsumerBuilderImpl, issue 9327; retry.settings_for)."""
+    partitioned topic (ConsumerBuilderImpl, issue 9327; deadletter.settings_for)."""
     return f"persistent://{parse_topic(str(topic)).namespace}/{subscription}{suffix}"

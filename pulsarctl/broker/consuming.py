@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    batches, chunks, consumers, cursor_admin, dispatch, expiry, nacks, partitions, retry, topics,
-    subscriptions as subs,
+    batches, chunks, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
+    redelivery, topics, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
 from pulsarctl.consumer_policy import ConsumerPolicy
@@ -36,7 +36,7 @@ def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, pr
     given = {k: v for k, v in (settings or {}).items() if v is not None}
     if given.get("enableRetry") or stored.get("enableRetry"):
         first = str(topic_name(names if isinstance(names, (str, TopicName)) else names[0]))
-        settings = retry.settings_for(first, subscription, {**stored, **given}, ctx)
+        settings = deadletter.settings_for(first, subscription, {**stored, **given}, ctx)
         for rt in partitions.expand(ctx, topic_name(settings["retryLetterTopic"])):
             if rt not in targets:
                 targets.append(rt)
@@ -83,10 +83,10 @@ def deliver(ctx, targets, subscription, consumer_name, max_n, start):
         if c is None:
             continue
         live = consumers.sweep(ctx, info, c)
-        rec = next((r for r in live if r["name"] == consumer_name), None)
+        rec = next((r for r in live if r.name == consumer_name), None)
         if rec is None:
             continue
-        nacks.fire(ctx, info, c)
+        redelivery.fire(ctx, info, c)
         expiry.apply(ctx, info, [c])
         out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
                                   p.partition_index))
@@ -101,7 +101,7 @@ def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, 
         ack_ids(ctx, targets, subscription, acks, False)
     attached = False
     for _p, info, c in with_subscription(ctx, targets, subscription):
-        if any(r["name"] == consumer_name for r in consumers.sweep(ctx, info, c)):
+        if any(r.name == consumer_name for r in consumers.sweep(ctx, info, c)):
             attached = True
             if renew:
                 consumers.renew(ctx, c, [consumer_name])
@@ -175,7 +175,7 @@ def nack(ctx, names, subscription, ids) -> int:
     for owner, mids in by_owner(ctx, expand(ctx, names), ids).items():
         info = topics.require(ctx, owner)
         c = subs.require(ctx, info, subscription)
-        nacks.fire(ctx, info, c)
+        redelivery.fire(ctx, info, c)
         # A batch index names its entry: the whole batch is redelivered (Pulsar's
         # NegativeAcksTracker collapses indexes to the entry).
         offsets = subs.offsets_of(ctx, info, mids)
@@ -207,7 +207,7 @@ def reconsume_later(ctx, names, subscription, ids, delay_ms: int, properties=Non
             got = subs.offsets_of(ctx, info, [mid])
             if not got or ctx.cursors.is_acked(ctx.txn, c, got[0]):
                 continue
-            for where in retry.reconsume_later(ctx, info, c, got[0], delay_ms, properties,
+            for where in deadletter.reconsume_later(ctx, info, c, got[0], delay_ms, properties,
                                                level, increment, mid.batch_index):
                 out[where] += 1
     return out
@@ -234,13 +234,13 @@ def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
     found = False
     for _p, info, c in with_subscription(ctx, targets, subscription):
         found = True
-        live = {r["name"] for r in consumers.sweep(ctx, info, c)}
+        live = {r.name for r in consumers.sweep(ctx, info, c)}
         if consumer_name is not None and consumer_name not in live:
             continue
         offsets = [o for o, r in subs.pending_items(ctx, c.id)
-                   if consumer_name is None or r[0] == consumer_name]
+                   if consumer_name is None or r.consumer == consumer_name]
         if offsets:
-            nacks.redeliver(ctx, info, c, offsets)
+            redelivery.redeliver(ctx, info, c, offsets)
             n += len(offsets)
     if not found:
         subs.require(ctx, topics.require(ctx, targets[0]), subscription)

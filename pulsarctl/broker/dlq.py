@@ -571,13 +571,13 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
             if key not in retry_topics:
                 retry_topics[key] = _retry_topic(ctx, origin, subscription)
             target = retry_topics[key]
-            from pulsarctl.broker import retry
+            from pulsarctl.broker import deadletter
 
             props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
             props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
             # A fresh retry budget: the next reconsume-later counts from 1 again.
-            props[retry.RECONSUMETIMES] = "0"
-            props[retry.DELAY_TIME] = "0"
+            props[deadletter.RECONSUMETIMES] = "0"
+            props[deadletter.DELAY_TIME] = "0"
         else:
             target = routes.partition(origin, m, to_t is None)
         props[REPLAY_COUNT] = str(rc + 1)

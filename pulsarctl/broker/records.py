@@ -112,7 +112,6 @@ _CONSUMER_KEYS = (("name", "name"), ("since", "since"), ("priority", "priority")
                   ("pid", "pid"), ("pidStart", "pid_start"), ("leaseMs", "lease_ms"),
                   ("lastActive", "last_active"), ("leaseUntil", "lease_until"),
                   ("policy", "policy"))
-_CONSUMER_FIELD = dict(_CONSUMER_KEYS)
 
 
 class Consumer(NamedTuple):
@@ -160,15 +159,3 @@ class Consumer(NamedTuple):
                 continue
             out[key] = value
         return out
-
-    # Callers that still read a consumer as its stored map (record["name"],
-    # record.get("priority", 0)) keep working; the broker's own modules read the fields.
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            return getattr(self, _CONSUMER_FIELD[key])
-        return tuple.__getitem__(self, key)
-
-    def get(self, key: str, default=None):
-        field = _CONSUMER_FIELD.get(key)
-        value = getattr(self, field) if field is not None else None
-        return default if value is None else value

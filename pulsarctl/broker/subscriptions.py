@@ -171,11 +171,6 @@ def pending_count(ctx, cid: int) -> int:
     return n
 
 
-def replay_items(ctx, cid: int):
-    """(offset, redelivery count) of the replay set in offset order (redelivery_state.py)."""
-    return redelivery_state.replay_items(ctx, cid)
-
-
 def clear_delivery_state(ctx, c) -> None:
     """Forget pending and replay state: after a reset, a skip or the last consumer leaving."""
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))

@@ -115,11 +115,7 @@ def test_consumer_fields_and_the_stored_keys():
     assert (rec.name, rec.since, rec.priority, rec.pid, rec.pid_start, rec.lease_ms,
             rec.last_active, rec.lease_until, rec.policy) == \
         ("c1", 1000, 2, 123, 456, 60_000, 2000, 62_000, None)
-    # read as the stored map, for callers that still do
-    assert rec["name"] == "c1" and rec["leaseUntil"] == 62_000 and rec.get("pidStart") == 456
-    assert rec.get("policy") is None and rec.get("priority", 0) == 2
-    with pytest.raises(KeyError):
-        rec["nope"]
+    assert rec.to_stored()["leaseUntil"] == 62_000 and rec.to_stored()["pidStart"] == 456
 
 
 def test_a_short_consumer_record_reads_with_defaults():

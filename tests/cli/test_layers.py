@@ -534,8 +534,8 @@ def test_suffix_check_catches(code):
 
 @pytest.mark.parametrize("relpath, code", [
     ("pulsarctl/names.py", "DLQ_SUFFIX = '-DLQ'\nx = f'{t}-{s}{DLQ_SUFFIX}'"),
-    ("pulsarctl/broker/retry.py", "'''<topic>-<subscription>-RETRY'''\n# name-DLQ"),
-    ("pulsarctl/broker/retry.py", "def f():\n    '''<topic>-<subscription>-RETRY'''"),
+    ("pulsarctl/broker/deadletter.py", "'''<topic>-<subscription>-RETRY'''\n# name-DLQ"),
+    ("pulsarctl/broker/deadletter.py", "def f():\n    '''<topic>-<subscription>-RETRY'''"),
     ("pulsarctl/cli/client_cmds.py", "h = 'Dead letter topic (default <topic>-<sub>-DLQ).'"),
     ("pulsarctl/cli/complete.py", "import re\nP = re.compile(r'^(.*)-partition-\\d+$')"),
     ("pulsarctl/broker/dlq.py", "from pulsarctl.names import dlq_topic\nx = dlq_topic(t, s)"),

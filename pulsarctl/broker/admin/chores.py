@@ -3,7 +3,7 @@
 covers the store's non-persistent topics too, when their store exists."""
 from __future__ import annotations
 
-from pulsarctl.broker import consumers, expiry, fired, nacks, retention, timers
+from pulsarctl.broker import consumers, expiry, fired, redelivery, retention, timers
 from pulsarctl.broker import subscriptions as subs
 from pulsarctl.broker.admin.base import Noun
 from pulsarctl.wake import wakes
@@ -64,7 +64,7 @@ def _fire_due(b, by_kind):
             c = subs.get(ctx, info, sub)
             if c is not None:
                 before = fired.before_firing(ctx, c) if by_kind else None
-                n += nacks.fire(ctx, info, c)
+                n += redelivery.fire(ctx, info, c)
                 if by_kind:
                     fired.tally(ctx, c, before, kinds)
         return kinds if by_kind else n

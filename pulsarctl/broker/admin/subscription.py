@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    batches, consumers, cursor_admin, deadletter, nacks, partitions, stats, timers, topics,
-    subscriptions as subs,
+    batches, consumers, cursor_admin, deadletter, partitions, redelivery, redelivery_state, stats,
+    timers, topics, subscriptions as subs,
 )
 from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
 from pulsarctl.broker.targets import expand, subscribed, topic_name
@@ -99,13 +99,15 @@ class Subscription:
                     pos = info.position(o)
                     # The first timer that still applies to this delivery (a nack voids the
                     # ack timeout; a redelivery voids both).
-                    nxt = next((d for d in due.get(o, ()) if nacks.applies(d[1], rec)), None)
+                    nxt = next((when for when, timer in due.get(o, ())
+                                if redelivery.applies(timer, rec)), None)
                     out.append({
                         "messageId": str(MessageId(pos.ledger_id, pos.entry_id, p.partition_index)),
-                        "topic": str(p), "consumerName": rec[0],
-                        "deliveredAt": iso_ms(rec[1]), "idleMs": max(0, ctx.now - rec[1]),
-                        "redeliveryCount": rec[2] if len(rec) > 2 else 0,
-                        "nextRedelivery": iso_ms(nxt[0]) if nxt else None,
+                        "topic": str(p), "consumerName": rec.consumer,
+                        "deliveredAt": iso_ms(rec.delivered_at),
+                        "idleMs": max(0, ctx.now - rec.delivered_at),
+                        "redeliveryCount": rec.redelivery_count,
+                        "nextRedelivery": iso_ms(nxt) if nxt is not None else None,
                     })
             return out
         return self._broker.read(run)
@@ -127,8 +129,8 @@ class Subscription:
         def run(ctx):
             out = []
             for p, info, c in subscribed(ctx, self.topic, self.name):
-                replay = dict(subs.replay_items(ctx, c.id))
-                pending = {o: r[2] for o, r in subs.pending_items(ctx, c.id)}
+                replay = dict(redelivery_state.replay_items(ctx, c.id))
+                pending = {o: r.redelivery_count for o, r in subs.pending_items(ctx, c.id)}
                 for o in ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset):
                     if len(out) >= n:
                         break
@@ -157,7 +159,7 @@ class Subscription:
                 found = True
                 # Not the ones it nacked: those stay held for their nack timers.
                 returned += sum(1 for _o, r in subs.pending_items(ctx, c.id)
-                                if r[0] == consumer_name and not (len(r) > 3 and r[3]))
+                                if r.consumer == consumer_name and not r.nacked)
                 consumers.remove(ctx, info, c, rec)
             if not found:
                 consumers.require(ctx, every[0][2], consumer_name)
