@@ -1,13 +1,13 @@
 """Batch messages, as Pulsar stores them: one entry holding the messages a producer batched.
 
-The entry (pulsarctl/messages.py's layout) carries the batch's metadata: publish time, producer
-name, the first sequence id at [2], the first message's key and ordering key (Key_Shared hashes
-the entry's key, as Pulsar's Commands.initBatchMessageMetadata copies them), the schema version,
-[13] the number of messages in the batch and [14] the highest sequence id. Its payload [3] is
-the serialized batch: the codec-encoded single-message metadata of each message (payload,
-properties, key, ordering key, event time, sequence id; see build_entry), compressed as a whole
-when the producer compresses ([9] the code, [10] the size of the serialized batch), as Pulsar
-compresses a batch's payload. A batch of one is stored as a plain message, as Pulsar's
+The entry (pulsarctl/entries.py's Entry) carries the batch's metadata: publish time, producer
+name, the first sequence id (sequence_id), the first message's key and ordering key (Key_Shared
+hashes the entry's key, as Pulsar's Commands.initBatchMessageMetadata copies them), the schema
+version, num_messages (the number of messages in the batch) and highest_sequence_id. Its
+payload is the serialized batch: the codec-encoded single-message metadata of each message
+(payload, properties, key, ordering key, event time, sequence id; see build_entry), compressed
+as a whole when the producer compresses (compression, and uncompressed_size the size of the
+serialized batch), as Pulsar compresses a batch's payload. A batch of one is stored as a plain message, as Pulsar's
 BatchMessageContainerImpl sends it. Delayed messages are never batched.
 
 A message of a batch has the id ledger:entry:partition:batchIndex. The cursor counts entries
@@ -28,22 +28,19 @@ from __future__ import annotations
 from store import codec, keys
 from pulsarctl.broker import topics
 from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.entries import (
+    F_COMPRESSION, F_PAYLOAD, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID,
+    F_UNCOMPRESSED_SIZE, Entry, batch_size, is_batch,
+)
 from pulsarctl.messages import Message, MessageId, message_from_entry
 
-NUM_MESSAGES = 13   # entry field: numMessagesInBatch (absent on a plain entry)
-HIGHEST_SEQ = 14    # entry field: highestSequenceId
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
 DEFAULT, KEY_BASED = "Default", "KeyBased"
 _decode = codec.decode
 
 
-def is_batch(rec: list) -> bool:
-    return len(rec) > NUM_MESSAGES and bool(rec[NUM_MESSAGES])
-
-
-def size(rec: list) -> int:
-    """How many messages the entry holds."""
-    return rec[NUM_MESSAGES] if len(rec) > NUM_MESSAGES and rec[NUM_MESSAGES] else 1
+# Named here for the callers that ask batches: is_batch(rec), size(rec) (how many messages).
+size = batch_size
 
 
 # -- the entry format -------------------------------------------------------------------------
@@ -76,8 +73,9 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
 
         stored = compress(code, body)
     m0 = msgs[0]
-    return [publish_time, producer, first, stored, None, m0.key, m0.ordering_key, 0, 0,
-            code, len(body), m0.schema_version, None, n, max(seqs)]
+    return Entry(publish_time, producer, first, stored, key=m0.key, ordering_key=m0.ordering_key,
+                 compression=code, uncompressed_size=len(body), schema_version=m0.schema_version,
+                 num_messages=n, highest_sequence_id=max(seqs)).to_stored()
 
 
 def expand(rec: list, where: str = "") -> list[list]:
@@ -86,14 +84,14 @@ def expand(rec: list, where: str = "") -> list[list]:
     deliverAt, 0, size[, schemaVersion]]) with its own payload (uncompressed), properties, key,
     ordering key, event time and sequence id, and the entry's publish time, producer name and
     schema version. where names the entry in a decompression error."""
-    body = rec[3]
-    code = rec[9]
+    body = rec[F_PAYLOAD]
+    code = rec[F_COMPRESSION]
     if code:
         from pulsarctl import compression
 
-        body = compression.decompress(code, body, rec[10], where)
-    pt, producer, first = rec[0], rec[1], rec[2]
-    sv = rec[11] if len(rec) > 11 else None
+        body = compression.decompress(code, body, rec[F_UNCOMPRESSED_SIZE], where)
+    pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
+    sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
     payloads, props, keys_, okeys, events, seqs = _decode(body)
     out = []
     for i, payload in enumerate(payloads):

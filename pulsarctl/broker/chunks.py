@@ -9,6 +9,7 @@ are never searched: publish marks a topic when it writes one (topicmeta "chunked
 from __future__ import annotations
 
 from store import codec
+from pulsarctl.entries import F_PAYLOAD, Entry, chunk_of
 from pulsarctl.names import TopicName
 
 WINDOW = 1000  # entries searched beyond a message's own chunks, each way
@@ -27,9 +28,7 @@ def has_chunks(ctx, info) -> bool:
     return bool((ctx.get("topicmeta", info.name) or {}).get("chunked"))
 
 
-def meta(rec: list):
-    """[uuid, chunk id, num chunks, total size] of a chunk's entry, else None."""
-    return rec[12] if len(rec) > 12 and rec[12] else None
+meta = chunk_of  # [uuid, chunk id, num chunks, total size] of a chunk's entry, else None
 
 
 def _read(ctx, info, o) -> list:
@@ -83,10 +82,12 @@ def copy_of(ctx, info, o: int, rec: list):
     """For a move (dead letter, retry) of the message at o: (offsets to ack, offset of its last
     chunk, the OutgoingMessage.chunks of the copy); None when the entry is not a chunk. The
     pieces are copied as stored (still compressed), keeping chunk ids and sizes."""
-    m = meta(rec)
-    if m is None:
+    e = Entry.from_stored(rec)
+    m = e.chunk
+    if not m:
         return None
     found = group(ctx, info, o, rec)
-    parts = [(cid, _read(ctx, info, p)[3] if p != o else rec[3]) for cid, p in sorted(found.items())]
+    parts = [(cid, _read(ctx, info, p)[F_PAYLOAD] if p != o else e.payload)
+             for cid, p in sorted(found.items())]
     offsets = sorted(found.values())
-    return offsets, max(offsets), (rec[9], rec[10], m[2], m[3], parts)
+    return offsets, max(offsets), (e.compression, e.uncompressed_size, m[2], m[3], parts)

@@ -26,6 +26,7 @@ from pulsarctl.errors import (
     Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
     UsageError,
 )
+from pulsarctl.entries import Entry
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
 from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
@@ -180,17 +181,17 @@ def _joined(ctx, info, offset: int, rec: list):
     """A chunked dead letter as one message, as consumers see it: at its last chunk, the
     pieces joined (and decompressed by message_from_entry), its id the last chunk's; None at
     its other chunks (acking the message acks them: see dlq_ack) or when a chunk is gone."""
-    m = chunks.meta(rec)
+    e = Entry.from_stored(rec)
+    m = e.chunk
     if m[1] != m[2] - 1:
         return None
     found = chunks.group(ctx, info, offset, rec)
     if len(found) < m[2]:
         return None
-    pieces = [rec[3] if o == offset else codec.decode(ctx.ledgers.read(ctx.txn, info, o))[3]
+    pieces = [e.payload if o == offset else
+              Entry.from_stored(codec.decode(ctx.ledgers.read(ctx.txn, info, o))).payload
               for _cid, o in sorted(found.items())]
-    whole = list(rec[:12])
-    whole[3] = b"".join(pieces)
-    return whole
+    return e._replace(payload=b"".join(pieces), chunk=None).to_stored()
 
 
 def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from store import codec
 from pulsarctl import compression
 from pulsarctl.broker import batches, chunks
+from pulsarctl.entries import F_COMPRESSION, F_PAYLOAD, F_UNCOMPRESSED_SIZE
 
 
 def scan_messages(ctx, info, start: int, end: int) -> tuple[list, list, list]:
@@ -22,7 +23,7 @@ def scan_messages(ctx, info, start: int, end: int) -> tuple[list, list, list]:
     records (pulsarctl/messages.py's layout)."""
     entries = list(ctx.ledgers.scan(ctx.txn, info, start, end))
     recs = [codec.decode(r[3]) for r in entries]
-    if recs and max(map(len, recs)) > 9:
+    if recs and max(map(len, recs)) > F_COMPRESSION:  # compressed, chunked or batched
         rows, recs = whole_messages(ctx, info, entries, recs)
     else:
         rows = entries
@@ -49,9 +50,9 @@ def whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
                 out_rows.append((row[0], row[1], row[2], row[3], i))
                 out_recs.append(m)
             continue
-        if len(r) > 9:
+        if len(r) > F_COMPRESSION:
             meta = chunks.meta(r)
-            code, size = r[9], r[10]
+            code, size = r[F_COMPRESSION], r[F_UNCOMPRESSED_SIZE]
             if meta is not None:
                 if meta[1] != meta[2] - 1:
                     continue
@@ -65,13 +66,14 @@ def whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
                     rec = here.get(o)
                     if rec is None:
                         rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-                    pieces.append(rec[3])
+                    pieces.append(rec[F_PAYLOAD])
                 r = list(r)
-                r[3] = b"".join(pieces)
+                r[F_PAYLOAD] = b"".join(pieces)
             else:
                 r = list(r)
             if code:
-                r[3] = compression.decompress(code, r[3], size, f"{row[1]}:{row[2]}")
+                r[F_PAYLOAD] = compression.decompress(code, r[F_PAYLOAD], size,
+                                                      f"{row[1]}:{row[2]}")
         out_rows.append(row)
         out_recs.append(r)
     return out_rows, out_recs

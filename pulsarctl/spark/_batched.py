@@ -22,8 +22,11 @@ from pulsarctl.arrow_columns import (
     Columns, arange as _arange, binary_array as _binary, int64 as _s,
     properties_array as _properties,
 )
-from pulsarctl.broker import batches, chunks
-from pulsarctl.spark._columnar import EVENT, KEY, PAYLOAD, PRODUCER, PROPS, PUBLISH, SEQ
+from pulsarctl.entries import (
+    F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_NUM_MESSAGES, F_PAYLOAD as PAYLOAD,
+    F_PRODUCER_NAME as PRODUCER, F_PROPERTIES as PROPS, F_PUBLISH_TIME as PUBLISH,
+    F_SEQUENCE_ID as SEQ, F_UNCOMPRESSED_SIZE as SIZE, chunk_of,
+)
 from store import codec
 
 
@@ -52,21 +55,22 @@ def _decode(runs, recs, need, types):
         for e in range(e0, e0 + k):
             r = recs[i]
             i += 1
-            if len(r) > 9 and batches.is_batch(r):
-                body = r[3]
-                if r[9]:
-                    body = compression.decompress(r[9], body, r[10], f"{lid}:{e}")
+            # Read by index (pulsarctl/entries.py's constants): this runs once per entry.
+            if len(r) > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch
+                body = r[PAYLOAD]
+                if r[F_COMPRESSION]:
+                    body = compression.decompress(r[F_COMPRESSION], body, r[SIZE], f"{lid}:{e}")
                 p, pr, ks, _okeys, ev, sq = codec.decode(body)
                 n = len(p)
                 ids.append((lid, e, n))
-                pub.append((r[0], n))
+                pub.append((r[PUBLISH], n))
                 if want[PAYLOAD]:
                     pay += p
                 if want[PRODUCER]:
-                    prod.append((r[1], n))
+                    prod.append((r[PRODUCER], n))
                 if want[SEQ]:
                     seq.append(pa.array(sq, pa.int64()) if sq else
-                               pc.add(_arange(n), _s(r[2])))
+                               pc.add(_arange(n), _s(r[SEQ])))
                 if want[PROPS]:
                     props += pr if pr else [None] * n
                 if want[KEY]:
@@ -74,26 +78,27 @@ def _decode(runs, recs, need, types):
                 if want[EVENT]:
                     events.append(pa.array(ev, pa.int64()) if ev else (0, n))
                 continue
-            payload = r[3]
-            if len(r) > 9:
-                if chunks.meta(r) is not None:
+            payload = r[PAYLOAD]
+            if len(r) > F_COMPRESSION:
+                if chunk_of(r) is not None:
                     return None
-                if r[9]:
-                    payload = compression.decompress(r[9], payload, r[10], f"{lid}:{e}")
+                if r[F_COMPRESSION]:
+                    payload = compression.decompress(r[F_COMPRESSION], payload, r[SIZE],
+                                                     f"{lid}:{e}")
             ids.append((lid, e, 0))
-            pub.append((r[0], 1))
+            pub.append((r[PUBLISH], 1))
             if want[PAYLOAD]:
                 pay.append(payload)
             if want[PRODUCER]:
-                prod.append((r[1], 1))
+                prod.append((r[PRODUCER], 1))
             if want[SEQ]:
-                seq.append((r[2], 1))
+                seq.append((r[SEQ], 1))
             if want[PROPS]:
-                props.append(r[4] if len(r) > 4 else None)
+                props.append(r[PROPS] if len(r) > PROPS else None)
             if want[KEY]:
-                keys.append(r[5] if len(r) > 5 else None)
+                keys.append(r[KEY] if len(r) > KEY else None)
             if want[EVENT]:
-                events.append((r[7] if len(r) > 7 else 0, 1))
+                events.append((r[EVENT] if len(r) > EVENT else 0, 1))
     arrays = {PUBLISH: _runs(pub, pa.int64())}
     if want[PAYLOAD]:
         arrays[PAYLOAD] = _binary(pay, types[PAYLOAD])

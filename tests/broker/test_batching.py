@@ -14,6 +14,7 @@ import pulsarctl
 from pulsarctl.broker import Broker, batches
 from pulsarctl.client.client import BatchingType, ConsumerDeadLetterPolicy
 from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.entries import F_HIGHEST_SEQUENCE_ID, F_NUM_MESSAGES
 from pulsarctl.messages import MessageId, OutgoingMessage, parse_message_id
 from pulsarctl.names import parse_topic
 
@@ -70,7 +71,7 @@ def test_a_batch_is_one_entry_and_its_messages_carry_batch_indexes(broker):
     rec = entry(broker, "t", got[0])
     # Entry-level metadata: first sequence id, the first message's key, the count, the highest.
     assert rec[2] == 0 and rec[5] == "k0" and rec[6] == b"o0"
-    assert rec[batches.NUM_MESSAGES] == 4 and rec[batches.HIGHEST_SEQ] == 3
+    assert rec[F_NUM_MESSAGES] == 4 and rec[F_HIGHEST_SEQUENCE_ID] == 3
     read = read_all(broker, "t")
     assert ids(read) == [str(i) for i in got]
     assert [m.data() for m in read] == [b"m0", b"m1", b"m2", b"m3"]

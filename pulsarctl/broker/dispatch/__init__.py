@@ -5,6 +5,7 @@ from __future__ import annotations
 from store import codec, keys
 from pulsarctl.broker import delayed, redelivery, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
+from pulsarctl.entries import F_NUM_MESSAGES
 from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
@@ -98,7 +99,7 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                     v = held[rc] = encode([name, now, rc])
                 records.append((pair(cid, o), v))
                 rec = _decode(raw)
-                if len(rec) > 13 and rec[13]:  # a batch: every message, never delayed
+                if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:  # a batch (never delayed)
                     if batch is None:
                         from pulsarctl.broker import batches
 
