@@ -107,3 +107,16 @@ def batch_size(rec: list) -> int:
 def chunk_of(rec: list):
     """[uuid, chunk id, num chunks, total size] of a chunk's entry, else None."""
     return rec[F_CHUNK] if len(rec) > F_CHUNK and rec[F_CHUNK] else None
+
+
+def payload(rec: list, where: str = "") -> bytes:
+    """The entry's payload decompressed (as stored when compression is unset; a batch's: its
+    serialized batch): the one place a stored payload is decompressed. A chunk's piece is not
+    decompressible alone: broker/unpack.py joins the pieces first. where names the entry in a
+    decompression error."""
+    if len(rec) > F_COMPRESSION and rec[F_COMPRESSION]:
+        from pulsarctl import compression
+
+        return compression.decompress(rec[F_COMPRESSION], rec[F_PAYLOAD],
+                                      rec[F_UNCOMPRESSED_SIZE], where)
+    return rec[F_PAYLOAD]

@@ -11,14 +11,14 @@ payload; the size is the whole message's, uncompressed). A batch entry (numMessa
 two or more) holds several messages: its sequence id is the first message's, its key and
 ordering key the first message's, and its payload the serialized batch (every message's
 payload, properties, key, ordering key, event time and sequence id), compressed as a whole;
-broker/batches.py builds and expands it (batches.messages_of gives each message's record and
-batch index).
+broker/batches.py builds it; broker/unpack.py turns any entry into its messages.
 """
 from __future__ import annotations
 
 
 from pulsarctl.entries import (
     F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
+    payload as _payload,
 )
 from pulsarctl.errors import InvalidMessageId
 
@@ -282,23 +282,21 @@ class Message:
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
     """The Message of one message's record (a plain entry as stored, or one of a batch's as
-    batches.expand makes them), its payload decompressed; a chunk's stays its stored piece
+    broker/unpack.py makes them), its payload decompressed; a chunk's stays its stored piece
     (m.chunk_), for the client to join. Read by index (pulsarctl/entries.py's F_ constants):
     dispatch calls this once per entry."""
     if len(rec) > F_COMPRESSION:  # [..., compression, uncompressed size[, schema v[, chunk]]]
         code, size = rec[F_COMPRESSION], rec[F_UNCOMPRESSED_SIZE]
         sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
         chunk = rec[F_CHUNK] if len(rec) > F_CHUNK else None
-        rec = list(rec[:F_COMPRESSION])
+        stored, rec = rec, list(rec[:F_COMPRESSION])
         if chunk:  # a piece: decompressed once the chunks are joined
             m = Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                         subscription=subscription, consumer_name=consumer, schema_version_=sv)
             m.chunk_ = (chunk, code, size)
             return m
         if code:
-            from pulsarctl import compression
-
-            rec[F_PAYLOAD] = compression.decompress(code, rec[F_PAYLOAD], size, str(mid))
+            rec[F_PAYLOAD] = _payload(stored, str(mid))
         return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                        subscription=subscription, consumer_name=consumer, schema_version_=sv)
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,

@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import topics
+# An entry's messages: broker/unpack.py's, for every entry; named here for the callers that
+# ask batches (batches.messages, batches.first_message).
+from pulsarctl.broker.unpack import first_message, messages  # noqa: F401
+from pulsarctl.entries import Entry, batch_size, is_batch
 from pulsarctl.errors import InvalidValue, MessageNotFound
-from pulsarctl.entries import (
-    F_COMPRESSION, F_PAYLOAD, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID,
-    F_UNCOMPRESSED_SIZE, Entry, batch_size, is_batch,
-)
-from pulsarctl.messages import Message, MessageId, message_from_entry
 
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
 DEFAULT, KEY_BASED = "Default", "KeyBased"
@@ -76,67 +75,6 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
     return Entry(publish_time, producer, first, stored, key=m0.key, ordering_key=m0.ordering_key,
                  compression=code, uncompressed_size=len(body), schema_version=m0.schema_version,
                  num_messages=n, highest_sequence_id=max(seqs)).to_stored()
-
-
-def expand(rec: list, where: str = "") -> list[list]:
-    """The messages of a batch entry, in batch-index order, each a record in the entry layout
-    ([publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
-    deliverAt, 0, size[, schemaVersion]]) with its own payload (uncompressed), properties, key,
-    ordering key, event time and sequence id, and the entry's publish time, producer name and
-    schema version. where names the entry in a decompression error."""
-    body = rec[F_PAYLOAD]
-    code = rec[F_COMPRESSION]
-    if code:
-        from pulsarctl import compression
-
-        body = compression.decompress(code, body, rec[F_UNCOMPRESSED_SIZE], where)
-    pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
-    sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
-    payloads, props, keys_, okeys, events, seqs = _decode(body)
-    out = []
-    for i, payload in enumerate(payloads):
-        r = [pt, producer, seqs[i] if seqs else first + i, payload,
-             props[i] if props else None, keys_[i] if keys_ else None,
-             okeys[i] if okeys else None, events[i] if events else 0, 0]
-        if sv is not None:
-            r += [0, len(payload), sv]
-        out.append(r)
-    return out
-
-
-def messages_of(rec: list, where: str = "") -> list[tuple[int, list]]:
-    """(batch index, record) for every message of a decoded entry: a plain entry is one
-    message with index -1 and its record as stored (compressed payload, chunk metadata and all:
-    message_from_entry handles them); a batch gives expand's records with indexes 0..n-1.
-    This is what anything reading entries as messages (readers, the Spark data source) calls."""
-    if not is_batch(rec):
-        return [(-1, rec)]
-    return list(enumerate(expand(rec, where)))
-
-
-def messages(rec: list, ledger_id: int, entry_id: int, partition: int, topic: str,
-             redelivery_count: int = 0, subscription: str | None = None,
-             consumer: str | None = None, skip=None) -> list[Message]:
-    """The Messages of an entry (one for a plain entry), ids with their batch index; skip: batch
-    indexes to leave out (acked ones, or those a reader starts after)."""
-    if not is_batch(rec):
-        return [message_from_entry(rec, MessageId(ledger_id, entry_id, partition), topic,
-                                   redelivery_count, subscription, consumer)]
-    out = []
-    for i, r in enumerate(expand(rec, f"{ledger_id}:{entry_id}")):
-        if skip and i in skip:
-            continue
-        out.append(message_from_entry(r, MessageId(ledger_id, entry_id, partition, i), topic,
-                                      redelivery_count, subscription, consumer))
-    return out
-
-
-def first_message(rec: list, ledger_id: int, entry_id: int, partition: int, topic: str):
-    """The entry's first message: what pulsar-admin's get-message-by-id and examine-message
-    show for a batch (they return the first message of the entry)."""
-    if not is_batch(rec):
-        return message_from_entry(rec, MessageId(ledger_id, entry_id, partition), topic)
-    return messages(rec, ledger_id, entry_id, partition, topic)[0]
 
 
 # -- grouping a producer's messages into batches -------------------------------------------

@@ -61,6 +61,24 @@ def group(ctx, info, o: int, rec: list | None = None) -> dict:
     return found
 
 
+def pieces(ctx, info, o: int, rec: list, near: dict | None = None) -> list | None:
+    """The stored pieces, in chunk id order, of the chunked message whose last chunk is the
+    entry rec at offset o: what broker/unpack.py joins into the message. None at its other
+    chunks (a reader sees the message at its last, as the broker gives its id) or when a chunk
+    cannot be found (trimmed). near: {offset: decoded entry} of entries already read."""
+    m = meta(rec)
+    if m is None or m[1] != m[2] - 1:
+        return None
+    found = group(ctx, info, o, rec)
+    if len(found) < m[2]:
+        return None
+    out = []
+    for _cid, p in sorted(found.items()):
+        r = rec if p == o else near.get(p) if near else None
+        out.append((_read(ctx, info, p) if r is None else r)[F_PAYLOAD])
+    return out
+
+
 def earlier(ctx, info, offsets: list[int]) -> list[int]:
     """The other chunks of every chunked message whose last chunk is among offsets (what acking
     or nacking a chunked message's id also covers), not already in offsets."""

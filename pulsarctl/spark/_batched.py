@@ -2,10 +2,12 @@
 
 A batch entry's payload holds its messages' metadata column by column (payloads, properties,
 keys, ordering keys, event times, sequence ids: pulsarctl/broker/batches.py), so msgpack hands
-over whole columns of an entry as Python lists. They are appended to one list per column for
-the chunk, each becoming one Arrow array. The Python path instead made a record per message
-(batches.expand) and transposed the records back into columns: that made a batched topic read
-nearly three times slower than a plain one.
+over whole columns of an entry as Python lists (broker/unpack.py's batch_columns). They are
+appended to one list per column for the chunk, each becoming one Arrow array. This is the
+columnar variant of unpack.records, built on the same decoding (batch_columns, and
+entries.payload for a plain entry's payload), because unpack.records makes a record per
+message (unpack.expand), which would then be transposed back into columns: that made a batched
+topic read nearly three times slower than a plain one.
 
 Plain entries among them (a batch of one is stored plain) are read here too, compressed ones
 decompressed. A chunk holding a chunked message's entry is left to the Python path (decode()
@@ -22,12 +24,12 @@ from pulsarctl.arrow_columns import (
     Columns, arange as _arange, binary_array as _binary, int64 as _s,
     properties_array as _properties,
 )
+from pulsarctl.broker.unpack import batch_columns
 from pulsarctl.entries import (
     F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_NUM_MESSAGES, F_PAYLOAD as PAYLOAD,
     F_PRODUCER_NAME as PRODUCER, F_PROPERTIES as PROPS, F_PUBLISH_TIME as PUBLISH,
-    F_SEQUENCE_ID as SEQ, F_UNCOMPRESSED_SIZE as SIZE, chunk_of,
+    F_SEQUENCE_ID as SEQ, chunk_of, payload as stored_payload,
 )
-from store import codec
 
 
 def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
@@ -44,8 +46,6 @@ def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
 
 
 def _decode(runs, recs, need, types):
-    from pulsarctl import compression
-
     pay, props, keys = [], [], []
     pub, prod, seq, events = [], [], [], []  # per entry: Arrow arrays, or (value, count)
     ids = []  # per entry: (ledger id, entry id, messages; 0 for a plain entry)
@@ -57,10 +57,7 @@ def _decode(runs, recs, need, types):
             i += 1
             # Read by index (pulsarctl/entries.py's constants): this runs once per entry.
             if len(r) > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch
-                body = r[PAYLOAD]
-                if r[F_COMPRESSION]:
-                    body = compression.decompress(r[F_COMPRESSION], body, r[SIZE], f"{lid}:{e}")
-                p, pr, ks, _okeys, ev, sq = codec.decode(body)
+                p, pr, ks, _okeys, ev, sq = batch_columns(r, f"{lid}:{e}")
                 n = len(p)
                 ids.append((lid, e, n))
                 pub.append((r[PUBLISH], n))
@@ -82,9 +79,7 @@ def _decode(runs, recs, need, types):
             if len(r) > F_COMPRESSION:
                 if chunk_of(r) is not None:
                     return None
-                if r[F_COMPRESSION]:
-                    payload = compression.decompress(r[F_COMPRESSION], payload, r[SIZE],
-                                                     f"{lid}:{e}")
+                payload = stored_payload(r, f"{lid}:{e}")
             ids.append((lid, e, 0))
             pub.append((r[PUBLISH], 1))
             if want[PAYLOAD]:

@@ -113,6 +113,10 @@ def _fetch(ctx, info, c, consumer: dict, live: list[dict], max_n: int, topic_nam
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
                     continue
+                # A plain entry's one message, as unpack.messages makes it, built directly with
+                # the helper it uses: this runs once per message of every consume, and going
+                # through unpack.messages (0.98 us against 0.43 us a message) would cost a
+                # consume, about 2 us of CPU a message, a quarter more.
                 m = message_from_entry(rec, MessageId(lid, eid, partition), topic_name,
                                        rc, sub, name)
                 if hold_until is not None and m.deliver_at > hold_until:
