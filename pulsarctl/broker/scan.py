@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import chunks, unpack
-from pulsarctl.entries import F_COMPRESSION, chunk_of
+from pulsarctl.entries import F_CHUNK, F_COMPRESSION, F_NUM_MESSAGES
 
 
 def scan_messages(ctx, info, start: int, end: int) -> tuple[list, list, list]:
@@ -43,21 +43,26 @@ def whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
     found (trimmed), give no row."""
     near = None
     out_rows, out_recs = [], []
+    record, expand = unpack.record, unpack.expand  # unpack.records, without a list per entry
     for row, r in zip(rows, recs):
+        n = len(r)
+        if n <= F_COMPRESSION:  # plain, uncompressed: the message as stored
+            out_rows.append(row)
+            out_recs.append(r)
+            continue
+        if n > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch (entries.is_batch, inlined)
+            # One row per message of the batch, its id with the batch index (row[4]).
+            for i, m in enumerate(expand(r, f"{row[1]}:{row[2]}")):
+                out_rows.append((row[0], row[1], row[2], row[3], i))
+                out_recs.append(m)
+            continue
         joined = None
-        if chunk_of(r) is not None:
+        if n > F_CHUNK and r[F_CHUNK]:  # a chunk: the message at its last, joined
             if near is None:
                 near = {x[0]: y for x, y in zip(rows, recs)}
             joined = chunks.pieces(ctx, info, row[0], r, near)
             if joined is None:
                 continue
-        got = unpack.records(r, f"{row[1]}:{row[2]}", joined)
-        if got[0][0] < 0:
-            out_rows.append(row)
-            out_recs.append(got[0][1])
-            continue
-        # One row per message of the batch, its id with the batch index (row[4]).
-        for i, m in got:
-            out_rows.append((row[0], row[1], row[2], row[3], i))
-            out_recs.append(m)
+        out_rows.append(row)
+        out_recs.append(record(r, f"{row[1]}:{row[2]}", joined))
     return out_rows, out_recs
