@@ -108,9 +108,23 @@ def batch_size(rec: list) -> int:
     return rec[F_NUM_MESSAGES] if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES] else 1
 
 
-def chunk_of(rec: list):
-    """[uuid, chunk id, num chunks, total size] of a chunk's entry, else None."""
-    return rec[F_CHUNK] if len(rec) > F_CHUNK and rec[F_CHUNK] else None
+class Chunk(NamedTuple):
+    """Pulsar's chunk metadata, stored in the chunk field of each entry of a chunked message as
+    the list [uuid, chunk id, num chunks, total size]."""
+    uuid: str        # the message's: "<producer name>-<sequence id>"
+    chunk_id: int    # 0 .. num_chunks - 1
+    num_chunks: int
+    total_size: int  # totalChunkMsgSize: the whole stored (possibly compressed) payload's
+
+    @property
+    def is_last(self) -> bool:
+        return self.chunk_id == self.num_chunks - 1
+
+
+def chunk_of(rec: list) -> Chunk | None:
+    """The chunk metadata of a chunk's entry, else None (made only for a chunk)."""
+    c = rec[F_CHUNK] if len(rec) > F_CHUNK else None
+    return Chunk(*c) if c else None
 
 
 def payload(rec: list, where: str = "") -> bytes:

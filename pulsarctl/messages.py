@@ -17,7 +17,7 @@ from __future__ import annotations
 
 
 from pulsarctl.entries import (
-    F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
+    Chunk, F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
     payload as _payload,
 )
 from pulsarctl.errors import InvalidMessageId
@@ -270,9 +270,9 @@ class Message:
         if self.chunk_ids_:
             r["numChunks"] = len(self.chunk_ids_)
         elif self.chunk_ is not None:
-            meta = self.chunk_[0]
-            r["chunk"] = {"uuid": meta[0], "chunkId": meta[1], "numChunks": meta[2],
-                          "totalChunkMsgSize": meta[3]}
+            meta = Chunk(*self.chunk_[0])
+            r["chunk"] = {"uuid": meta.uuid, "chunkId": meta.chunk_id,
+                          "numChunks": meta.num_chunks, "totalChunkMsgSize": meta.total_size}
         if self.subscription is not None:
             r["subscription"] = self.subscription
             r["consumerName"] = self.consumer_name

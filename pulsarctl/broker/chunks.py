@@ -28,7 +28,7 @@ def has_chunks(ctx, info) -> bool:
     return bool((ctx.get("topicmeta", info.name) or {}).get("chunked"))
 
 
-meta = chunk_of  # [uuid, chunk id, num chunks, total size] of a chunk's entry, else None
+meta = chunk_of  # the entries.Chunk of a chunk's entry, else None
 
 
 def _read(ctx, info, o) -> list:
@@ -42,21 +42,21 @@ def group(ctx, info, o: int, rec: list | None = None) -> dict:
     m = meta(rec)
     if m is None:
         return {}
-    uuid, cid, n = m[0], m[1], m[2]
+    uuid, cid, n = m.uuid, m.chunk_id, m.num_chunks
     found = {cid: o}
     lo = max(info.first_offset, o - cid - WINDOW)
     p = o - 1
     while p >= lo and any(k not in found for k in range(cid)):
         mm = meta(_read(ctx, info, p))
-        if mm and mm[0] == uuid and mm[1] < cid and mm[1] not in found:
-            found[mm[1]] = p
+        if mm and mm.uuid == uuid and mm.chunk_id < cid and mm.chunk_id not in found:
+            found[mm.chunk_id] = p
         p -= 1
     hi = min(info.next_offset, o + (n - cid) + WINDOW)
     p = o + 1
     while p < hi and any(k not in found for k in range(cid + 1, n)):
         mm = meta(_read(ctx, info, p))
-        if mm and mm[0] == uuid and mm[1] > cid and mm[1] not in found:
-            found[mm[1]] = p
+        if mm and mm.uuid == uuid and mm.chunk_id > cid and mm.chunk_id not in found:
+            found[mm.chunk_id] = p
         p += 1
     return found
 
@@ -67,10 +67,10 @@ def pieces(ctx, info, o: int, rec: list, near: dict | None = None) -> list | Non
     chunks (a reader sees the message at its last, as the broker gives its id) or when a chunk
     cannot be found (trimmed). near: {offset: decoded entry} of entries already read."""
     m = meta(rec)
-    if m is None or m[1] != m[2] - 1:
+    if m is None or not m.is_last:
         return None
     found = group(ctx, info, o, rec)
-    if len(found) < m[2]:
+    if len(found) < m.num_chunks:
         return None
     out = []
     for _cid, p in sorted(found.items()):
@@ -89,7 +89,7 @@ def earlier(ctx, info, offsets: list[int]) -> list[int]:
     for o in offsets:
         rec = _read(ctx, info, o)
         m = meta(rec)
-        if m is None or m[1] != m[2] - 1:
+        if m is None or not m.is_last:
             continue
         out.extend(p for p in group(ctx, info, o, rec).values() if p not in given)
         given.update(out)
@@ -100,12 +100,13 @@ def copy_of(ctx, info, o: int, rec: list):
     """For a move (dead letter, retry) of the message at o: (offsets to ack, offset of its last
     chunk, the OutgoingMessage.chunks of the copy); None when the entry is not a chunk. The
     pieces are copied as stored (still compressed), keeping chunk ids and sizes."""
-    e = Entry.from_stored(rec)
-    m = e.chunk
-    if not m:
+    m = meta(rec)
+    if m is None:
         return None
+    e = Entry.from_stored(rec)
     found = group(ctx, info, o, rec)
     parts = [(cid, _read(ctx, info, p)[F_PAYLOAD] if p != o else e.payload)
              for cid, p in sorted(found.items())]
     offsets = sorted(found.values())
-    return offsets, max(offsets), (e.compression, e.uncompressed_size, m[2], m[3], parts)
+    return offsets, max(offsets), (e.compression, e.uncompressed_size, m.num_chunks,
+                                   m.total_size, parts)

@@ -161,7 +161,7 @@ def waiting(ctx, info, t, c) -> int:
                     n += size - sum(1 for i in done if 0 <= i < size)
                 elif chunked and chunks.meta(rec) is not None:
                     m = chunks.meta(rec)
-                    n += m[1] == m[2] - 1 and len(chunks.group(ctx, info, o, rec)) >= m[2]
+                    n += m.is_last and len(chunks.group(ctx, info, o, rec)) >= m.num_chunks
                 else:
                     n += 1
     return n

@@ -83,7 +83,8 @@ def test_to_stored_is_what_build_entry_writes(m, compressed):
     chunk = build_entry(1000, "p", 3, m, chunk=(["p-3", 0, 2, 10], b"piece", 0, 10))
     assert len(chunk) == F_CHUNK + 1
     assert Entry.from_stored(chunk).to_stored() == chunk
-    assert chunk_of(chunk) == ["p-3", 0, 2, 10]
+    assert chunk_of(chunk) == ("p-3", 0, 2, 10) and not chunk_of(chunk).is_last
+    assert chunk_of(chunk).uuid == "p-3" and chunk_of(chunk).total_size == 10
 
 
 @pytest.mark.parametrize("code", [0, 1])
