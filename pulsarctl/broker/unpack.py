@@ -92,11 +92,15 @@ def messages(rec: list, ledger_id: int, entry_id: int, partition: int, topic: st
     """The Messages of an entry (records, as Messages), ids with their batch index; skip:
     batch indexes to leave out (acked ones, or those a reader starts after); pieces: a
     chunked message's, to join (see records)."""
-    batch = is_batch(rec)
     # A decompression error names a batch by its entry, a message by its id (as before).
-    where = f"{ledger_id}:{entry_id}" if batch else f"{ledger_id}:{entry_id}:{partition}"
+    # records' two halves called here, without its list of (index, record) pairs: a batch's
+    # messages are what a batched topic's consume delivers, one by one.
+    if not is_batch(rec):
+        r = record(rec, f"{ledger_id}:{entry_id}:{partition}", pieces)
+        return [message_from_entry(r, MessageId(ledger_id, entry_id, partition), topic,
+                                   redelivery_count, subscription, consumer)]
     out = []
-    for i, r in records(rec, where, pieces):
+    for i, r in enumerate(expand(rec, f"{ledger_id}:{entry_id}")):
         if skip and i in skip:
             continue
         out.append(message_from_entry(r, MessageId(ledger_id, entry_id, partition, i), topic,
