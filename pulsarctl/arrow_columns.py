@@ -18,6 +18,12 @@ from __future__ import annotations
 from functools import lru_cache
 from itertools import accumulate, zip_longest
 
+# Where each column's value sits in a stored entry (pulsarctl/entries.py's layout).
+from pulsarctl.entries import (
+    F_EVENT_TIME as _EVENT, F_KEY as _KEY, F_PAYLOAD as _PAYLOAD, F_PRODUCER_NAME as _PRODUCER,
+    F_PROPERTIES as _PROPS, F_PUBLISH_TIME as _PUBLISH, F_SEQUENCE_ID as _SEQ,
+)
+
 COLUMNS = ("value", "__key", "__topic", "__messageId", "__publishTime", "__eventTime",
            "__messageProperties", "__producerName", "__sequenceId", "__redeliveryCount")
 DDL = ("value binary, __key string, __topic string, __messageId string, __publishTime "
@@ -84,8 +90,6 @@ def arange(n: int):
 
 
 # -- record batches ------------------------------------------------------------------------------
-# Where each column's value sits in a stored entry (pulsarctl/messages.py's layout).
-_PUBLISH, _PRODUCER, _SEQ, _PAYLOAD, _PROPS, _KEY, _OKEY, _EVENT = range(8)
 
 
 @lru_cache(maxsize=None)

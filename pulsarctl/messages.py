@@ -1,7 +1,7 @@
 """MessageId, message metadata and Message, shaped like pulsar-client's.
 
 An entry in the store is a list built here (and, for batches, in broker/batches.py) and packed
-by store/codec.py:
+by store/codec.py; pulsarctl/entries.py names its fields (Entry) and documents the layout:
 [publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
 deliverAt, compression code, uncompressed size, schema version, chunk, numMessagesInBatch,
 highestSequenceId]; trailing fields that are unset are left off. chunk is Pulsar's chunk
@@ -11,12 +11,15 @@ payload; the size is the whole message's, uncompressed). A batch entry (numMessa
 two or more) holds several messages: its sequence id is the first message's, its key and
 ordering key the first message's, and its payload the serialized batch (every message's
 payload, properties, key, ordering key, event time and sequence id), compressed as a whole;
-broker/batches.py builds and expands it (batches.messages_of gives each message's record and
-batch index).
+broker/batches.py builds it; broker/unpack.py turns any entry into its messages.
 """
 from __future__ import annotations
 
 
+from pulsarctl.entries import (
+    Chunk, F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
+    payload as _payload,
+)
 from pulsarctl.errors import InvalidMessageId
 
 
@@ -138,9 +141,11 @@ class OutgoingMessage:
 
 def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
                 compressed: tuple | None = None, chunk: tuple | None = None) -> list:
-    """The stored entry; compressed = (code, compressed payload) stores that payload and
-    appends the code and the uncompressed size; then the schema version, if any.
-    chunk = (metadata, piece, compression code, uncompressed size): one chunk's entry."""
+    """The stored entry (pulsarctl/entries.py's layout; built as a list here, not as an Entry:
+    `perf produce -db` builds one per message); compressed = (code, compressed payload) stores
+    that payload and appends the code and the uncompressed size; then the schema version, if
+    any. chunk = (metadata, piece, compression code, uncompressed size): one chunk's entry,
+    fields 0..12."""
     if chunk is not None:
         meta, piece, code, size = chunk
         return [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
@@ -152,7 +157,7 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
         rec += [m.properties or None, m.key, m.ordering_key, m.event_time or 0, m.deliver_at or 0]
         if compressed or sv is not None:
             if compressed:
-                rec[3] = compressed[1]
+                rec[F_PAYLOAD] = compressed[1]
                 rec += [compressed[0], len(m.payload)]
             else:
                 rec += [0, len(m.payload)]
@@ -265,9 +270,9 @@ class Message:
         if self.chunk_ids_:
             r["numChunks"] = len(self.chunk_ids_)
         elif self.chunk_ is not None:
-            meta = self.chunk_[0]
-            r["chunk"] = {"uuid": meta[0], "chunkId": meta[1], "numChunks": meta[2],
-                          "totalChunkMsgSize": meta[3]}
+            meta = Chunk(*self.chunk_[0])
+            r["chunk"] = {"uuid": meta.uuid, "chunkId": meta.chunk_id,
+                          "numChunks": meta.num_chunks, "totalChunkMsgSize": meta.total_size}
         if self.subscription is not None:
             r["subscription"] = self.subscription
             r["consumerName"] = self.consumer_name
@@ -276,20 +281,22 @@ class Message:
 
 def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: int = 0,
                        subscription: str | None = None, consumer: str | None = None) -> Message:
-    if len(rec) > 9:  # [..., compression code, uncompressed size[, schema version[, chunk]]]
-        code, size = rec[9], rec[10]
-        sv = rec[11] if len(rec) > 11 else None
-        chunk = rec[12] if len(rec) > 12 else None
-        rec = list(rec[:9])
+    """The Message of one message's record (a plain entry as stored, or one of a batch's as
+    broker/unpack.py makes them), its payload decompressed; a chunk's stays its stored piece
+    (m.chunk_), for the client to join. Read by index (pulsarctl/entries.py's F_ constants):
+    dispatch calls this once per entry."""
+    if len(rec) > F_COMPRESSION:  # [..., compression, uncompressed size[, schema v[, chunk]]]
+        code, size = rec[F_COMPRESSION], rec[F_UNCOMPRESSED_SIZE]
+        sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
+        chunk = rec[F_CHUNK] if len(rec) > F_CHUNK else None
+        stored, rec = rec, list(rec[:F_COMPRESSION])
         if chunk:  # a piece: decompressed once the chunks are joined
             m = Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                         subscription=subscription, consumer_name=consumer, schema_version_=sv)
             m.chunk_ = (chunk, code, size)
             return m
         if code:
-            from pulsarctl import compression
-
-            rec[3] = compression.decompress(code, rec[3], size, str(mid))
+            rec[F_PAYLOAD] = _payload(stored, str(mid))
         return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                        subscription=subscription, consumer_name=consumer, schema_version_=sv)
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,

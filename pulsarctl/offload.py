@@ -40,6 +40,7 @@ from collections import OrderedDict
 # The data source's columns (arrow_columns imports pyarrow only when called: the plain install
 # has no pyarrow).
 from pulsarctl.arrow_columns import arrow_schema as columns, record_batch
+from pulsarctl.entries import F_PUBLISH_TIME
 from pulsarctl.errors import (
     InvalidValue, OffloadedLedgerMissing, OffloadUnavailable, PulsarctlError, TopicNotFound,
 )
@@ -139,7 +140,7 @@ def ledger_table(ctx, info, t: TopicName, row):
         pa.array(raws, pa.binary()),
         pa.array([i is not None for i in take], pa.bool_()),
     ]
-    stamps = [r[0] for r in wrecs]
+    stamps = [r[F_PUBLISH_TIME] for r in wrecs]
     return pa.Table.from_arrays(arrays, schema=arrow_schema()), (
         min(stamps) if stamps else None, max(stamps) if stamps else None)
 

@@ -1,13 +1,13 @@
 """Batch messages, as Pulsar stores them: one entry holding the messages a producer batched.
 
-The entry (pulsarctl/messages.py's layout) carries the batch's metadata: publish time, producer
-name, the first sequence id at [2], the first message's key and ordering key (Key_Shared hashes
-the entry's key, as Pulsar's Commands.initBatchMessageMetadata copies them), the schema version,
-[13] the number of messages in the batch and [14] the highest sequence id. Its payload [3] is
-the serialized batch: the codec-encoded single-message metadata of each message (payload,
-properties, key, ordering key, event time, sequence id; see build_entry), compressed as a whole
-when the producer compresses ([9] the code, [10] the size of the serialized batch), as Pulsar
-compresses a batch's payload. A batch of one is stored as a plain message, as Pulsar's
+The entry (pulsarctl/entries.py's Entry) carries the batch's metadata: publish time, producer
+name, the first sequence id (sequence_id), the first message's key and ordering key (Key_Shared
+hashes the entry's key, as Pulsar's Commands.initBatchMessageMetadata copies them), the schema
+version, num_messages (the number of messages in the batch) and highest_sequence_id. Its
+payload is the serialized batch: the codec-encoded single-message metadata of each message
+(payload, properties, key, ordering key, event time, sequence id; see build_entry), compressed
+as a whole when the producer compresses (compression, and uncompressed_size the size of the
+serialized batch), as Pulsar compresses a batch's payload. A batch of one is stored as a plain message, as Pulsar's
 BatchMessageContainerImpl sends it. Delayed messages are never batched.
 
 A message of a batch has the id ledger:entry:partition:batchIndex. The cursor counts entries
@@ -27,23 +27,19 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import topics
+# An entry's messages: broker/unpack.py's, for every entry; named here for the callers that
+# ask batches (batches.messages, batches.first_message).
+from pulsarctl.broker.unpack import first_message, messages  # noqa: F401
+from pulsarctl.entries import Entry, batch_size, is_batch
 from pulsarctl.errors import InvalidValue, MessageNotFound
-from pulsarctl.messages import Message, MessageId, message_from_entry
 
-NUM_MESSAGES = 13   # entry field: numMessagesInBatch (absent on a plain entry)
-HIGHEST_SEQ = 14    # entry field: highestSequenceId
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
 DEFAULT, KEY_BASED = "Default", "KeyBased"
 _decode = codec.decode
 
 
-def is_batch(rec: list) -> bool:
-    return len(rec) > NUM_MESSAGES and bool(rec[NUM_MESSAGES])
-
-
-def size(rec: list) -> int:
-    """How many messages the entry holds."""
-    return rec[NUM_MESSAGES] if len(rec) > NUM_MESSAGES and rec[NUM_MESSAGES] else 1
+# Named here for the callers that ask batches: is_batch(rec), size(rec) (how many messages).
+size = batch_size
 
 
 # -- the entry format -------------------------------------------------------------------------
@@ -76,69 +72,9 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
 
         stored = compress(code, body)
     m0 = msgs[0]
-    return [publish_time, producer, first, stored, None, m0.key, m0.ordering_key, 0, 0,
-            code, len(body), m0.schema_version, None, n, max(seqs)]
-
-
-def expand(rec: list, where: str = "") -> list[list]:
-    """The messages of a batch entry, in batch-index order, each a record in the entry layout
-    ([publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
-    deliverAt, 0, size[, schemaVersion]]) with its own payload (uncompressed), properties, key,
-    ordering key, event time and sequence id, and the entry's publish time, producer name and
-    schema version. where names the entry in a decompression error."""
-    body = rec[3]
-    code = rec[9]
-    if code:
-        from pulsarctl import compression
-
-        body = compression.decompress(code, body, rec[10], where)
-    pt, producer, first = rec[0], rec[1], rec[2]
-    sv = rec[11] if len(rec) > 11 else None
-    payloads, props, keys_, okeys, events, seqs = _decode(body)
-    out = []
-    for i, payload in enumerate(payloads):
-        r = [pt, producer, seqs[i] if seqs else first + i, payload,
-             props[i] if props else None, keys_[i] if keys_ else None,
-             okeys[i] if okeys else None, events[i] if events else 0, 0]
-        if sv is not None:
-            r += [0, len(payload), sv]
-        out.append(r)
-    return out
-
-
-def messages_of(rec: list, where: str = "") -> list[tuple[int, list]]:
-    """(batch index, record) for every message of a decoded entry: a plain entry is one
-    message with index -1 and its record as stored (compressed payload, chunk metadata and all:
-    message_from_entry handles them); a batch gives expand's records with indexes 0..n-1.
-    This is what anything reading entries as messages (readers, the Spark data source) calls."""
-    if not is_batch(rec):
-        return [(-1, rec)]
-    return list(enumerate(expand(rec, where)))
-
-
-def messages(rec: list, ledger_id: int, entry_id: int, partition: int, topic: str,
-             redelivery_count: int = 0, subscription: str | None = None,
-             consumer: str | None = None, skip=None) -> list[Message]:
-    """The Messages of an entry (one for a plain entry), ids with their batch index; skip: batch
-    indexes to leave out (acked ones, or those a reader starts after)."""
-    if not is_batch(rec):
-        return [message_from_entry(rec, MessageId(ledger_id, entry_id, partition), topic,
-                                   redelivery_count, subscription, consumer)]
-    out = []
-    for i, r in enumerate(expand(rec, f"{ledger_id}:{entry_id}")):
-        if skip and i in skip:
-            continue
-        out.append(message_from_entry(r, MessageId(ledger_id, entry_id, partition, i), topic,
-                                      redelivery_count, subscription, consumer))
-    return out
-
-
-def first_message(rec: list, ledger_id: int, entry_id: int, partition: int, topic: str):
-    """The entry's first message: what pulsar-admin's get-message-by-id and examine-message
-    show for a batch (they return the first message of the entry)."""
-    if not is_batch(rec):
-        return message_from_entry(rec, MessageId(ledger_id, entry_id, partition), topic)
-    return messages(rec, ledger_id, entry_id, partition, topic)[0]
+    return Entry(publish_time, producer, first, stored, key=m0.key, ordering_key=m0.ordering_key,
+                 compression=code, uncompressed_size=len(body), schema_version=m0.schema_version,
+                 num_messages=n, highest_sequence_id=max(seqs)).to_stored()
 
 
 # -- grouping a producer's messages into batches -------------------------------------------

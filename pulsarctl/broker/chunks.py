@@ -9,6 +9,7 @@ are never searched: publish marks a topic when it writes one (topicmeta "chunked
 from __future__ import annotations
 
 from store import codec
+from pulsarctl.entries import F_PAYLOAD, Entry, chunk_of
 from pulsarctl.names import TopicName
 
 WINDOW = 1000  # entries searched beyond a message's own chunks, each way
@@ -27,9 +28,7 @@ def has_chunks(ctx, info) -> bool:
     return bool((ctx.get("topicmeta", info.name) or {}).get("chunked"))
 
 
-def meta(rec: list):
-    """[uuid, chunk id, num chunks, total size] of a chunk's entry, else None."""
-    return rec[12] if len(rec) > 12 and rec[12] else None
+meta = chunk_of  # the entries.Chunk of a chunk's entry, else None
 
 
 def _read(ctx, info, o) -> list:
@@ -43,23 +42,41 @@ def group(ctx, info, o: int, rec: list | None = None) -> dict:
     m = meta(rec)
     if m is None:
         return {}
-    uuid, cid, n = m[0], m[1], m[2]
+    uuid, cid, n = m.uuid, m.chunk_id, m.num_chunks
     found = {cid: o}
     lo = max(info.first_offset, o - cid - WINDOW)
     p = o - 1
     while p >= lo and any(k not in found for k in range(cid)):
         mm = meta(_read(ctx, info, p))
-        if mm and mm[0] == uuid and mm[1] < cid and mm[1] not in found:
-            found[mm[1]] = p
+        if mm and mm.uuid == uuid and mm.chunk_id < cid and mm.chunk_id not in found:
+            found[mm.chunk_id] = p
         p -= 1
     hi = min(info.next_offset, o + (n - cid) + WINDOW)
     p = o + 1
     while p < hi and any(k not in found for k in range(cid + 1, n)):
         mm = meta(_read(ctx, info, p))
-        if mm and mm[0] == uuid and mm[1] > cid and mm[1] not in found:
-            found[mm[1]] = p
+        if mm and mm.uuid == uuid and mm.chunk_id > cid and mm.chunk_id not in found:
+            found[mm.chunk_id] = p
         p += 1
     return found
+
+
+def pieces(ctx, info, o: int, rec: list, near: dict | None = None) -> list | None:
+    """The stored pieces, in chunk id order, of the chunked message whose last chunk is the
+    entry rec at offset o: what broker/unpack.py joins into the message. None at its other
+    chunks (a reader sees the message at its last, as the broker gives its id) or when a chunk
+    cannot be found (trimmed). near: {offset: decoded entry} of entries already read."""
+    m = meta(rec)
+    if m is None or not m.is_last:
+        return None
+    found = group(ctx, info, o, rec)
+    if len(found) < m.num_chunks:
+        return None
+    out = []
+    for _cid, p in sorted(found.items()):
+        r = rec if p == o else near.get(p) if near else None
+        out.append((_read(ctx, info, p) if r is None else r)[F_PAYLOAD])
+    return out
 
 
 def earlier(ctx, info, offsets: list[int]) -> list[int]:
@@ -72,7 +89,7 @@ def earlier(ctx, info, offsets: list[int]) -> list[int]:
     for o in offsets:
         rec = _read(ctx, info, o)
         m = meta(rec)
-        if m is None or m[1] != m[2] - 1:
+        if m is None or not m.is_last:
             continue
         out.extend(p for p in group(ctx, info, o, rec).values() if p not in given)
         given.update(out)
@@ -86,7 +103,10 @@ def copy_of(ctx, info, o: int, rec: list):
     m = meta(rec)
     if m is None:
         return None
+    e = Entry.from_stored(rec)
     found = group(ctx, info, o, rec)
-    parts = [(cid, _read(ctx, info, p)[3] if p != o else rec[3]) for cid, p in sorted(found.items())]
+    parts = [(cid, _read(ctx, info, p)[F_PAYLOAD] if p != o else e.payload)
+             for cid, p in sorted(found.items())]
     offsets = sorted(found.values())
-    return offsets, max(offsets), (rec[9], rec[10], m[2], m[3], parts)
+    return offsets, max(offsets), (e.compression, e.uncompressed_size, m.num_chunks,
+                                   m.total_size, parts)

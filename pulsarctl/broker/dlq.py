@@ -26,6 +26,7 @@ from pulsarctl.errors import (
     Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
     UsageError,
 )
+from pulsarctl.entries import chunk_of, is_batch
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
 from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
@@ -160,7 +161,7 @@ def waiting(ctx, info, t, c) -> int:
                     n += size - sum(1 for i in done if 0 <= i < size)
                 elif chunked and chunks.meta(rec) is not None:
                     m = chunks.meta(rec)
-                    n += m[1] == m[2] - 1 and len(chunks.group(ctx, info, o, rec)) >= m[2]
+                    n += m.is_last and len(chunks.group(ctx, info, o, rec)) >= m.num_chunks
                 else:
                     n += 1
     return n
@@ -168,48 +169,33 @@ def waiting(ctx, info, t, c) -> int:
 
 def read_message(ctx, info, t: TopicName, offset: int):
     """The message at offset (a batch's first message)."""
-    from pulsarctl.broker import batches
+    from pulsarctl.broker import unpack
 
     p = info.position(offset)
     raw = ctx.ledgers.read(ctx.txn, info, offset)
-    return batches.first_message(codec.decode(raw), p.ledger_id, p.entry_id, t.partition_index,
-                                 str(t))
-
-
-def _joined(ctx, info, offset: int, rec: list):
-    """A chunked dead letter as one message, as consumers see it: at its last chunk, the
-    pieces joined (and decompressed by message_from_entry), its id the last chunk's; None at
-    its other chunks (acking the message acks them: see dlq_ack) or when a chunk is gone."""
-    m = chunks.meta(rec)
-    if m[1] != m[2] - 1:
-        return None
-    found = chunks.group(ctx, info, offset, rec)
-    if len(found) < m[2]:
-        return None
-    pieces = [rec[3] if o == offset else codec.decode(ctx.ledgers.read(ctx.txn, info, o))[3]
-              for _cid, o in sorted(found.items())]
-    whole = list(rec[:12])
-    whole[3] = b"".join(pieces)
-    return whole
+    return unpack.first_message(codec.decode(raw), p.ledger_id, p.entry_id, t.partition_index,
+                                str(t))
 
 
 def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:
     """The messages at offset waiting on pulsarctl-dlq: a batch's messages (each with its
-    batch index) not acknowledged yet, less the indexes in skip."""
-    from pulsarctl.broker import batches
+    batch index) not acknowledged yet, less the indexes in skip; a chunked dead letter as one
+    message, as consumers see it, at its last chunk (its id the last chunk's), nothing at its
+    other chunks (acking the message acks them: see dlq_ack) or when a chunk is gone."""
+    from pulsarctl.broker import batches, unpack
 
     p = info.position(offset)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
-    if not batches.is_batch(rec):
-        if chunks.meta(rec) is not None:
-            rec = _joined(ctx, info, offset, rec)
-            if rec is None:
-                return []
-        return [message_from_entry(rec, MessageId(p.ledger_id, p.entry_id, t.partition_index),
-                                   str(t))]
-    done = batches.acked_indexes(ctx, c, offset) if c is not None else set()
-    return batches.messages(rec, p.ledger_id, p.entry_id, t.partition_index, str(t),
-                            skip=done | (skip or set()))
+    done, pieces = None, None
+    if is_batch(rec):
+        done = batches.acked_indexes(ctx, c, offset) if c is not None else set()
+        done |= skip or set()
+    elif chunk_of(rec) is not None:
+        pieces = chunks.pieces(ctx, info, offset, rec)
+        if pieces is None:
+            return []
+    return unpack.messages(rec, p.ledger_id, p.entry_id, t.partition_index, str(t),
+                           skip=done, pieces=pieces)
 
 
 def _wanted(ctx, info, ids) -> dict:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import topics
+from pulsarctl.entries import F_PAYLOAD
 from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
 from pulsarctl.names import TopicName
@@ -223,7 +224,7 @@ def _fitting(now, producer_name, messages, seqs, g, compression, limit):
         return [(_encode(build_entry(now, producer_name, seqs[g[0]], m, packed)), g)]
     rec = batches.build_entry(now, producer_name, [messages[i] for i in g],
                               [seqs[i] for i in g], compression)
-    if len(rec[3]) > limit:
+    if len(rec[F_PAYLOAD]) > limit:
         half = len(g) // 2
         return (_fitting(now, producer_name, messages, seqs, g[:half], compression, limit)
                 + _fitting(now, producer_name, messages, seqs, g[half:], compression, limit))

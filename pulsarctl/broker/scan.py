@@ -4,14 +4,15 @@ pulsarctl/spark/_access.py) read, without building a Message per entry.
 
 scan_messages reads a range of offsets and gives the entries as stored and their messages;
 whole_messages turns decoded entries into messages (a batch into its messages, a compressed
-payload decompressed, a chunked message joined at its last chunk). IdColumns stands for the
-rows of a scan of plain entries, one message each, by their runs of entry ids.
+payload decompressed, a chunked message joined at its last chunk) with broker/unpack.py, as
+every reader of messages does. IdColumns stands for the rows of a scan of plain entries, one
+message each, by their runs of entry ids.
 """
 from __future__ import annotations
 
 from store import codec
-from pulsarctl import compression
-from pulsarctl.broker import batches, chunks
+from pulsarctl.broker import chunks, unpack
+from pulsarctl.entries import F_CHUNK, F_COMPRESSION, F_NUM_MESSAGES
 
 
 def scan_messages(ctx, info, start: int, end: int) -> tuple[list, list, list]:
@@ -19,10 +20,10 @@ def scan_messages(ctx, info, start: int, end: int) -> tuple[list, list, list]:
     transaction's ctx: (entries, rows, records). entries are the scanned (offset, ledger id,
     entry id, raw); rows and records the messages a reader sees in them (whole_messages), as
     rows like entries' (a fifth field, the batch index, for a message of a batch) and decoded
-    records (pulsarctl/messages.py's layout)."""
+    records (pulsarctl/entries.py's layout)."""
     entries = list(ctx.ledgers.scan(ctx.txn, info, start, end))
     recs = [codec.decode(r[3]) for r in entries]
-    if recs and max(map(len, recs)) > 9:
+    if recs and max(map(len, recs)) > F_COMPRESSION:  # compressed, chunked or batched
         rows, recs = whole_messages(ctx, info, entries, recs)
     else:
         rows = entries
@@ -35,43 +36,33 @@ class IdColumns(list):
 
 
 def whole_messages(ctx, info, rows: list, recs: list) -> tuple[list, list]:
-    """Entries as a reader sees messages: a batch as its messages (rows get a fifth field, the
-    batch index), a compressed payload decompressed, and a chunked
+    """Entries as a reader sees messages (broker/unpack.py's records): a batch as its messages
+    (rows get a fifth field, the batch index), a compressed payload decompressed, and a chunked
     message as one message with its whole payload at its last chunk (its id is the last
     chunk's, as the broker has it); its other chunks, and a message whose chunks cannot all be
     found (trimmed), give no row."""
-    here = None
+    near = None
     out_rows, out_recs = [], []
+    record, expand = unpack.record, unpack.expand  # unpack.records, without a list per entry
     for row, r in zip(rows, recs):
-        if batches.is_batch(r):
+        n = len(r)
+        if n <= F_COMPRESSION:  # plain, uncompressed: the message as stored
+            out_rows.append(row)
+            out_recs.append(r)
+            continue
+        if n > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch (entries.is_batch, inlined)
             # One row per message of the batch, its id with the batch index (row[4]).
-            for i, m in batches.messages_of(r, f"{row[1]}:{row[2]}"):
+            for i, m in enumerate(expand(r, f"{row[1]}:{row[2]}")):
                 out_rows.append((row[0], row[1], row[2], row[3], i))
                 out_recs.append(m)
             continue
-        if len(r) > 9:
-            meta = chunks.meta(r)
-            code, size = r[9], r[10]
-            if meta is not None:
-                if meta[1] != meta[2] - 1:
-                    continue
-                found = chunks.group(ctx, info, row[0], r)
-                if len(found) < meta[2]:
-                    continue
-                if here is None:
-                    here = {x[0]: y for x, y in zip(rows, recs)}
-                pieces = []
-                for _cid, o in sorted(found.items()):
-                    rec = here.get(o)
-                    if rec is None:
-                        rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-                    pieces.append(rec[3])
-                r = list(r)
-                r[3] = b"".join(pieces)
-            else:
-                r = list(r)
-            if code:
-                r[3] = compression.decompress(code, r[3], size, f"{row[1]}:{row[2]}")
+        joined = None
+        if n > F_CHUNK and r[F_CHUNK]:  # a chunk: the message at its last, joined
+            if near is None:
+                near = {x[0]: y for x, y in zip(rows, recs)}
+            joined = chunks.pieces(ctx, info, row[0], r, near)
+            if joined is None:
+                continue
         out_rows.append(row)
-        out_recs.append(r)
+        out_recs.append(record(r, f"{row[1]}:{row[2]}", joined))
     return out_rows, out_recs

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from store import codec
 from pulsarctl.broker.scan import IdColumns, whole_messages
+from pulsarctl.entries import F_COMPRESSION
 from pulsarctl.errors import (
     AlreadyExists, DataLoss, InvalidValue, MessageNotFound, TopicNotFound,
 )
@@ -414,7 +415,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
         finally:
             if enabled:
                 gc.enable()
-        if recs and max(map(len, recs)) > 9:
+        if recs and max(map(len, recs)) > F_COMPRESSION:  # compressed, chunked or batched
             if columnar is not None:
                 from pulsarctl.spark import _batched
 

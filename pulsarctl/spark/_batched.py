@@ -2,10 +2,12 @@
 
 A batch entry's payload holds its messages' metadata column by column (payloads, properties,
 keys, ordering keys, event times, sequence ids: pulsarctl/broker/batches.py), so msgpack hands
-over whole columns of an entry as Python lists. They are appended to one list per column for
-the chunk, each becoming one Arrow array. The Python path instead made a record per message
-(batches.expand) and transposed the records back into columns: that made a batched topic read
-nearly three times slower than a plain one.
+over whole columns of an entry as Python lists (broker/unpack.py's batch_columns). They are
+appended to one list per column for the chunk, each becoming one Arrow array. This is the
+columnar variant of unpack.records, built on the same decoding (batch_columns, and
+entries.payload for a plain entry's payload), because unpack.records makes a record per
+message (unpack.expand), which would then be transposed back into columns: that made a batched
+topic read nearly three times slower than a plain one.
 
 Plain entries among them (a batch of one is stored plain) are read here too, compressed ones
 decompressed. A chunk holding a chunked message's entry is left to the Python path (decode()
@@ -22,9 +24,12 @@ from pulsarctl.arrow_columns import (
     Columns, arange as _arange, binary_array as _binary, int64 as _s,
     properties_array as _properties,
 )
-from pulsarctl.broker import batches, chunks
-from pulsarctl.spark._columnar import EVENT, KEY, PAYLOAD, PRODUCER, PROPS, PUBLISH, SEQ
-from store import codec
+from pulsarctl.broker.unpack import batch_columns
+from pulsarctl.entries import (
+    F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_NUM_MESSAGES, F_PAYLOAD as PAYLOAD,
+    F_PRODUCER_NAME as PRODUCER, F_PROPERTIES as PROPS, F_PUBLISH_TIME as PUBLISH,
+    F_SEQUENCE_ID as SEQ, chunk_of, payload as stored_payload,
+)
 
 
 def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
@@ -41,8 +46,6 @@ def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
 
 
 def _decode(runs, recs, need, types):
-    from pulsarctl import compression
-
     pay, props, keys = [], [], []
     pub, prod, seq, events = [], [], [], []  # per entry: Arrow arrays, or (value, count)
     ids = []  # per entry: (ledger id, entry id, messages; 0 for a plain entry)
@@ -52,21 +55,19 @@ def _decode(runs, recs, need, types):
         for e in range(e0, e0 + k):
             r = recs[i]
             i += 1
-            if len(r) > 9 and batches.is_batch(r):
-                body = r[3]
-                if r[9]:
-                    body = compression.decompress(r[9], body, r[10], f"{lid}:{e}")
-                p, pr, ks, _okeys, ev, sq = codec.decode(body)
+            # Read by index (pulsarctl/entries.py's constants): this runs once per entry.
+            if len(r) > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch
+                p, pr, ks, _okeys, ev, sq = batch_columns(r, f"{lid}:{e}")
                 n = len(p)
                 ids.append((lid, e, n))
-                pub.append((r[0], n))
+                pub.append((r[PUBLISH], n))
                 if want[PAYLOAD]:
                     pay += p
                 if want[PRODUCER]:
-                    prod.append((r[1], n))
+                    prod.append((r[PRODUCER], n))
                 if want[SEQ]:
                     seq.append(pa.array(sq, pa.int64()) if sq else
-                               pc.add(_arange(n), _s(r[2])))
+                               pc.add(_arange(n), _s(r[SEQ])))
                 if want[PROPS]:
                     props += pr if pr else [None] * n
                 if want[KEY]:
@@ -74,26 +75,25 @@ def _decode(runs, recs, need, types):
                 if want[EVENT]:
                     events.append(pa.array(ev, pa.int64()) if ev else (0, n))
                 continue
-            payload = r[3]
-            if len(r) > 9:
-                if chunks.meta(r) is not None:
+            payload = r[PAYLOAD]
+            if len(r) > F_COMPRESSION:
+                if chunk_of(r) is not None:
                     return None
-                if r[9]:
-                    payload = compression.decompress(r[9], payload, r[10], f"{lid}:{e}")
+                payload = stored_payload(r, f"{lid}:{e}")
             ids.append((lid, e, 0))
-            pub.append((r[0], 1))
+            pub.append((r[PUBLISH], 1))
             if want[PAYLOAD]:
                 pay.append(payload)
             if want[PRODUCER]:
-                prod.append((r[1], 1))
+                prod.append((r[PRODUCER], 1))
             if want[SEQ]:
-                seq.append((r[2], 1))
+                seq.append((r[SEQ], 1))
             if want[PROPS]:
-                props.append(r[4] if len(r) > 4 else None)
+                props.append(r[PROPS] if len(r) > PROPS else None)
             if want[KEY]:
-                keys.append(r[5] if len(r) > 5 else None)
+                keys.append(r[KEY] if len(r) > KEY else None)
             if want[EVENT]:
-                events.append((r[7] if len(r) > 7 else 0, 1))
+                events.append((r[EVENT] if len(r) > EVENT else 0, 1))
     arrays = {PUBLISH: _runs(pub, pa.int64())}
     if want[PAYLOAD]:
         arrays[PAYLOAD] = _binary(pay, types[PAYLOAD])

@@ -20,13 +20,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pulsarctl.arrow_columns import Columns, arange as _arange, int64 as _s, pattern as _pattern
+from pulsarctl.entries import (
+    F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_ORDERING_KEY as OKEY,
+    F_PAYLOAD as PAYLOAD, F_PRODUCER_NAME as PRODUCER, F_PROPERTIES as PROPS,
+    F_PUBLISH_TIME as PUBLISH, F_SEQUENCE_ID as SEQ,
+)
 from pulsarctl.errors import Unsupported
 
-# The fields of a stored entry (pulsarctl/messages.py) this reads, by index.
-PUBLISH, PRODUCER, SEQ, PAYLOAD, PROPS, KEY, OKEY, EVENT = range(8)
+# The fields of a stored entry (pulsarctl/entries.py) this reads, by index: PUBLISH .. EVENT.
 _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "map",
          KEY: "str", OKEY: "any", EVENT: "int"}
-MAX_FIELDS = 9  # a tenth field is compression metadata: the Python path reads those
+MAX_FIELDS = F_COMPRESSION  # compression metadata and on: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
 

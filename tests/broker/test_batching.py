@@ -11,9 +11,10 @@ import json
 import pytest
 
 import pulsarctl
-from pulsarctl.broker import Broker, batches
+from pulsarctl.broker import Broker, batches, unpack
 from pulsarctl.client.client import BatchingType, ConsumerDeadLetterPolicy
 from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.entries import F_HIGHEST_SEQUENCE_ID, F_NUM_MESSAGES
 from pulsarctl.messages import MessageId, OutgoingMessage, parse_message_id
 from pulsarctl.names import parse_topic
 
@@ -70,7 +71,7 @@ def test_a_batch_is_one_entry_and_its_messages_carry_batch_indexes(broker):
     rec = entry(broker, "t", got[0])
     # Entry-level metadata: first sequence id, the first message's key, the count, the highest.
     assert rec[2] == 0 and rec[5] == "k0" and rec[6] == b"o0"
-    assert rec[batches.NUM_MESSAGES] == 4 and rec[batches.HIGHEST_SEQ] == 3
+    assert rec[F_NUM_MESSAGES] == 4 and rec[F_HIGHEST_SEQUENCE_ID] == 3
     read = read_all(broker, "t")
     assert ids(read) == [str(i) for i in got]
     assert [m.data() for m in read] == [b"m0", b"m1", b"m2", b"m3"]
@@ -83,16 +84,16 @@ def test_a_batch_is_one_entry_and_its_messages_carry_batch_indexes(broker):
     assert parse_message_id("1:0:-1:2").batch_index == 2
 
 
-def test_messages_of_gives_records_and_indexes_for_plain_and_batch_entries(broker):
+def test_unpack_records_gives_records_and_indexes_for_plain_and_batch_entries(broker):
     publish(broker, "t", msgs(3))
     broker.publish("t", msgs(1, "solo"))
     batch = entry(broker, "t", MessageId(1, 0))
     plain = entry(broker, "t", MessageId(1, 1))
-    got = batches.messages_of(batch)
+    got = unpack.records(batch)
     assert [i for i, _r in got] == [0, 1, 2]
     assert [r[3] for _i, r in got] == [b"m0", b"m1", b"m2"]
     assert [r[2] for _i, r in got] == [0, 1, 2]  # each message's own sequence id
-    assert batches.messages_of(plain) == [(-1, plain)]
+    assert unpack.records(plain) == [(-1, plain)]
 
 
 def test_batches_split_by_count_and_bytes_and_a_batch_of_one_is_plain(broker):

@@ -6,6 +6,7 @@ from store import codec, keys
 from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
 from pulsarctl.broker.records import Pending
+from pulsarctl.entries import F_NUM_MESSAGES
 from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
@@ -103,7 +104,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                     v = held[rc] = encode(delivery(name, now, rc).to_stored())
                 records.append((pair(cid, o), v))
                 rec = _decode(raw)
-                if len(rec) > 13 and rec[13]:  # a batch: every message, never delayed
+                if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:  # a batch (never delayed)
                     if batch is None:
                         from pulsarctl.broker import batches
 
@@ -117,6 +118,10 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
                     continue
+                # A plain entry's one message, as unpack.messages makes it, built directly with
+                # the helper it uses: this runs once per message of every consume, and going
+                # through unpack.messages (about 1.0 us against 0.4 us a message) would cost a
+                # consume, about 2 us of CPU a message, a quarter more.
                 m = message_from_entry(rec, MessageId(lid, eid, partition), topic_name,
                                        rc, sub, name)
                 if hold_until is not None and m.deliver_at > hold_until:

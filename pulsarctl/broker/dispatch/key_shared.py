@@ -16,6 +16,9 @@ from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
 from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key
 from pulsarctl.broker.records import Pending
 from pulsarctl.errors import ConsumerBusy
+from pulsarctl.entries import (
+    F_DELIVER_AT, F_KEY, F_NUM_MESSAGES, F_ORDERING_KEY, F_PRODUCER_NAME, F_SEQUENCE_ID,
+)
 from pulsarctl.messages import MessageId, message_from_entry
 
 DEFAULT_POLICY = "auto-split"
@@ -75,9 +78,10 @@ def _slot(selector_policy, rec) -> int:
     from pulsarctl.broker.dispatch.selectors import slot_of
 
     n = len(rec)
-    okey = rec[6] if n > 6 else None
-    key = rec[5] if n > 5 else None
-    return slot_of(selector_policy, sticky_key(okey, key, rec[1], rec[2]))
+    okey = rec[F_ORDERING_KEY] if n > F_ORDERING_KEY else None
+    key = rec[F_KEY] if n > F_KEY else None
+    return slot_of(selector_policy,
+                   sticky_key(okey, key, rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]))
 
 
 def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
@@ -131,7 +135,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if count_of:
             rc = count_of(o)
         pos = info.position(o)
-        if len(rec) > 13 and rec[13]:
+        if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:
             # A batch goes whole to the consumer of its entry's key (its first message's).
             if batch is None:
                 from pulsarctl.broker import batches
@@ -139,7 +143,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 batch = batches.Delivery(ctx, c)
             ms = batch.messages(o, rec, pos.ledger_id, pos.entry_id, partition, topic_name,
                                 rc, c.name, me)
-            size = rec[13]
+            size = rec[F_NUM_MESSAGES]
         else:
             size = 1
             ms = [message_from_entry(rec, MessageId(pos.ledger_id, pos.entry_id, partition),
@@ -188,8 +192,8 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             if held is not None and held(o):
                 continue
             rec = _decode(ctx.ledgers.read(txn, info, o))
-            if len(rec) > 8 and rec[8] > hold_until:
-                delayed.defer(ctx, cid, rec[8], o)
+            if len(rec) > F_DELIVER_AT and rec[F_DELIVER_AT] > hold_until:
+                delayed.defer(ctx, cid, rec[F_DELIVER_AT], o)
                 continue
             s = _slot(policy, rec)
             if selector.select(s) == me and s not in blocked and s not in waiting:
