@@ -27,19 +27,13 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import topics
-# An entry's messages: broker/unpack.py's, for every entry; named here for the callers that
-# ask batches (batches.messages, batches.first_message).
-from pulsarctl.broker.unpack import first_message, messages  # noqa: F401
-from pulsarctl.entries import Entry, batch_size, is_batch
+from pulsarctl.broker.unpack import messages
+from pulsarctl.entries import Entry, batch_size
 from pulsarctl.errors import InvalidValue, MessageNotFound
 
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
 DEFAULT, KEY_BASED = "Default", "KeyBased"
 _decode = codec.decode
-
-
-# Named here for the callers that ask batches: is_batch(rec), size(rec) (how many messages).
-size = batch_size
 
 
 # -- the entry format -------------------------------------------------------------------------
@@ -202,7 +196,7 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
             continue
         n = sizes.get(o)
         if n is None:
-            n = sizes[o] = size(_decode(ctx.ledgers.read(ctx.txn, info, o)))
+            n = sizes[o] = batch_size(_decode(ctx.ledgers.read(ctx.txn, info, o)))
         if i >= n:
             where = f"{mid.ledger_id}:{mid.entry_id}:{mid.partition}"
             raise MessageNotFound(
@@ -346,7 +340,7 @@ def take_queued(ctx, info, c, consumer: str, max_n: int, topic: str, partition: 
         want = set(idx) - acked_indexes(ctx, c, o)
         rc = prec[2] if len(prec) > 2 else 0
         out.extend(messages(rec, pos.ledger_id, pos.entry_id, partition, topic, rc, c.name,
-                            consumer, skip=set(range(size(rec))) - want))
+                            consumer, skip=set(range(batch_size(rec))) - want))
     if not left:
         c.props.pop("batchQueued", None)
     return out

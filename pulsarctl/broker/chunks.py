@@ -28,7 +28,6 @@ def has_chunks(ctx, info) -> bool:
     return bool((ctx.get("topicmeta", info.name) or {}).get("chunked"))
 
 
-meta = chunk_of  # the entries.Chunk of a chunk's entry, else None
 
 
 def _read(ctx, info, o) -> list:
@@ -39,7 +38,7 @@ def group(ctx, info, o: int, rec: list | None = None) -> dict:
     """{chunk id: offset} of the chunked message that has a chunk at offset o ({} when the
     entry is not a chunk); chunks that cannot be found (trimmed, lost) are missing."""
     rec = _read(ctx, info, o) if rec is None else rec
-    m = meta(rec)
+    m = chunk_of(rec)
     if m is None:
         return {}
     uuid, cid, n = m.uuid, m.chunk_id, m.num_chunks
@@ -47,14 +46,14 @@ def group(ctx, info, o: int, rec: list | None = None) -> dict:
     lo = max(info.first_offset, o - cid - WINDOW)
     p = o - 1
     while p >= lo and any(k not in found for k in range(cid)):
-        mm = meta(_read(ctx, info, p))
+        mm = chunk_of(_read(ctx, info, p))
         if mm and mm.uuid == uuid and mm.chunk_id < cid and mm.chunk_id not in found:
             found[mm.chunk_id] = p
         p -= 1
     hi = min(info.next_offset, o + (n - cid) + WINDOW)
     p = o + 1
     while p < hi and any(k not in found for k in range(cid + 1, n)):
-        mm = meta(_read(ctx, info, p))
+        mm = chunk_of(_read(ctx, info, p))
         if mm and mm.uuid == uuid and mm.chunk_id > cid and mm.chunk_id not in found:
             found[mm.chunk_id] = p
         p += 1
@@ -66,7 +65,7 @@ def pieces(ctx, info, o: int, rec: list, near: dict | None = None) -> list | Non
     entry rec at offset o: what broker/unpack.py joins into the message. None at its other
     chunks (a reader sees the message at its last, as the broker gives its id) or when a chunk
     cannot be found (trimmed). near: {offset: decoded entry} of entries already read."""
-    m = meta(rec)
+    m = chunk_of(rec)
     if m is None or not m.is_last:
         return None
     found = group(ctx, info, o, rec)
@@ -88,7 +87,7 @@ def earlier(ctx, info, offsets: list[int]) -> list[int]:
     out = []
     for o in offsets:
         rec = _read(ctx, info, o)
-        m = meta(rec)
+        m = chunk_of(rec)
         if m is None or not m.is_last:
             continue
         out.extend(p for p in group(ctx, info, o, rec).values() if p not in given)
@@ -100,7 +99,7 @@ def copy_of(ctx, info, o: int, rec: list):
     """For a move (dead letter, retry) of the message at o: (offsets to ack, offset of its last
     chunk, the OutgoingMessage.chunks of the copy); None when the entry is not a chunk. The
     pieces are copied as stored (still compressed), keeping chunk ids and sizes."""
-    m = meta(rec)
+    m = chunk_of(rec)
     if m is None:
         return None
     e = Entry.from_stored(rec)

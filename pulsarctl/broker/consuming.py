@@ -11,7 +11,7 @@ from __future__ import annotations
 from store import codec
 from pulsarctl.broker import (
     batches, chunks, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
-    redelivery, topics, subscriptions as subs,
+    redelivery, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
 from pulsarctl.consumer_policy import ConsumerPolicy
@@ -283,7 +283,7 @@ def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_
     out = []
     nxt = start
     for o, lid, eid, raw in ctx.ledgers.scan(ctx.txn, info, start, start + limit):
-        out.extend(batches.messages(codec.decode(raw), lid, eid, t.partition_index,
+        out.extend(unpack.messages(codec.decode(raw), lid, eid, t.partition_index,
                                     str(t), skip=skip if o == skip_in else None))
         nxt = o + 1
     return out, nxt, info.last_offset

@@ -12,7 +12,7 @@ messages are gone, and acking one at or below mark-delete is a no-op.
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import topics
+from pulsarctl.broker import topics, unpack
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName
@@ -225,8 +225,6 @@ def examine(ctx, info, t: TopicName, initial_position: str, n: int):
                               f"from the {pos}", hint=f"use -m 1 to -m {info.entries}")
     p = info.position(o)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-    from pulsarctl.broker import batches
-
     # Messages are counted in entries (a batch is one) and a batch shows its first message,
     # as pulsar-admin's examineMessage does.
-    return batches.first_message(rec, p.ledger_id, p.entry_id, t.partition_index, str(t))
+    return unpack.first_message(rec, p.ledger_id, p.entry_id, t.partition_index, str(t))

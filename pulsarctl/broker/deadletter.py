@@ -27,7 +27,7 @@ import secrets
 import string
 
 from store import codec
-from pulsarctl.broker import producers, subscriptions as subs, topics
+from pulsarctl.broker import producers, subscriptions as subs, topics, unpack
 from pulsarctl.errors import Conflict
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
 from pulsarctl import names
@@ -36,6 +36,7 @@ from pulsarctl.names import (
     REAL_TOPIC, RECONSUMETIMES, RETRY_SUFFIX, TopicName, group_letter_topic, letter_topic,
     parse_topic,
 )
+from pulsarctl.entries import is_batch
 
 
 # -- dead letters ------------------------------------------------------------------------------
@@ -67,12 +68,12 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
     copy = chunks.copy_of(ctx, info, offset, rec)
     acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
     pos = info.position(last)
-    if batches.is_batch(rec):
+    if is_batch(rec):
         # The whole entry goes, one dead letter per batch index, acked at the entry level.
         # With acknowledgmentAtBatchIndexLevelEnabled the acked indexes were never delivered
         # again, so the client would not have them to forward.
         skip = batches.acked_indexes(ctx, c, offset) if batches.index_level(ctx) else None
-        msgs = batches.messages(rec, pos.ledger_id, pos.entry_id, origin.partition_index,
+        msgs = unpack.messages(rec, pos.ledger_id, pos.entry_id, origin.partition_index,
                                 info.name, skip=skip)
     else:
         msgs = [message_from_entry(
@@ -172,13 +173,13 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
     from pulsarctl.broker import batches, chunks
 
-    if batches.is_batch(rec):
+    if is_batch(rec):
         pos = info.position(offset)
         mid = MessageId(pos.ledger_id, pos.entry_id, origin.partition_index, batch_index)
         skip = batches.acked_indexes(ctx, c, offset)
         if batch_index in skip:
             return []  # acked already: nothing to retry
-        msgs = [m for m in batches.messages(rec, pos.ledger_id, pos.entry_id,
+        msgs = [m for m in unpack.messages(rec, pos.ledger_id, pos.entry_id,
                                              origin.partition_index, info.name, skip=skip)
                 if batch_index < 0 or m.id.batch_index == batch_index]
         if batch_index >= 0 and not msgs:

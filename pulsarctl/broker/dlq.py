@@ -22,11 +22,11 @@ from contextlib import contextmanager
 
 from store import codec
 from pulsarctl.broker import chunks, topics
+from pulsarctl.entries import batch_size, chunk_of, is_batch
 from pulsarctl.errors import (
     Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
     UsageError,
 )
-from pulsarctl.entries import chunk_of, is_batch
 from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
 from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
@@ -155,12 +155,12 @@ def waiting(ctx, info, t, c) -> int:
         for lo in range(start, stop, step):
             _r, values = ctx.ledgers.scan_values(ctx.txn, info, lo, min(stop, lo + step))
             for o, rec in enumerate(codec.decode_many(values), lo):
-                if batches.is_batch(rec):
-                    size = batches.size(rec)
+                if is_batch(rec):
+                    size = batch_size(rec)
                     done = batches.acked_indexes(ctx, c, o) if c is not None else ()
                     n += size - sum(1 for i in done if 0 <= i < size)
-                elif chunked and chunks.meta(rec) is not None:
-                    m = chunks.meta(rec)
+                elif chunked and chunk_of(rec) is not None:
+                    m = chunk_of(rec)
                     n += m.is_last and len(chunks.group(ctx, info, o, rec)) >= m.num_chunks
                 else:
                     n += 1
@@ -513,7 +513,7 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
             if o in taken or (c is not None and ctx.cursors.is_acked(ctx.txn, c, o)):
                 continue
             rec = codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-            if batches.is_batch(rec):
+            if is_batch(rec):
                 pick = wanted[o]
                 for m in read_messages(ctx, info, t, c, o):
                     if pick is None or m.id.batch_index in pick:

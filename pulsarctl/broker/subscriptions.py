@@ -14,6 +14,7 @@ from pulsarctl.errors import (
     AlreadyExists, CumulativeAckNotAllowed, InvalidValue, SubscriptionNotFound,
 )
 from pulsarctl.messages import MessageId
+from pulsarctl.entries import batch_size
 
 EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = "Exclusive", "Shared", "Failover", "Key_Shared"
 TYPES = (EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED)
@@ -151,7 +152,7 @@ def unacked_by_consumer(ctx, info, c) -> dict:
                 n = rec.size
             else:
                 raw = ctx.ledgers.read(ctx.txn, info, o)
-                n = batches.size(codec.decode(raw)) if raw is not None else 1
+                n = batch_size(codec.decode(raw)) if raw is not None else 1
             if by_index and n > 1:
                 n -= len(batches.acked_indexes(ctx, c, o))
         counts[rec.consumer] = counts.get(rec.consumer, 0) + n

@@ -6,7 +6,7 @@ from __future__ import annotations
 from store import codec
 from pulsarctl.broker import (
     batches, consumers, cursor_admin, deadletter, partitions, redelivery, redelivery_state, stats,
-    timers, topics, subscriptions as subs,
+    timers, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
 from pulsarctl.broker.targets import expand, subscribed, topic_name
@@ -137,7 +137,7 @@ class Subscription:
                     pos = info.position(o)
                     rc = replay.get(o, pending.get(o, 0))
                     # A batch shows its messages not acked yet, each with its batch index.
-                    out.extend(batches.messages(
+                    out.extend(unpack.messages(
                         codec.decode(ctx.ledgers.read(ctx.txn, info, o)), pos.ledger_id,
                         pos.entry_id, p.partition_index, str(p), rc,
                         skip=batches.acked_indexes(ctx, c, o))[:n - len(out)])

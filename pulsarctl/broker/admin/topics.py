@@ -5,7 +5,7 @@ from __future__ import annotations
 from store import codec
 from pulsarctl import offload
 from pulsarctl.broker import (
-    batches, cascade, cursor_admin, partitions, stats, topics, subscriptions as subs,
+    cascade, cursor_admin, partitions, stats, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.admin.base import Noun
 from pulsarctl.broker.nonpersistent import routed
@@ -152,7 +152,7 @@ class Topics(Noun):
             mid = MessageId(ledger_id, entry_id, target.partition_index)
             o = subs.offset_of(ctx, info, mid)
             # A batch entry shows its first message, as pulsar-admin's getMessageById does.
-            m = batches.first_message(codec.decode(ctx.ledgers.read(ctx.txn, info, o)),
+            m = unpack.first_message(codec.decode(ctx.ledgers.read(ctx.txn, info, o)),
                                       ledger_id, entry_id, target.partition_index, str(target))
             # A message has a redelivery count per subscription, not one of its own.
             m.redelivery_count_ = stats.redelivery_counts(ctx, info, o)

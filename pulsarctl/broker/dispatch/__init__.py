@@ -6,7 +6,7 @@ from store import codec, keys
 from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
 from pulsarctl.broker.dispatch import exclusive, failover, shared
 from pulsarctl.broker.records import Pending
-from pulsarctl.entries import F_NUM_MESSAGES
+from pulsarctl.entries import F_NUM_MESSAGES, batch_size
 from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
@@ -113,7 +113,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                     # The pending record keeps the batch's size: the unacked limits count
                     # messages (unacked_allowance).
                     records[-1] = (records[-1][0], encode(
-                        delivery(name, now, rc, batches.size(rec)).to_stored()))
+                        delivery(name, now, rc, batch_size(rec)).to_stored()))
                     delivered.append((o, rc))
                     nbytes += sum(len(m.payload) for m in ms)
                     out.extend(ms)
