@@ -1,4 +1,5 @@
 """pulsarctl: Apache Pulsar's messaging model on a local LMDB store."""
+from pulsarctl import client, errors
 __version__ = "0.1.0"
 
 
@@ -7,11 +8,7 @@ def __getattr__(name):
     if name in ("Client", "ConsumerType", "InitialPosition", "MessageId", "Message",
                 "Producer", "Consumer", "Reader", "ConsumerDeadLetterPolicy",
                 "PartitionsRoutingMode", "HashingScheme", "BatchingType", "CompressionType"):
-        from pulsarctl import client
-
         return getattr(client, name)
     if name in ("Timeout",):
-        from pulsarctl import errors
-
         return getattr(errors, name)
     raise AttributeError(name)

@@ -114,7 +114,7 @@ def binary_array(values, typ):
 def _timestamps(ms, typ):
     """Epoch milliseconds as timestamps; 0 or None (an unset event time) is null."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     arr = pa.array(ms, pa.int64())
     if arr.null_count < len(arr):
@@ -140,7 +140,7 @@ def properties_array(values, typ):
 def _message_ids(lids: list, eids: list, partition: int, bidx: list | None = None):
     """ledger:entry:partition, and :batchIndex for the messages of a batch."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     if not lids:
         return pa.array([], pa.string())
@@ -212,7 +212,7 @@ class _FromColumns:
 
     def get(self, field: int, typ):
         import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-        import pyarrow.compute as pc
+        import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
         a = self.arrays[field]
         if field == _EVENT:
@@ -239,7 +239,7 @@ def _run_ids(runs, partition: int):
     run's entry ids are cast to digits in one kernel; one take then lays out prefix, digits,
     suffix+prefix, digits, .., suffix, which is every id back to back."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     suffix = f":{partition}".encode()
     parts = []
@@ -280,7 +280,7 @@ def entry_ids(ids, partition: int):
     """Message ids of entries given as (ledger id, entry id, messages): ledger:entry:partition
     for a plain entry (0 messages), ledger:entry:partition:i for each message i of a batch."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     parts, plain = [], []
     for lid, e, n in ids:
@@ -308,9 +308,9 @@ def record_batch(schema, topic: str, partition: int, rows, recs,
     are the scanned (offset, ledger id, entry id, raw) or a broker/scan.py IdColumns, and recs
     the decoded entries or a Columns. Entries published outside [lo_ms, hi_ms) are left out."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
-    from pulsarctl.broker.scan import IdColumns
+    from pulsarctl.broker.scan import IdColumns  # lazy: one-shot produce never needs it
 
     n = len(recs)
     src = _FromColumns(recs) if isinstance(recs, Columns) else _Decoded(recs)

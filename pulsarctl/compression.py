@@ -26,19 +26,19 @@ def code_of(name) -> int:
 
 def compress(code: int, data: bytes) -> bytes:
     if code == LZ4:
-        import lz4.block
+        import lz4.block  # lazy: lz4 is costly to import or optional
 
         return lz4.block.compress(data, store_size=False)
     if code == ZLIB:
-        import zlib
+        import zlib  # lazy: one-shot produce never needs it
 
         return zlib.compress(data)
     if code == ZSTD:
-        import cramjam
+        import cramjam  # lazy: cramjam is costly to import or optional
 
         return bytes(cramjam.zstd.compress(data))
     if code == SNAPPY:
-        import cramjam
+        import cramjam  # lazy: cramjam is costly to import or optional
 
         return bytes(cramjam.snappy.compress_raw(data))
     return data
@@ -47,19 +47,19 @@ def compress(code: int, data: bytes) -> bytes:
 def decompress(code: int, data: bytes, size: int, where: str = "") -> bytes:
     try:
         if code == LZ4:
-            import lz4.block
+            import lz4.block  # lazy: lz4 is costly to import or optional
 
             out = lz4.block.decompress(data, uncompressed_size=size)
         elif code == ZLIB:
-            import zlib
+            import zlib  # lazy: one-shot produce never needs it
 
             out = zlib.decompress(data)
         elif code == ZSTD:
-            import cramjam
+            import cramjam  # lazy: cramjam is costly to import or optional
 
             out = bytes(cramjam.zstd.decompress(data))
         elif code == SNAPPY:
-            import cramjam
+            import cramjam  # lazy: cramjam is costly to import or optional
 
             out = bytes(cramjam.snappy.decompress_raw(data))
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from pulsarctl.errors import InvalidValue
+from pulsarctl.units import parse_duration_ms
 
 ENV_STORE = "PULSARCTL_STORE"
 
@@ -101,8 +102,6 @@ def coerce_setting(name: str, value: str):
             raise InvalidValue(f"{name} must be positive, not {value!r}")
         return n
     if name == "messageDelayLevel":
-        from pulsarctl.units import parse_duration_ms
-
         levels = str(value).split()
         if not levels:
             raise InvalidValue("messageDelayLevel needs at least one duration",

@@ -22,6 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from pulsarctl.errors import InvalidPolicy
+from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
+from pulsarctl.broker.backoff import parse_backoff
+from pulsarctl.names import parse_topic
+from pulsarctl.units import parse_duration_ms
+from pulsarctl.broker import unacked
 
 # (field, stored name), in the order the command line has always stored them.
 STORED = (
@@ -55,8 +60,6 @@ def check_max_redeliver_count(n, name: str) -> int:
 
 def clamp_nack_delay(ms: int) -> int:
     """The nack delay, raised to NegativeAcksTracker's minimum (100 ms)."""
-    from pulsarctl.broker.nacks import MIN_NACK_DELAY_MS
-
     return max(int(ms), MIN_NACK_DELAY_MS)
 
 
@@ -84,10 +87,6 @@ class ConsumerPolicy:
                    retry_letter_topic=None) -> "ConsumerPolicy":
         """The policy flags of consume and receive (text as typed), parsed and checked; a flag
         left out stays None (the stored value is kept)."""
-        from pulsarctl.broker.backoff import parse_backoff
-        from pulsarctl.names import parse_topic
-        from pulsarctl.units import parse_duration_ms
-
         def duration(text, flag):
             return parse_duration_ms(text, flag) if text else None
 
@@ -150,8 +149,6 @@ class ConsumerPolicy:
     def validate(self, names: dict = FLAG_NAMES) -> "ConsumerPolicy":
         """Check every value set, as Pulsar's ConsumerBuilder does; names says how the caller
         spells the settings in its messages (the flags, or the Python API's arguments)."""
-        from pulsarctl.broker import unacked
-
         unacked.check(self.ack_timeout_ms, self.ack_timeout_tick_ms)
         if self.max_redeliver_count is not None:
             check_max_redeliver_count(self.max_redeliver_count, names["max_redeliver_count"])

@@ -17,7 +17,9 @@ import os
 import signal
 
 from pulsarctl import clock as clocks
-from pulsarctl.errors import DaemonNotRunning, LockBusy, PulsarctlError
+from pulsarctl.errors import DaemonNotRunning, LockBusy, PulsarctlError, InvalidValue
+from pulsarctl.broker.fired import text
+from pulsarctl.messages import iso_ms
 
 LOCK, STATE, LOG = "daemon.lock", "daemon.json", "daemon.log"
 DEFAULT_TICK_S = 1.0
@@ -159,16 +161,12 @@ def status(store: str) -> dict:
 
 def timer_text(kinds: dict) -> str:
     """'2 nack, 1 ack timeout' (what fired), or 'none'."""
-    from pulsarctl.broker.fired import text
-
     t = text(kinds)
     return "none" if t == "nothing" else t
 
 
 def check_tick(tick_s: float) -> float:
     if not 0.01 <= tick_s <= 3600:
-        from pulsarctl.errors import InvalidValue
-
         raise InvalidValue(f"--tick must be between 0.01 and 3600 seconds, not {tick_s}")
     return tick_s
 
@@ -244,7 +242,6 @@ class Daemon:
         except PulsarctlError as exc:
             log(self.store, f"tick failed: {exc.line()}")
             kinds, swept, counts, pol = {}, 0, {}, {}
-        from pulsarctl.messages import iso_ms
 
         fired = sum(kinds.values())
         write_state(self.store, {"pid": os.getpid(), "lastTick": iso_ms(clocks.wall_ms()),

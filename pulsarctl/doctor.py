@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib import metadata
+from pulsarctl.config import resolve_store_source, resolve_store
+from store import check, env as store_env, StoreDiskFull, StoreError
+from pulsarctl.broker import Broker
+from pulsarctl.errors import (
+    PulsarctlError, AlreadyExists, DiskFull, InvalidValue, StoreUnavailable,
+)
+from pulsarctl.messages import iso_ms
+from pulsarctl import daemon
 
 _SALVAGE_HINT = "`pulsarctl doctor --salvage NEW_STORE` copies what is still readable"
 
@@ -18,13 +27,10 @@ def _row(out: list, name: str, ok, detail: str) -> None:
 
 
 def checks(store_arg: str | None, *, deep: bool = False) -> list[dict]:
-    from pulsarctl.config import resolve_store_source
-
     out: list[dict] = []
     add = lambda name, ok, detail: _row(out, name, ok, detail)  # noqa: E731
 
     add("python", sys.version_info >= (3, 11), sys.version.split()[0])
-    from importlib import metadata
 
     for dist in ("lmdb", "msgpack", "mmh3", "lz4", "typer", "rich"):
         try:
@@ -55,8 +61,6 @@ def _guarded(out: list, name: str, fn) -> None:
 
 
 def _store(out: list, path: str) -> None:
-    from store import check
-
     add = lambda name, ok, detail: _row(out, name, ok, detail)  # noqa: E731
     mode = os.stat(path).st_mode & 0o777
     add("store permissions", mode & 0o077 == 0, f"{mode:o} (expected 700)")
@@ -84,7 +88,6 @@ def _store(out: list, path: str) -> None:
         f"transaction {m.txnid}; "
         + (f"store id {ident['id'][:12]}" if ident and ident.get("id")
            else "no identity record yet (written at the next writable open)"))
-    from pulsarctl.broker import Broker
 
     try:
         b = Broker(path, readonly=True, create=False)
@@ -102,9 +105,6 @@ def _store(out: list, path: str) -> None:
 
 
 def _clock(out: list, broker) -> None:
-    from pulsarctl.errors import PulsarctlError
-    from pulsarctl.messages import iso_ms
-
     try:
         state = broker.clock.state()
     except PulsarctlError as exc:
@@ -118,8 +118,6 @@ def _clock(out: list, broker) -> None:
 
 
 def _daemon(out: list, path: str) -> None:
-    from pulsarctl import daemon
-
     holder = daemon.lock_holder(path) if os.path.isdir(path) else None
     if holder is None:
         _row(out, "daemon", True, "not running (timers fire when commands touch their "
@@ -129,16 +127,12 @@ def _daemon(out: list, path: str) -> None:
     pid = st.get("pid") or holder
     detail = f"running, pid {pid}" if isinstance(pid, int) and pid > 0 else "running"
     if st.get("lastTick") is not None:
-        from pulsarctl.messages import iso_ms
-
         tick = st["lastTick"]
         detail += f", last tick {iso_ms(tick) if isinstance(tick, int) else tick}"
     _row(out, "daemon", True, detail)
 
 
 def _db_detail(d, shown: int = 5) -> str:
-    from store import check
-
     parts = [f"{d.read} of {d.expected} records read"]
     if d.bad:
         bad = [f"{check.describe_key(d.name, k)} ({why})" for k, why in d.bad[:shown]]
@@ -151,8 +145,6 @@ def _db_detail(d, shown: int = 5) -> str:
 
 
 def _deep(out: list, path: str) -> None:
-    from store import env as store_env
-
     rep = store_env.deep_check(path)
     if rep.inspection.state in ("absent", "new"):
         _row(out, "records", True, "none yet")
@@ -181,11 +173,6 @@ def _deep(out: list, path: str) -> None:
 def salvage(store_arg: str | None, new_store: str) -> list[dict]:
     """Copy what can be read of the store into a new store at new_store: rows saying what was
     copied and what could not be saved."""
-    from pulsarctl.config import resolve_store
-    from pulsarctl.errors import AlreadyExists, DiskFull, InvalidValue, StoreUnavailable
-    from store import StoreDiskFull, StoreError, check
-    from store import env as store_env
-
     src = os.path.abspath(resolve_store(store_arg))
     dst = os.path.abspath(os.path.expanduser(new_store))
     if dst == src:

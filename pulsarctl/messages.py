@@ -88,7 +88,7 @@ def parse_message_id(text: str) -> MessageId:
         return MessageId.earliest if text == "earliest" else MessageId.latest
     global _ID_RE
     if _ID_RE is None:
-        import re
+        import re  # lazy: one-shot produce never needs it
 
         _ID_RE = re.compile(_ID_PATTERN)
     m = _ID_RE.match(text or "") if isinstance(text, str) else None
@@ -106,7 +106,7 @@ def iso_ms(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds, as message records print times."""
     if not ms:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime, timezone  # lazy: one-shot produce never needs it
 
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
     return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
@@ -243,7 +243,7 @@ class Message:
         try:
             payload, enc = self.payload.decode("utf-8"), None
         except UnicodeDecodeError:
-            import base64
+            import base64  # lazy: one-shot produce never needs it
 
             payload, enc = base64.b64encode(self.payload).decode(), "base64"
         okey = self.ordering_key_
@@ -251,7 +251,7 @@ class Message:
             try:
                 okey = okey.decode()
             except UnicodeDecodeError:
-                import base64
+                import base64  # lazy: one-shot produce never needs it
 
                 okey = base64.b64encode(okey).decode()
         r = {"messageId": str(self.id), "topic": self.topic, "payload": payload}

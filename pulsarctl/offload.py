@@ -45,6 +45,7 @@ from pulsarctl.errors import (
     InvalidValue, OffloadedLedgerMissing, OffloadUnavailable, PulsarctlError, TopicNotFound,
 )
 from pulsarctl.names import TopicName, parse_topic
+from pulsarctl.broker import partitions, topics
 
 MANIFEST = "manifest.json"
 EXTRA = ("__ledgerId", "__entryId", "__entry", "__visible")
@@ -57,8 +58,8 @@ def _pyarrow():
     except ImportError:
         raise OffloadUnavailable("offloaded ledgers are Parquet files and pyarrow is not "
                                  "installed") from None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # lazy: pyarrow is costly to import or optional
+    import pyarrow.parquet as pq  # lazy: pyarrow is costly to import or optional
     return pa, pq
 
 
@@ -212,8 +213,6 @@ def candidates(ctx, info, size_threshold: int | None, older_than_ms: int | None)
 
 def partitions_of(ctx, topic: TopicName) -> list[tuple]:
     """(partition, its LedgerInfo) for every existing partition of topic (or the topic)."""
-    from pulsarctl.broker import partitions, topics
-
     if not topic.persistent:
         raise InvalidValue(f"{topic} is non-persistent: it has no ledgers to offload",
                            hint="offload persistent topics")
@@ -228,8 +227,6 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
             older_than_ms: int | None = None) -> dict:
     """Offload a topic's (every partition's) chosen ledgers to Parquet under `to`. Returns
     what was done: {"topic", "directory", "ledgers": [...], "entries", "bytes", "files"}."""
-    from pulsarctl.broker import topics
-
     if size_threshold is None and older_than_ms is None:
         raise InvalidValue("say which ledgers to offload: --size-threshold or --older-than")
     if size_threshold is not None and size_threshold < 0:
@@ -319,8 +316,6 @@ def status(broker, topic: str) -> dict:
 
 def manifest(broker, name: str, root: str) -> str | None:
     """Write the manifest of one topic partition's directory under root from the store."""
-    from pulsarctl.broker import topics
-
     t = parse_topic(name)
     directory = topic_dir(root, t)
 
@@ -343,8 +338,6 @@ def manifest(broker, name: str, root: str) -> str | None:
 
 def files_of(broker, part_names: list[str]) -> dict:
     """{partition name: [(ledger id, first offset, entries, file)]} of offloaded ledgers."""
-    from pulsarctl.broker import topics
-
     def run(ctx):
         out = {}
         for name in part_names:

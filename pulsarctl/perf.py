@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import os
 
+import random
+import tempfile
+import shutil
 from pulsarctl import clock as clocks
 from pulsarctl.messages import OutgoingMessage
+from pulsarctl.errors import TopicNotFound, Timeout
+from pulsarctl.broker import Broker, policies
+from pulsarctl.clock import SimulatedClock
 
 
 def percentiles(samples_ms: list[float]) -> dict:
@@ -32,8 +38,6 @@ _WORDS = ("order", "customer", "amount", "currency", "EUR", "status", "paid", "p
 def payloads(size: int, k: int = 64) -> list[bytes]:
     """k payloads of size bytes that look like JSON events (compressible as real data is,
     unlike a run of one byte), the same on every run."""
-    import random
-
     rng = random.Random(0)
     out = []
     for _ in range(k):
@@ -85,8 +89,6 @@ def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
 
 
 def _exists(client, topic: str) -> bool:
-    from pulsarctl.errors import TopicNotFound
-
     try:
         client.broker.topics.internal_stats(topic)
         return True
@@ -96,8 +98,6 @@ def _exists(client, topic: str) -> bool:
 
 def consume(client, topic: str, subscription: str, n: int, sub_type: str, queue: int,
             progress=None) -> dict:
-    from pulsarctl.errors import Timeout
-
     consumer = client.subscribe(topic, subscription, sub_type, "Earliest",
                                 receiver_queue_size=queue)
     lat: list[float] = []
@@ -130,13 +130,6 @@ def consume(client, topic: str, subscription: str, n: int, sub_type: str, queue:
 def _scratch():
     """A temporary store on a simulated clock: these benchmarks move time, which a user's
     store must not see."""
-    import tempfile
-
-    from pulsarctl.broker import Broker
-    from pulsarctl.clock import SimulatedClock
-
-    from pulsarctl.broker import policies
-
     d = tempfile.mkdtemp(prefix="pulsarctl-perf-")
     clock = SimulatedClock(1_800_000_000_000)
     b = Broker(os.path.join(d, "store"), clock)
@@ -149,8 +142,6 @@ def _scratch():
 def timers(n: int, progress=None) -> dict:
     """n nacked messages whose nack delay has run out, then one fire_due (what `daemon
     run-once` does): timers fired per second."""
-    import shutil
-
     d, clock, b = _scratch()
     try:
         _fill(b, "t", n, progress)
@@ -180,12 +171,11 @@ def timers(n: int, progress=None) -> dict:
 def delayed(n: int, due: int = 1000, progress=None) -> dict:
     """n messages delayed by a day on a Shared subscription, then `due` messages due now: how
     long dispatching the due ones takes while the n wait (and the one-time indexing pass)."""
-    import shutil
-
     d, clock, b = _scratch()
     try:
         b.subscription("t", "s").create("earliest")
         _fill(b, "t", n, progress, deliver_at=clock.now_ms() + 86_400_000)
+        # local: imported only where this branch runs
         from pulsarctl.broker.consumers import this_process
 
         pid, start = this_process()

@@ -41,7 +41,7 @@ def parse_time_ms(text: str, what: str = "time") -> int:
         if n < 0:
             raise InvalidValue(f"invalid {what} {text!r}: negative epoch milliseconds")
         return _in_range(n, what, text)
-    from datetime import datetime, timezone
+    from datetime import datetime, timezone  # lazy: one-shot produce never needs it
 
     try:
         dt = datetime.fromisoformat(s.replace("Z", "+00:00").replace("z", "+00:00"))

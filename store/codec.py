@@ -29,7 +29,7 @@ def decode(data):
         if tag == PLAIN:
             return _unpackb(memoryview(data)[1:], raw=False, strict_map_key=False)
         if tag == LZ4:
-            import lz4.frame
+            import lz4.frame  # lazy: lz4 is costly to import or optional
 
             return _unpackb(lz4.frame.decompress(bytes(data[1:])), raw=False,
                             strict_map_key=False)

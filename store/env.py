@@ -362,7 +362,7 @@ def verify_structure(path: str) -> list[str] | None:
     reachable once, the free list and the live pages covering the file. None when this py-lmdb
     has no verifier."""
     try:
-        from lmdb import verify as v
+        from lmdb import verify as v  # lazy: one-shot produce never needs it
     except ImportError:
         return None
     try:

@@ -35,6 +35,7 @@ def holder(ctx, topic: TopicName) -> dict | None:
     rec = ctx.get("xproducer", _key(topic))
     if rec is None:
         return None
+    # lazy: one-shot produce never needs it
     from pulsarctl.broker.consumers import process_start_time
 
     if process_start_time(rec["pid"]) != rec["pidStart"]:
@@ -64,7 +65,7 @@ def check(ctx, topic: TopicName, name: str) -> None:
     rec = ctx.get("xproducer", _key(topic))
     if rec is None:
         return
-    from pulsarctl.broker.consumers import this_process
+    from pulsarctl.broker.consumers import this_process  # lazy: one-shot produce never needs it
 
     if _is(rec, name, *this_process()):
         return

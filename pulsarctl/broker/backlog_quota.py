@@ -64,7 +64,7 @@ def check(ctx, info) -> None:
 
 
 def _evict(ctx, info, c, typ: str, limit: int) -> None:
-    from pulsarctl.broker import cursor_admin
+    from pulsarctl.broker import cursor_admin  # lazy: one-shot produce never needs it
 
     if typ == "message_age":
         cursor_admin.expire(ctx, info, c, max(limit, 1))

@@ -30,6 +30,7 @@ from pulsarctl.broker import topics
 from pulsarctl.broker.unpack import messages
 from pulsarctl.entries import Entry, batch_size
 from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.compression import compress
 
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
 DEFAULT, KEY_BASED = "Default", "KeyBased"
@@ -62,8 +63,6 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
     ])
     stored = body
     if code:
-        from pulsarctl.compression import compress
-
         stored = compress(code, body)
     m0 = msgs[0]
     return Entry(publish_time, producer, first, stored, key=m0.key, ordering_key=m0.ordering_key,

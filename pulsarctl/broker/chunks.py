@@ -11,13 +11,12 @@ from __future__ import annotations
 from store import codec
 from pulsarctl.entries import F_PAYLOAD, Entry, chunk_of
 from pulsarctl.names import TopicName
+from pulsarctl.broker import topics
 
 WINDOW = 1000  # entries searched beyond a message's own chunks, each way
 
 
 def mark(ctx, topic: TopicName) -> None:
-    from pulsarctl.broker import topics
-
     meta = topics.meta(ctx, topic)
     if not meta.get("chunked"):
         meta["chunked"] = True

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 
-from pulsarctl.broker import redelivery_state, subscriptions as subs
+from pulsarctl.broker import redelivery_state, subscriptions as subs, delayed
 from pulsarctl.broker.records import Consumer
 from pulsarctl.errors import ConsumerBusy, ConsumerNotFound
+from pulsarctl.broker.dispatch import key_shared
+from pulsarctl.broker.dispatch.failover import active
+from pulsarctl.names import partition_index
 
 DEFAULT_LEASE_MS = 5 * 60 * 1000
 
@@ -144,8 +147,6 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
         # Exclusive cursor, and the other way round). Exclusive and Failover deliver delayed
         # messages at once, so the delayed index of a Shared past means nothing to them either.
         if sub_type in subs.SINGLE_ACTIVE:
-            from pulsarctl.broker import delayed
-
             delayed.clear(ctx, c.id)
         subs.rewind(ctx, c)
         c.props.pop("active", None)
@@ -162,8 +163,6 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     _put(ctx, c, rec)
     live = sweep(ctx, info, c)
     if sub_type == subs.KEY_SHARED:
-        from pulsarctl.broker.dispatch import key_shared
-
         # A policy mismatch or a sticky range conflict refuses the consumer now (exit 4), and
         # the transaction leaves no trace of it.
         key_shared.check_policy(c, live, rec)
@@ -179,8 +178,6 @@ def note_active(ctx, info, c, live: list[dict]) -> None:
     here every hand-over is a transaction, so it happens at once)."""
     if c.props.get("type") != subs.FAILOVER:
         return
-    from pulsarctl.broker.dispatch.failover import active
-    from pulsarctl.names import partition_index
 
     act = active(live, partition_index(info.name), info.name)
     name = act.name if act else None

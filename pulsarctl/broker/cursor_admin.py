@@ -12,10 +12,13 @@ messages are gone, and acking one at or below mark-delete is a no-op.
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import topics, unpack
+from pulsarctl.broker import (
+    topics, unpack, subscriptions as subs, batches, consumers, delayed, redelivery_state, timers,
+)
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.messages import MessageId
 from pulsarctl.names import TopicName
+from pulsarctl.units import parse_time_or_duration_ms
 
 
 # -- what the commands report ------------------------------------------------------------------
@@ -57,10 +60,6 @@ def drop_through(ctx, c, upto: int) -> None:
 
 def _advanced(ctx, info, c) -> None:
     """After mark-delete moved forward: drop what it passed, save, trim passed ledgers."""
-    from pulsarctl.broker import subscriptions as subs
-
-    from pulsarctl.broker import batches
-
     drop_through(ctx, c, c.mark_delete)
     batches.forget_through(ctx, c, c.mark_delete)
     ctx.cursors.save(ctx.txn, c)
@@ -70,8 +69,6 @@ def _advanced(ctx, info, c) -> None:
 def open_cursor(ctx, t: TopicName, sub: str):
     """Topic and subscription, after disconnecting consumers that are gone (what is due for the
     subscription fires before the operation, as in every broker call)."""
-    from pulsarctl.broker import consumers, subscriptions as subs
-
     info = topics.require(ctx, t)
     c = subs.require(ctx, info, sub)
     consumers.sweep(ctx, info, c)
@@ -127,8 +124,6 @@ def offset_for_time(ctx, info, t_ms: int) -> int:
 def offset_for_id(ctx, info, mid: MessageId) -> int:
     """The offset of mid, delivered next (inclusive). Like Pulsar's isValidPosition, the position
     just after the last entry is accepted too: nothing is delivered again."""
-    from pulsarctl.broker import subscriptions as subs
-
     if mid == MessageId.earliest:
         return info.first_offset
     if mid == MessageId.latest:
@@ -141,8 +136,6 @@ def offset_for_id(ctx, info, mid: MessageId) -> int:
 
 def parse_reset_time(text: str, now_ms: int) -> int:
     """reset-cursor -t: a duration ago, ISO 8601, or epoch milliseconds."""
-    from pulsarctl.units import parse_time_or_duration_ms
-
     try:
         return parse_time_or_duration_ms(text, now_ms)
     except InvalidValue:
@@ -154,8 +147,6 @@ def parse_reset_time(text: str, now_ms: int) -> int:
 def reset(ctx, info, c, next_offset: int) -> None:
     """Deliver again from next_offset: mark-delete just before it, no ack holes above it, and no
     pending, replay or delayed state (a reset disconnects consumers in Pulsar)."""
-    from pulsarctl.broker import batches, delayed, redelivery_state, subscriptions as subs, timers
-
     ctx.cursors.seek(ctx.txn, c, next_offset - 1)
     subs.clear_delivery_state(ctx, c)
     batches.forget_through(ctx, c)  # the ack holes go, partial batch acks with them

@@ -27,8 +27,10 @@ import secrets
 import string
 
 from store import codec
-from pulsarctl.broker import producers, subscriptions as subs, topics, unpack
-from pulsarctl.errors import Conflict
+from pulsarctl.broker import (
+    producers, subscriptions as subs, topics, unpack, batches, chunks, partitions,
+)
+from pulsarctl.errors import Conflict, InvalidTopicName, InvalidValue
 from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
 from pulsarctl import names
 from pulsarctl.names import (
@@ -37,6 +39,8 @@ from pulsarctl.names import (
     parse_topic,
 )
 from pulsarctl.entries import is_batch
+from pulsarctl.units import parse_duration_ms
+from pulsarctl.broker.routing import PartitionRouter
 
 
 # -- dead letters ------------------------------------------------------------------------------
@@ -63,7 +67,6 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
     policy = c.props.get("policy") or {}
     origin = parse_topic(info.name)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
-    from pulsarctl.broker import batches, chunks
 
     copy = chunks.copy_of(ctx, info, offset, rec)
     acked, last = (copy[0], copy[1]) if copy else ([offset], offset)
@@ -136,8 +139,6 @@ def _default_name(ctx, topic: str, subscription: str, suffix: str) -> str:
     new = letter_topic(topic, subscription, suffix)
     if ctx is None:
         return new
-    from pulsarctl.broker import partitions
-    from pulsarctl.errors import InvalidTopicName
 
     try:
         old = parse_topic(group_letter_topic(topic, subscription, suffix))
@@ -148,9 +149,6 @@ def _default_name(ctx, topic: str, subscription: str, suffix: str) -> str:
 
 def level_delay_ms(ctx, level: int) -> int:
     """TDMQ's delay levels: level N (1-based) of messageDelayLevel; past the last, the last."""
-    from pulsarctl.errors import InvalidValue
-    from pulsarctl.units import parse_duration_ms
-
     levels = ctx.setting("messageDelayLevel").split()
     if level < 1:
         raise InvalidValue(f"delay level {level} is out of range",
@@ -171,7 +169,6 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
                        f"not support!)", hint="consume with --enable-retry first")
     origin = parse_topic(info.name)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
-    from pulsarctl.broker import batches, chunks
 
     if is_batch(rec):
         pos = info.position(offset)
@@ -247,14 +244,11 @@ def route(ctx, c, target: TopicName, key: str | None) -> TopicName:
     see settings_for) the partition the client's producer would pick: RoundRobinPartition,
     the key's hash if it has one, else the next partition in turn (the counter lives with the
     subscription, as the producer lives with its consumer)."""
-    from pulsarctl.broker import partitions
-
     if target.is_partition:
         return target
     n = partitions.get(ctx, target)
     if not n:
         return target
-    from pulsarctl.broker.routing import PartitionRouter
 
     router = PartitionRouter(n, start=c.props.get(_ROUND_ROBIN, 0))
     i = router.choose(key)

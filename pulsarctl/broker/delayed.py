@@ -8,6 +8,7 @@ subscriptions deliver at once, as Pulsar's single-active-consumer dispatchers do
 from __future__ import annotations
 
 from store import keys
+from pulsarctl.broker import policies
 
 _triple, _untriple = keys.triple, keys.unpack_triple
 
@@ -19,8 +20,6 @@ def cutoff(ctx, topic: str) -> int:
     """Messages due before now + tick go out now (isDelayedDeliveryDeliverAtTimeStrict=false),
     so a message may arrive up to one tick early, as in Pulsar. With delayed delivery switched
     off by a namespace or topic policy, everything is due: held messages go out at once."""
-    from pulsarctl.broker import policies
-
     p = policies.effective(ctx, topic, policies.DELAYED)
     if not p.get("active", True):
         return NEVER_HELD

@@ -20,18 +20,28 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
+import hashlib
+import errno
+import fcntl
 from store import codec
-from pulsarctl.broker import chunks, topics
+from pulsarctl.broker import (
+    chunks, topics, partitions, subscriptions as subs, batches, unpack, deadletter, policies,
+    tenants, producers,
+)
 from pulsarctl.entries import batch_size, chunk_of, is_batch
 from pulsarctl.errors import (
     Conflict, InvalidValue, LockBusy, StoreUnavailable, SubscriptionNotFound, TopicNotFound,
-    UsageError,
+    UsageError, InvalidMessageId,
 )
-from pulsarctl.messages import MessageId, OutgoingMessage, iso_ms, message_from_entry
+from pulsarctl.messages import (
+    MessageId, OutgoingMessage, iso_ms, message_from_entry, parse_message_id,
+)
 from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
-    parse_topic,
+    parse_topic, parse_namespace, check_subscription,
 )
+from store.ledger import LedgerInfo
+from pulsarctl.broker.routing import PartitionRouter
 
 SUBSCRIPTION = "pulsarctl-dlq"
 REPLAY_COUNT = "REPLAY_COUNT"
@@ -52,8 +62,6 @@ def _topic(name) -> TopicName:
 
 # -- the per-DLQ lock -------------------------------------------------------------------------
 def lock_path(store_dir: str, topic) -> str:
-    import hashlib
-
     digest = hashlib.sha1(str(_topic(topic)).encode()).hexdigest()[:16]
     return os.path.join(store_dir, f"dlq-{digest}.lock")
 
@@ -62,9 +70,6 @@ def lock_path(store_dir: str, topic) -> str:
 def locked(store_dir: str, topic, wait: bool = True):
     """Hold the DLQ's exclusive lock for the body. wait=False: LockBusy (exit 5) at once when
     another command holds it. The lock file names its holder's pid, for the message."""
-    import errno
-    import fcntl
-
     path = lock_path(store_dir, topic)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -94,16 +99,12 @@ def open_dlq(ctx, t: TopicName, missing_ok: bool = False):
     """The DLQ's ledger info and its pulsarctl-dlq cursor (None until first drain/replay/purge).
     missing_ok: a DLQ that does not exist reads as an empty one (an empty ledger info that is
     stored nowhere), so nothing is created for it."""
-    from pulsarctl.broker import partitions, subscriptions as subs
-
     info = topics.lookup(ctx, t)
     if info is None:
         if not t.is_partition and partitions.get(ctx, t):
             raise InvalidValue(f"{t} is a partitioned topic; dlq commands take one topic",
                                hint=f"name one partition, e.g. {t.partition(0)}")
         if missing_ok:
-            from store.ledger import LedgerInfo
-
             return LedgerInfo(MISSING, str(t)), None
         raise TopicNotFound(f"dead letter topic {t} does not exist",
                             hint="list dead letter topics with `pulsarctl dlq list`")
@@ -112,8 +113,6 @@ def open_dlq(ctx, t: TopicName, missing_ok: bool = False):
 
 def ensure_subscription(ctx, info):
     """pulsarctl-dlq, created at Earliest (so it takes everything the DLQ holds) if missing."""
-    from pulsarctl.broker import subscriptions as subs
-
     return subs.create(ctx, info, SUBSCRIPTION, "Earliest", subs.SHARED)
 
 
@@ -145,8 +144,6 @@ def waiting(ctx, info, t, c) -> int:
     chunked message once, at its last chunk). The cursor's backlog counts entries, which is
     not what a person means: a DLQ filled in batches of 1000 holds 1000 times more. The
     entries are read in bulk (their payloads are not expanded)."""
-    from pulsarctl.broker import batches
-
     if info.entries <= 0:
         return 0
     chunked = chunks.has_chunks(ctx, info)
@@ -169,8 +166,6 @@ def waiting(ctx, info, t, c) -> int:
 
 def read_message(ctx, info, t: TopicName, offset: int):
     """The message at offset (a batch's first message)."""
-    from pulsarctl.broker import unpack
-
     p = info.position(offset)
     raw = ctx.ledgers.read(ctx.txn, info, offset)
     return unpack.first_message(codec.decode(raw), p.ledger_id, p.entry_id, t.partition_index,
@@ -182,8 +177,6 @@ def read_messages(ctx, info, t: TopicName, c, offset: int, skip=None) -> list:
     batch index) not acknowledged yet, less the indexes in skip; a chunked dead letter as one
     message, as consumers see it, at its last chunk (its id the last chunk's), nothing at its
     other chunks (acking the message acks them: see dlq_ack) or when a chunk is gone."""
-    from pulsarctl.broker import batches, unpack
-
     p = info.position(offset)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
     done, pieces = None, None
@@ -202,8 +195,6 @@ def _wanted(ctx, info, ids) -> dict:
     """{offset: batch indexes wanted, or None for the whole entry} for message ids; an id that
     names no message of the DLQ is MessageNotFound. Ids in ledgers already trimmed were
     handled: left out."""
-    from pulsarctl.broker import subscriptions as subs
-
     out: dict = {}
     for mid in ids:
         got = subs.offsets_of(ctx, info, [mid])
@@ -228,8 +219,6 @@ def matches(m, filters) -> bool:
 def id_offsets(ctx, info, ids) -> list[int]:
     """The offsets of message ids on this DLQ, sorted; an id that names no message of it is
     MessageNotFound (nothing is done). Ids in ledgers already trimmed were handled: left out."""
-    from pulsarctl.broker import subscriptions as subs
-
     return sorted(set(subs.offsets_of(ctx, info, ids)))
 
 
@@ -282,8 +271,6 @@ def count(ctx, info, t, c, filters=None, ids=None, cutoff=None) -> int:
 def _origins(ctx) -> tuple[dict, set]:
     """The dead letter topic of every subscription with a dead letter or retry policy:
     {dlq name: (origin topic, subscription)}, and the names of retry letter topics."""
-    from pulsarctl.broker import deadletter
-
     dlqs, retries = {}, set()
     for name, ml_id in list(ctx.ledgers.names(ctx.txn)):
         for c in ctx.cursors.list(ctx.txn, ml_id):
@@ -322,15 +309,11 @@ def _looks_dead(ctx, info, t) -> bool:
 
 def retention(ctx, t: TopicName) -> bool:
     """A retention policy in force on the topic (neither its time nor its size is 0)."""
-    from pulsarctl.broker import policies
-
     r = policies.effective(ctx, t, policies.RETENTION) or {}
     return bool(r.get("retentionTimeInMinutes")) and bool(r.get("retentionSizeInMB"))
 
 
 def list_dlqs(ctx, namespace: str | None = None) -> list[dict]:
-    from pulsarctl.broker import tenants
-
     if namespace:
         tenants.get_namespace(ctx, namespace)
         prefix = f"persistent://{namespace}/"
@@ -435,8 +418,6 @@ def replay_count(m) -> int:
 
 def _retry_topic(ctx, origin: TopicName, subscription: str) -> TopicName:
     """The retry letter topic of a subscription of the origin (it must exist, retry enabled)."""
-    from pulsarctl.broker import partitions, subscriptions as subs
-
     for p in partitions.expand(ctx, origin):
         info = topics.lookup(ctx, p)
         c = subs.get(ctx, info, subscription) if info is not None else None
@@ -462,17 +443,12 @@ class _Routes:
         self.routers: dict = {}
 
     def partition(self, target: TopicName, m, to_origin: bool) -> TopicName:
-        from pulsarctl.broker import partitions
-
         if target.is_partition:
             return target
         n = partitions.get(self.ctx, target)
         if not n:
             return target
         if to_origin:
-            from pulsarctl.errors import InvalidMessageId
-            from pulsarctl.messages import parse_message_id
-
             try:
                 i = parse_message_id((m.properties_ or {}).get(ORIGIN_MESSAGE_ID, "")).partition
             except InvalidMessageId:
@@ -481,8 +457,6 @@ class _Routes:
                 return target.partition(i)
         router = self.routers.get(str(target))
         if router is None:
-            from pulsarctl.broker.routing import PartitionRouter
-
             router = self.routers[str(target)] = PartitionRouter(n)
         return target.partition(router.choose(m.key, self.ctx.now))
 
@@ -494,8 +468,6 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
     Returns one result per message: action replayed|skipped|failed (would-replay and
     would-skip on a dry run), target, newMessageId, replayCount, reason. max_failures: stop
     after that many failed (the messages after it are neither replayed nor in the results)."""
-    from pulsarctl.broker import producers, subscriptions as subs
-
     info, c = open_dlq(ctx, t)
     if not dry_run:
         c = ensure_subscription(ctx, info)
@@ -504,7 +476,6 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
     routes = _Routes(ctx)
     retry_topics: dict = {}
     results, acks, batch_acks = [], [], []
-    from pulsarctl.broker import batches, chunks
 
     def units():
         """(message, chunk copy, offsets its ack covers; None: ack its batch index)."""
@@ -557,7 +528,6 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
             if key not in retry_topics:
                 retry_topics[key] = _retry_topic(ctx, origin, subscription)
             target = retry_topics[key]
-            from pulsarctl.broker import deadletter
 
             props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
             props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
@@ -598,8 +568,6 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
 def list_all(broker, namespace: str | None = None) -> list[dict]:
     """Every dead letter topic (of a namespace), with what waits in it (Broker.dlqs)."""
     if namespace:
-        from pulsarctl.names import parse_namespace
-
         parse_namespace(namespace)
     return broker.read(list_dlqs, namespace)
 
@@ -678,13 +646,10 @@ class Dlq:
         ids = list(ids)
 
         def run(ctx):
-            from pulsarctl.broker import subscriptions as subs
-
             info, _c = open_dlq(ctx, t)
             c = ensure_subscription(ctx, info)
             if any(m.batch_index >= 0 for m in ids):
                 # A batch's dead letters are handled one by one: acked by their batch index.
-                from pulsarctl.broker import batches
 
                 offsets, newly, completed, _held = batches.resolve(ctx, info, c, ids)
                 n = newly - completed
@@ -715,8 +680,6 @@ class Dlq:
         if to is not None and _topic(to).partitioned_topic_name == t.partitioned_topic_name:
             raise InvalidValue(f"cannot replay {t} into itself", hint="give another --to TOPIC")
         if subscription is not None:
-            from pulsarctl.names import check_subscription
-
             check_subscription(subscription)
         run = (self._broker.read if dry_run else self._broker.write)
         return run(replay, t, ids, to, subscription, max_replays, dry_run, max_failures)

@@ -4,7 +4,7 @@ message. It runs on each daemon tick (Pulsar: every messageExpiryCheckIntervalIn
 `topics expire-messages`, and lazily whenever a consumer fetches from the subscription."""
 from __future__ import annotations
 
-from pulsarctl.broker import policies
+from pulsarctl.broker import policies, cursor_admin
 
 
 def ttl_ms(ctx, info) -> int:
@@ -16,7 +16,6 @@ def apply(ctx, info, cursors=None) -> int:
     ttl = ttl_ms(ctx, info)
     if not ttl:
         return 0
-    from pulsarctl.broker import cursor_admin
 
     n = 0
     for c in cursors if cursors is not None else ctx.cursors.list(ctx.txn, info.ml_id):

@@ -21,7 +21,7 @@ SHM = "/dev/shm"
 def path_for(store: str) -> str:
     """Where the store's non-persistent topics live: tmpfs, keyed by the store's real path."""
     import hashlib  # lazy, as tempfile: only a call naming a non-persistent topic needs them
-    import tempfile
+    import tempfile  # lazy: one-shot produce never needs it
 
     base = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK) else tempfile.gettempdir()
     digest = hashlib.sha1(os.path.realpath(store).encode()).hexdigest()[:16]

@@ -6,7 +6,7 @@ stored under pulsar-admin's Policies field names, so `namespaces policies` reads
 """
 from __future__ import annotations
 
-from pulsarctl.broker import tenants, topics
+from pulsarctl.broker import tenants, topics, partitions
 from pulsarctl.errors import InvalidValue, TopicNotFound
 from pulsarctl.names import TopicName, parse_topic
 
@@ -125,8 +125,6 @@ def _base(topic: TopicName) -> str:
 def _topic_record(ctx, topic: TopicName, must_exist: bool) -> tuple[str, dict]:
     key = _base(topic)
     if must_exist and topics.lookup(ctx, topic) is None:
-        from pulsarctl.broker import partitions
-
         if not partitions.get(ctx, parse_topic(key)):
             raise TopicNotFound(f"topic {topic} does not exist",
                                 hint=f"create it with `pulsarctl topics create {topic}`")

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 from store import codec
-from pulsarctl.broker import topics
+from pulsarctl.broker import topics, backlog_quota, access, schemas, batches, policies
 from pulsarctl.entries import F_PAYLOAD
 from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
 from pulsarctl.names import TopicName
+from pulsarctl.compression import compress
 
 _encode = codec.encode
 
@@ -46,8 +47,6 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     if batching is not None and len(messages) > 1:
         check_sizes(ctx, messages, _stored_sizes(ctx, messages, compression))
     elif compression:
-        from pulsarctl.compression import compress
-
         packed = [(compression, compress(compression, m.payload)) for m in messages]
         if not chunking:
             check_sizes(ctx, messages, [len(p[1]) for p in packed])
@@ -60,18 +59,13 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     now = ctx.now
     if not internal:
         _check_delays(ctx, info, messages, now)
-        from pulsarctl.broker import backlog_quota
 
         backlog_quota.check(ctx, info)
     if producer_name is None:
         producer_name = new_producer_name(ctx)
     if not internal:
-        from pulsarctl.broker import access
-
         access.check(ctx, topic, producer_name)
     if schema and schema != "BYTES":
-        from pulsarctl.broker import schemas
-
         schemas.validate(schema, [m.payload for m in messages])
         version = schemas.for_producer(ctx, topic, schema)
         for m in messages:
@@ -112,7 +106,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
                                                                      code, size))))
         lasts.append(len(entries) - 1)
     if lasts is not None:
-        from pulsarctl.broker import chunks
+        from pulsarctl.broker import chunks  # lazy: one-shot produce never needs it
 
         chunks.mark(ctx, topic)
     ctx.put(seq, "producer", info.ml_id, producer_name)
@@ -140,7 +134,6 @@ def _stored_sizes(ctx, messages, compression: int):
     payload over the limit is compressed to see: the batches compress their own payloads)."""
     if not compression:
         return None
-    from pulsarctl.compression import compress
 
     limit = ctx.setting("maxMessageSize")
     return [len(m.payload) if len(m.payload) <= limit else len(compress(compression, m.payload))
@@ -152,8 +145,6 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
     """publish's batching half: sequence ids as the producer gives them (the next one after the
     highest so far, unless set), then batches (batches.group); with deduplication a batch is
     judged by its first sequence id and records its highest (MessageDeduplication)."""
-    from pulsarctl.broker import batches
-
     now = ctx.now
     if all(m.sequence_id is None for m in messages):
         seqs = list(range(last + 1, last + 1 + len(messages)))
@@ -212,14 +203,10 @@ def _fitting(now, producer_name, messages, seqs, g, compression, limit):
     """(entry, message indexes) for group g: one batch entry, or (when the serialized batch,
     compressed, is over maxMessageSize) the group halved until each part fits; one message
     alone is a plain entry, as Pulsar sends a batch of one."""
-    from pulsarctl.broker import batches
-
     if len(g) == 1:
         m = messages[g[0]]
         packed = None
         if compression:
-            from pulsarctl.compression import compress
-
             packed = (compression, compress(compression, m.payload))
         return [(_encode(build_entry(now, producer_name, seqs[g[0]], m, packed)), g)]
     rec = batches.build_entry(now, producer_name, [messages[i] for i in g],
@@ -243,15 +230,12 @@ def split(m: OutgoingMessage, packed: tuple | None, limit: int):
 
 
 def _dedup(ctx, info) -> bool:
-    from pulsarctl.broker import policies
-
     return bool(policies.effective(ctx, info.name, policies.DEDUP))
 
 
 def _check_delays(ctx, info, messages, now: int) -> None:
     if not any(m.deliver_at for m in messages):
         return
-    from pulsarctl.broker import policies
 
     longest = policies.effective(ctx, info.name, policies.DELAYED).get("maxDeliveryDelayInMillis")
     if not longest:

@@ -28,12 +28,13 @@ from pulsarctl.config import BROKER_DEFAULTS
 from pulsarctl.errors import DamagedStore, DiskFull, StoreUnavailable
 from pulsarctl.names import topic_name
 from pulsarctl.wake import wakes
+from pulsarctl.compression import compress
 
 
 def _consuming():
     """The consumer side (pulsarctl/broker/consuming.py), imported on first use: one-shot
     `produce` never loads it, nor dispatch, subscriptions and the rest below it."""
-    from pulsarctl.broker import consuming
+    from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
 
     return consuming
 
@@ -158,61 +159,65 @@ class Broker:
     # needs none of them) ------------------------------------------------------------------------
     @functools.cached_property
     def tenants(self):
-        from pulsarctl.broker.admin.tenants import Tenants
+        from pulsarctl.broker.admin.tenants import Tenants  # lazy: one-shot produce never needs it
 
         return Tenants(self)
 
     @functools.cached_property
     def namespaces(self):
+        # lazy: one-shot produce never needs it
         from pulsarctl.broker.admin.tenants import Namespaces
 
         return Namespaces(self)
 
     @functools.cached_property
     def topics(self):
-        from pulsarctl.broker.admin.topics import Topics
+        from pulsarctl.broker.admin.topics import Topics  # lazy: one-shot produce never needs it
 
         return Topics(self)
 
     @functools.cached_property
     def policies(self):
+        # lazy: one-shot produce never needs it
         from pulsarctl.broker.admin.policies import Policies
 
         return Policies(self)
 
     @functools.cached_property
     def schemas(self):
-        from pulsarctl.broker.admin.schemas import Schemas
+        from pulsarctl.broker.admin.schemas import Schemas  # lazy: one-shot produce never needs it
 
         return Schemas(self)
 
     @functools.cached_property
     def clock(self):
+        # lazy: one-shot produce never needs it
         from pulsarctl.broker.admin.clock import StoreClock
 
         return StoreClock(self)
 
     @functools.cached_property
     def chores(self):
-        from pulsarctl.broker.admin.chores import Chores
+        from pulsarctl.broker.admin.chores import Chores  # lazy: one-shot produce never needs it
 
         return Chores(self)
 
     def subscription(self, topic, name: str):
         """A handle on one subscription of topic (broker/admin/subscription.py)."""
+        # lazy: one-shot produce never needs it
         from pulsarctl.broker.admin.subscription import Subscription
 
         return Subscription(self.owner_of(topic), topic, name)
 
     def dlq(self, topic):
         """A handle on one dead letter topic and its pulsarctl-dlq subscription (broker/dlq.py)."""
-        from pulsarctl.broker.dlq import Dlq
+        from pulsarctl.broker.dlq import Dlq  # lazy: one-shot produce never needs it
 
         return Dlq(self, topic)
 
     def dlqs(self, namespace: str | None = None) -> list[dict]:
         """Every dead letter topic (of a namespace), with what waits in it."""
-        from pulsarctl.broker import dlq
+        from pulsarctl.broker import dlq  # lazy: one-shot produce never needs it
 
         return dlq.list_all(self, namespace)
 
@@ -222,8 +227,6 @@ class Broker:
             return None
         sizes = None
         if compression:
-            from pulsarctl.compression import compress  # lazy: lz4/zlib only when compressing
-
             sizes = [len(compress(compression, m.payload)) for m in messages]
         return self.read(producers.check_sizes, messages, sizes)
 

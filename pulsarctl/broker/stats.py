@@ -8,6 +8,9 @@ from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redeli
 from pulsarctl.broker import subscriptions as subs
 from pulsarctl.broker.records import Pending
 from pulsarctl.messages import iso_ms
+from pulsarctl.broker.dispatch import key_shared
+from pulsarctl.broker.dispatch.failover import active
+from pulsarctl.names import partition_index
 
 
 class RedeliveryCounts(dict):
@@ -55,16 +58,11 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
     p = c.props
     typ = p.get("type", subs.EXCLUSIVE)
     if typ == subs.KEY_SHARED:
-        from pulsarctl.broker.dispatch import key_shared
-
         ranges = key_shared.ranges_of(ctx, c)
         for x in cons:
             x["keyHashRanges"] = [f"[{a}, {b}]" for a, b in ranges.get(x["consumerName"], [])]
     active_name = None
     if typ in subs.SINGLE_ACTIVE and live:
-        from pulsarctl.broker.dispatch.failover import active
-        from pulsarctl.names import partition_index
-
         alive = [r for r in live if consumers.alive(ctx, r)]
         act = active(alive, partition_index(info.name), info.name) if typ == subs.FAILOVER \
             else (alive[0] if alive else None)

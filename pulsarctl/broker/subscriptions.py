@@ -6,7 +6,7 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import redelivery_state
+from pulsarctl.broker import redelivery_state, policies, batches, delayed, timers, retention
 from pulsarctl.broker.records import NACK, Pending, Timer
 # offset_of belongs to the topic (batches.py uses it too); subs.offset_of is still its name here.
 from pulsarctl.broker.topics import offset_of
@@ -61,7 +61,6 @@ def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
         if not exist_ok:
             raise AlreadyExists(f"subscription '{name}' already exists on {info.name}")
         return c
-    from pulsarctl.broker import policies
 
     md = initial_mark_delete(ctx, info, position)
     c = ctx.cursors.create(ctx.txn, info.ml_id, name, md)
@@ -142,8 +141,6 @@ def unacked_by_consumer(ctx, info, c) -> dict:
     counts: dict = {}
     batched = bool(ctx.get("msgInExtra", info.ml_id))  # the topic has batch entries
     if batched:
-        from pulsarctl.broker import batches
-
         by_index = batches.index_level(ctx)
     for o, rec in pending_map(ctx, c.id).items():
         n = 1
@@ -196,8 +193,6 @@ def rewind(ctx, c, release=()) -> None:
       in delayedMessages) until it comes due; read again from the rewound position too, it
       would come due from both and go out twice.
     release: offsets whose hold ends now (their timer fired)."""
-    from pulsarctl.broker import delayed
-
     held = _held_nacks(ctx, c, set(release))
     c.read_position = c.mark_delete + 1
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
@@ -228,7 +223,6 @@ def _held_nacks(ctx, c, release: set) -> list[tuple[int, bytes]]:
     offset order (nothing is decoded unless the subscription has nacked something)."""
     if not c.props.get(NACKED):
         return []
-    from pulsarctl.broker import timers
 
     out = []
     waiting = None
@@ -266,7 +260,6 @@ def held_offsets(ctx, c):
     if c.read_position > upto:
         c.props.pop(HELD)
         return None
-    from pulsarctl.broker import delayed
 
     txn, pair, cid = ctx.txn, keys.pair, c.id
     pdb = ctx.env.db["pending"]
@@ -306,7 +299,6 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
             txn.delete(keys.pair(c.id, o), db=pdb)
         redelivery_state.replay_remove_through(ctx, c.id, upto)
         newly = ctx.cursors.ack_cumulative(txn, c, upto)
-        from pulsarctl.broker import batches
 
         redelivery_state.forget_through(ctx, c.id, upto)
         batches.forget_through(ctx, c, c.mark_delete)
@@ -327,8 +319,6 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
         if c.props.get("counted"):
             redelivery_state.forget(ctx, cid, offsets)
         if c.props.get("batchAcks") or c.props.get("batchQueued"):
-            from pulsarctl.broker import batches
-
             batches.forget(ctx, c, offsets)
     if newly:
         c.props["lastAck"] = ctx.now
@@ -345,15 +335,12 @@ def maybe_trim(ctx, info, c) -> None:
     first = info.ledgers[0]
     if c.mark_delete < first[1] + first[2] - 1:
         return
-    from pulsarctl.broker import retention
 
     retention.trim(ctx, info)
 
 
 def drop(ctx, info, c) -> None:
     """Delete a subscription with everything that hangs off it."""
-    from pulsarctl.broker import batches, delayed, timers
-
     clear_delivery_state(ctx, c)
     delayed.clear(ctx, c.id)
     redelivery_state.clear(ctx, c.id)

@@ -28,6 +28,7 @@ def schemas_get(ctx: typer.Context, topic: Topic,
 
 @schemas.command("delete", help="Delete a topic's schema (every version).")
 def schemas_delete(ctx: typer.Context, topic: Topic, output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.common import done
 
     deleted = state(ctx).broker().schemas.delete(topic)
@@ -56,6 +57,7 @@ def update_dynamic_config(
 
 
 def _clock_doc(st) -> dict:
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import iso_ms
 
     s = st.broker().clock.state()
@@ -67,6 +69,7 @@ def _clock_doc(st) -> dict:
 def _clock_text(d: dict) -> None:
     line = f"{d['mode']} {d['now']}"
     if "fired" in d:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.broker.fired import text
 
         line += f"; fired: {text(d['fired'])}"
@@ -82,6 +85,7 @@ def clock_show(ctx: typer.Context, output: Output = None):
 def clock_simulate(ctx: typer.Context,
                    at: Annotated[Optional[str], typer.Option("--at", help="ISO time or epoch ms.")] = None,
                    output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_time_ms
 
     st = state(ctx)
@@ -96,6 +100,7 @@ def clock_simulate(ctx: typer.Context,
 def clock_advance(ctx: typer.Context,
                   duration: Annotated[str, typer.Argument(help="e.g. 30s, 5m, 1h.")],
                   output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms
 
     st = state(ctx)
@@ -129,9 +134,11 @@ def sub_consumers(ctx: typer.Context, topic: Topic,
 
 @top.command(help="Print the version.")
 def version(ctx: typer.Context, output: Output = None):
-    import platform
+    import platform  # lazy: loaded when the command runs, not when the command tree is built
 
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import __version__
+    # lazy: loaded when the command runs, not when the command tree is built
     from store import FORMAT_VERSION, lmdb_version
 
     doc = {"pulsarctl": __version__, "storeFormat": FORMAT_VERSION, "lmdb": lmdb_version(),
@@ -155,6 +162,7 @@ def doctor(ctx: typer.Context,
                "into a new store at NEW_STORE (which must not exist, or be empty) and say what "
                "could not be saved.")] = None,
            output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import doctor as doc
 
     st = state(ctx)
@@ -171,7 +179,9 @@ def doctor(ctx: typer.Context,
 @top.command(help="Print a shell completion script: bash, zsh or fish.")
 def completion(ctx: typer.Context,
                shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli import completion_gen
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.errors import InvalidValue
 
     if shell not in completion_gen.SHELLS:

@@ -46,6 +46,7 @@ def root(
 
 def _print_version(value: bool) -> None:
     if value:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl import __version__
 
         render.outln(f"pulsarctl {__version__}")

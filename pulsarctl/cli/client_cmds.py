@@ -82,6 +82,7 @@ def produce(
     value_schema: ValueSchema = None,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.produce_run import produce_main
 
     return produce_main(
@@ -99,6 +100,7 @@ def produce(
 @top.command(help="Consume messages and ack each one after printing it (pulsar-client consume).")
 @takes(CONSUME)
 def consume(ctx: typer.Context, **flags):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_consume
 
     _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
@@ -109,6 +111,7 @@ def consume(ctx: typer.Context, **flags):
              "(default name cli) until ack, nack or the end of its lease.")
 @takes(RECEIVE)
 def receive(ctx: typer.Context, **flags):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_consume
 
     _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
@@ -117,8 +120,9 @@ def receive(ctx: typer.Context, **flags):
 
 def _ids_from(args: list[str]) -> list:
     """Message ids from arguments; '-' reads stdin: plain ids or message records."""
-    import json
+    import json  # lazy: loaded when the command runs, not when the command tree is built
 
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
 
     ids = []
@@ -158,6 +162,7 @@ def ack(
     if cumulative and ids:
         raise UsageError("give message ids or --cumulative ID, not both")
     if cumulative:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.messages import parse_message_id
 
         targets, cum = [parse_message_id(cumulative)], True
@@ -168,6 +173,7 @@ def ack(
     st = state(ctx)
     where = topic
     if regex:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.client.client import _Pattern
 
         where = _Pattern(topic).matches(st.broker()) or [topic]
@@ -196,6 +202,7 @@ def nack(
     st = state(ctx)
     where = topic
     if regex:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.client.client import _Pattern
 
         where = _Pattern(topic).matches(st.broker()) or [topic]
@@ -227,6 +234,7 @@ def read(
     value_schema: ValueSchema = None,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_read
 
     _check_schema(ctx, topic, value_schema)
@@ -270,6 +278,7 @@ def reconsume_later(
         "-p", "--properties", help="Property key=value to add (repeatable).")] = None,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms, parse_property
 
     out = fmt(ctx, output)

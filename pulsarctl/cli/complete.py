@@ -52,11 +52,13 @@ def _parse(argv: list[str]):
 
 def _open(store: str | None):
     """The store's Broker, read-only, or None when there is no store there."""
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.config import resolve_store
 
     path = resolve_store(store)
     if not os.path.isfile(os.path.join(path, "data.mdb")):
         return None  # never create a store by completing
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker import Broker
 
     return Broker(path, readonly=True, create=False)
@@ -108,6 +110,7 @@ def main(argv: list[str]) -> int:
         found = names(argv)
     except BaseException:  # noqa: BLE001 - nothing may reach the user's command line
         return 0
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli import render
 
     try:

@@ -208,8 +208,8 @@ def _build(cmd, ctx, path: tuple[str, ...]) -> Node:
 def tree(root) -> Node:
     """The command tree of root (a typer app, or the click command built from one), hidden
     commands and options left out."""
-    import typer
-    import typer.main
+    import typer  # lazy: loaded when the command runs, not when the command tree is built
+    import typer.main  # lazy: loaded when the command runs, not when the command tree is built
 
     if isinstance(root, typer.Typer):
         root = typer.main.get_command(root)

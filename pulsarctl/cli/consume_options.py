@@ -165,8 +165,11 @@ class ConsumeOptions:
                    output, value_schema=None, lease=None, exec_cmd=None, exec_retry_delay=None,
                    **policy_flags) -> "ConsumeOptions":
         """Every check, in the order the command has always made them; nothing is written."""
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.broker.subscriptions import normalize_type
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.names import check_subscription
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.units import parse_duration_ms
 
         policy = ConsumerPolicy.from_flags(**policy_flags)
@@ -203,7 +206,7 @@ def topic_arg(topics: list[str], regex: bool):
         if len(topics) != 1:
             raise UsageError("--regex takes exactly one pattern",
                              hint="e.g. --regex 'persistent://public/default/orders-.*'")
-        import re
+        import re  # lazy: loaded when the command runs, not when the command tree is built
 
         try:
             return re.compile(topics[0])
@@ -230,6 +233,7 @@ def key_shared_record(sub_type, policy, ranges):
     """--key-shared-policy / --sticky-ranges as the consumer's policy record."""
     if policy is None and ranges is None:
         return None
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.dispatch.selectors import parse_sticky_ranges
 
     names = ("auto-split", "consistent-hashing", "sticky")

@@ -40,7 +40,9 @@ def run_consume(st, opts) -> int:
     retry, retry_delay = False, None
     exec_cmd = opts.exec_cmd
     if exec_cmd is not None:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.consumer_policy import ConsumerPolicy
 
         # The stored policy decides, so retry enabled by an earlier command counts too.
@@ -139,9 +141,9 @@ def exec_env(m) -> dict:
     bytes) and VARIABLE_ENCODING=base64 says so, as a message record's "encoding" does for a
     payload; nothing is dropped. PULSAR_PROP_* and *_ENCODING variables inherited from the
     environment are left out: they would pass for this message's."""
-    import base64
-    import os
-    import re
+    import base64  # lazy: loaded when the command runs, not when the command tree is built
+    import os  # lazy: loaded when the command runs, not when the command tree is built
+    import re  # lazy: loaded when the command runs, not when the command tree is built
 
     env = {k: v for k, v in os.environ.items()
            if not (k.startswith("PULSAR_PROP_") or
@@ -167,7 +169,7 @@ def exec_env(m) -> dict:
 def spawn_exec(cmd: str, m) -> int:
     """Run cmd (through sh) with the payload on stdin and return its exit status; OSError when
     it cannot start (no /bin/sh, an environment over the system's limit: E2BIG)."""
-    import subprocess
+    import subprocess  # lazy: loaded when the command runs, not when the command tree is built
 
     return subprocess.run(["/bin/sh", "-c", cmd], input=m.payload, env=exec_env(m)).returncode
 
@@ -186,8 +188,8 @@ class _PrintThenAck:
     SIGINT is only noted (an interrupted write is retried, PEP 475) and raised right after."""
 
     def __init__(self):
-        import signal
-        import threading
+        import signal  # lazy: loaded when the command runs, not when the command tree is built
+        import threading  # lazy: loaded when the command runs, not when the command tree is built
 
         self._signal = signal
         self._inside = False
@@ -220,6 +222,7 @@ class _PrintThenAck:
 
 def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,
              hide_content, hex_, metadata, out):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
 
     idle = _idle_ms(idle_timeout)

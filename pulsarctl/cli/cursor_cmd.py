@@ -53,7 +53,9 @@ def reset_cursor(
         "entryId[:partition]), or earliest or latest.", show_default=False)] = None,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.errors import InvalidValue
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
 
     if (time is None) == (message_id is None):
@@ -77,6 +79,7 @@ def expire_messages(
         show_default=False)],
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms
 
     ttl = parse_duration_ms(expire_time, "expiry time")
@@ -87,6 +90,7 @@ def expire_messages(
 
 @topics.command(help="Terminate a topic: it takes no more messages. Prints the last message id.")
 def terminate(ctx: typer.Context, topic: Topic, output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.names import parse_topic
 
     mid = state(ctx).broker().topics.terminate(topic)

@@ -26,6 +26,7 @@ def _store(ctx) -> str:
 
 @daemon.command("run", help="Run the daemon in the foreground (exit 5 if one already runs).")
 def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.daemon import Daemon, check_tick
 
     check_tick(tick)
@@ -36,7 +37,9 @@ def run(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0):
 @daemon.command("start", help="Start the daemon in the background; prints its pid once it holds "
                 "the lock (or, with --standby, once it waits for it).")
 def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.daemon import acquire, check_tick, open_log, paths, read_state, standbys
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.errors import LockBusy, PulsarctlError
 
     check_tick(tick)
@@ -79,9 +82,11 @@ def start(ctx: typer.Context, standby: Standby = False, tick: Tick = 1.0, output
 
 @daemon.command("stop", help="Stop the running daemon; returns when it has exited.")
 def stop(ctx: typer.Context, output: Output = None):
-    import signal
+    import signal  # lazy: loaded when the command runs, not when the command tree is built
 
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.daemon import lock_holder, status
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.errors import PulsarctlError
 
     store = _store(ctx)
@@ -92,6 +97,7 @@ def stop(ctx: typer.Context, output: Output = None):
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.consumers import process_start_time
 
     def exited() -> bool:
@@ -120,6 +126,7 @@ def stop(ctx: typer.Context, output: Output = None):
                 "scheduled (every nack delay and ack timeout waiting) and due (left to fire at "
                 "the last tick).")
 def status_cmd(ctx: typer.Context, output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.daemon import status
 
     st = status(_store(ctx))
@@ -132,6 +139,7 @@ def status_cmd(ctx: typer.Context, output: Output = None):
 @daemon.command("run-once", help="Fire everything due, then exit (for cron); works whether or "
                 "not a daemon runs.")
 def run_once(ctx: typer.Context, output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.daemon import timer_text
 
     b = state(ctx).broker()

@@ -71,6 +71,7 @@ def _plural(n: int, word: str = "dead letter") -> str:
 
 
 def _filters(values) -> list[tuple[str, str]]:
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_property
 
     out = []
@@ -145,6 +146,7 @@ class _Guard:
     guard): a SIGINT inside is raised right after."""
 
     def __init__(self):
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli.consume_run import _PrintThenAck
 
         self.g = _PrintThenAck()
@@ -204,6 +206,7 @@ def _finish(summary: str, empty: bool, fail_if_empty: bool, topic: str, quiet: b
 
 
 def _name(topic: str) -> str:
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.names import parse_topic
 
     return str(parse_topic(topic))
@@ -354,7 +357,7 @@ def _cut_torn_tail(f) -> None:
 
 def _fsync(fd: int) -> None:
     """fsync, where there is something to sync: a pipe, a terminal or /dev/null has not."""
-    import errno
+    import errno  # lazy: loaded when the command runs, not when the command tree is built
 
     try:
         os.fsync(fd)
@@ -378,7 +381,7 @@ class _Sink:
             raise PulsarctlError(f"cannot write to {path}: {exc.strerror}",
                                  hint="give a writable file with --out FILE, or --out - for "
                                       "stdout") from None
-        import stat
+        import stat  # lazy: loaded when the command runs, not when the command tree is built
 
         if not stat.S_ISREG(os.fstat(self.f.fileno()).st_mode):
             return  # a device or a pipe: appends only
@@ -442,6 +445,7 @@ def drain(
     quiet: Quiet = False,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.dlq import SUBSCRIPTION
 
     out = fmt(ctx, output)
@@ -465,6 +469,7 @@ def drain(
                 sink.write(msgs)
                 counts["drained"] += b.dlq(topic).ack([m.id for m in msgs])
             return counts["drained"] - before
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli.consume_run import run_exec
 
         for m in msgs:
@@ -497,8 +502,9 @@ def drain(
 # -- replay -----------------------------------------------------------------------------------
 def _read_ids(source: str) -> list:
     """Message ids, one a line, or message records (a messageId key), from stdin (-) or FILE."""
-    import json
+    import json  # lazy: loaded when the command runs, not when the command tree is built
 
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
 
     def parse(lines):
@@ -663,6 +669,7 @@ def purge(
     quiet: Quiet = False,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms
 
     out = fmt(ctx, output)

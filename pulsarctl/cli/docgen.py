@@ -143,7 +143,7 @@ _REDIRECTS = ("<", ">", ">>")
 def example_commands(text: str) -> list[list[str]]:
     """The pulsarctl command lines of an example, each as its arguments (after `pulsarctl`):
     pipes, `&&`, `;`, redirections and comments are the shell's."""
-    import shlex
+    import shlex  # lazy: loaded when the command runs, not when the command tree is built
 
     out = []
     for line in text.split("\n"):
@@ -178,6 +178,7 @@ ENVIRONMENT = (
 def tree(typer_app=None) -> Node:
     """The command tree of `pulsarctl` (or of typer_app), hidden commands and options left out."""
     if typer_app is None:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli.app import app as typer_app
 
     return _tree(typer_app)
@@ -288,6 +289,7 @@ def _command_entry(n: Node) -> list[str]:
 
 
 def _man(n: Node, version: str) -> str:
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.errors import EXIT_CODES
 
     page = _page_name(n)
@@ -321,6 +323,7 @@ def _man(n: Node, version: str) -> str:
 # -- entry points ------------------------------------------------------------------------------
 def man_pages() -> dict[str, str]:
     """File name -> roff text: pulsarctl.1 (root and its leaf commands) and a page per group."""
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import __version__
 
     root = tree()

@@ -9,13 +9,16 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["__complete"]:  # the completion scripts' names from the store (complete.py)
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli import complete
 
         sys.exit(complete.main(argv[1:]))
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli import fast
 
     code = fast.try_run(argv)
     if code is None:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli.app import run
 
         code = run(argv)

@@ -115,8 +115,11 @@ def try_run(argv: list[str]) -> int | None:
     if parsed is None:
         return None
     store, output, topic, kwargs = parsed
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.errmap import guarded
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.produce_run import produce_main
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.state import State
 
     return guarded(lambda: produce_main(State(store, output), topic, output, **kwargs), argv)

@@ -21,6 +21,7 @@ TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}
 
 
 def _annotation(desc):
+    # lazy: loaded when the command runs, not when the command tree is built
     from typing import get_args
 
     ann = desc.annotation
@@ -86,6 +87,7 @@ def _argument_error_hint(self) -> str:
 
 def install() -> None:
     """Apply the convention to typer's parameter classes (idempotent)."""
+    # lazy: loaded when the command runs, not when the command tree is built
     from typer.core import TyperArgument, TyperOption
 
     if getattr(TyperOption, "_pulsarctl_help", False):

@@ -28,6 +28,7 @@ def _text(r: dict) -> None:
 def _progress(total: int, label: str):
     if not sys.stderr.isatty():
         return None, None
+    # lazy: loaded when the command runs, not when the command tree is built
     from rich.progress import Progress
 
     p = Progress(transient=True, console=render._console(stderr=True))
@@ -55,9 +56,13 @@ def perf_produce(
         "--batching-max-bytes", help="Payload bytes per batch (0: only maxMessageSize).")] = "128K",
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import perf as bench
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.batches import check
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.compression import code_of
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_size
 
     code_of(compression)
@@ -88,7 +93,9 @@ def perf_consume(
     queue: Annotated[int, typer.Option("-q", "--receiver-queue-size", help="Prefetch.")] = 1000,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import perf as bench
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.subscriptions import normalize_type
 
     positive(num, "-n")
@@ -110,6 +117,7 @@ def perf_timers(
     num: Annotated[int, typer.Option("-n", "--num-timers", help="Timers.")] = 100_000,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import perf as bench
 
     positive(num, "-n", allow_zero=False)
@@ -132,6 +140,7 @@ def perf_delayed(
     due: Annotated[int, typer.Option("--due", help="Messages due now.")] = 1000,
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import perf as bench
 
     positive(num, "-n", allow_zero=False)

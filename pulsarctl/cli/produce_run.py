@@ -34,6 +34,7 @@ CLI_DELAY_MS = 1  # pulsar-client (Java): batchingMaxPublishDelay 1 ms
 
 def _batching_options(max_messages, max_bytes, delay, batching_type):
     """The --batching-* options as the Producer takes them, with pulsar-client's defaults."""
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms, parse_size
 
     kind = None
@@ -43,6 +44,7 @@ def _batching_options(max_messages, max_bytes, delay, batching_type):
         if kind is None:
             raise InvalidValue(f"unknown --batching-type {batching_type!r}",
                                hint="use default or key-based")
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.client import batcher
 
     opts = {
@@ -54,6 +56,7 @@ def _batching_options(max_messages, max_bytes, delay, batching_type):
             else CLI_DELAY_MS),
         "batching_type": kind,
     }
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.batches import check
 
     check(batcher.DEFAULT_MAX_MESSAGES if max_messages is None else max_messages,
@@ -74,6 +77,7 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
     seq = sequence_id
     dups = 0
     sent = 0
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.names import parse_topic
 
     topic = str(parse_topic(producer.topic()))  # records name the full topic
@@ -156,9 +160,11 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     if chunking and asked and not disable_batching:
         raise InvalidValue("Batching and chunking of messages can't be enabled together",
                            hint="drop the --batching-* options, or -c")
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.compression import code_of
 
     compression_code = code_of(compression)
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.broker.access import check_mode
 
     access_mode = check_mode(access_mode)
@@ -180,6 +186,7 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     now = broker.clock.state()["now"] if deliver_after else None
     template = p.Template(key, ordering_key, properties or (), event_time, deliver_after,
                           deliver_at, now_ms=now)
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.client.producer import Producer
 
     # Only what is batched makes a batching producer (whose round robin routing switches

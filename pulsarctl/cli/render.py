@@ -50,7 +50,7 @@ _JSON_C1 = {c: f"\\u{c:04x}" for c in range(0x80, 0xA0)}
 
 
 def dumps(data, pretty: bool = True) -> str:
-    import json
+    import json  # lazy: loaded when the command runs, not when the command tree is built
 
     text = json.dumps(data, indent=2 if pretty else None, ensure_ascii=False, default=str,
                       separators=None if pretty else (",", ":"))
@@ -68,6 +68,7 @@ def ndjson_rows(rows) -> None:
 
 
 def _console(stderr: bool = False):
+    # lazy: loaded when the command runs, not when the command tree is built
     from rich.console import Console
 
     no_color = bool(os.environ.get("NO_COLOR"))
@@ -89,6 +90,7 @@ def table(columns: list[str], rows: list[list], title: str | None = None) -> Non
         _plain_table(columns, [[safe("" if v is None else str(v)) for v in r] for r in rows],
                      title)
         return
+    # lazy: loaded when the command runs, not when the command tree is built
     from rich.table import Table
 
     t = Table(title=title, show_lines=False, header_style="bold")
@@ -112,7 +114,7 @@ def _plain_table(columns: list[str], rows: list[list[str]], title: str | None) -
 
 def kv(data: dict, title: str | None = None) -> None:
     """A dict as a two-column table for people."""
-    import json
+    import json  # lazy: loaded when the command runs, not when the command tree is built
 
     rows = []
     for k, v in data.items():
@@ -219,6 +221,7 @@ def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with
     if with_id or metadata:
         lines.append(f"messageId:{m.id}")
     if metadata:
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.messages import iso_ms
 
         # An unset time shows as null, as the records and pulsar-admin print it (not None).
@@ -249,6 +252,7 @@ class Progress:
     def __init__(self, total: int | None, what: str):
         self._p = None
         if total and stderr_tty():
+            # lazy: loaded when the command runs, not when the command tree is built
             from rich.progress import (
                 BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn,
             )
@@ -277,7 +281,9 @@ class Counter:
         self._status = None
         self._text = f"{verb} {{n}} {noun}s"
         if stderr_tty():
+            # lazy: loaded when the command runs, not when the command tree is built
             from rich.live import Live
+            # lazy: loaded when the command runs, not when the command tree is built
             from rich.spinner import Spinner
 
             self._spinner = Spinner("dots", self._text.format(n=0))

@@ -24,8 +24,9 @@ Dlq = Annotated[str, typer.Argument(metavar="DLQ", help="The dead letter topic."
 
 
 def _store(ctx) -> str:
-    import os
+    import os  # lazy: loaded when the command runs, not when the command tree is built
 
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.config import resolve_store
 
     return os.path.abspath(resolve_store(state(ctx).store))
@@ -35,9 +36,11 @@ def _session(master: str | None, quiet: bool):
     """A Spark session (the one already running in this process, if any) and whether we made
     it (then we stop it when the command ends). Quiet: Spark logs nothing (an error is our one
     line on stderr); --traceback keeps its ERROR lines."""
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import spark as ps
 
     ps.require()
+    # lazy: loaded when the command runs, not when the command tree is built
     from pyspark.sql import SparkSession
 
     running = SparkSession.getActiveSession()
@@ -63,6 +66,7 @@ class _Spark:
 
 
 def _require() -> None:
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl import spark as ps
 
     ps.require()
@@ -97,6 +101,7 @@ def export_cmd(
     if format_ not in ("parquet", "json"):
         raise InvalidValue(f"unknown --format {format_!r}", hint="use parquet or json")
     _require()
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.spark import jobs
 
     store = _store(ctx)
@@ -136,6 +141,7 @@ def dlq_report_cmd(
     output: Output = None,
 ):
     _require()
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.spark import jobs
 
     if png:
@@ -172,6 +178,7 @@ def dlq_reprocess_cmd(
     output: Output = None,
 ):
     _require()
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.spark import jobs
 
     store = _store(ctx)
@@ -205,6 +212,7 @@ def bench_cmd(
     positive(size, "-s")
     positive(repeat, "--repeat", allow_zero=False)
     _require()
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.spark import bench
 
     with _Spark(ctx, master) as spark:

@@ -14,13 +14,16 @@ class State:
 
     def broker(self):
         if self._broker is None:
+            # lazy: loaded when the command runs, not when the command tree is built
             from pulsarctl.broker import Broker
+            # lazy: loaded when the command runs, not when the command tree is built
             from pulsarctl.config import resolve_store
 
             self._broker = Broker(resolve_store(self.store))
         return self._broker
 
     def client(self):
+        # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.client import Client
 
         return Client(broker=self.broker())

@@ -74,7 +74,9 @@ def create_subscription(
                                             help="latest, earliest or a message id to start at.")] = "latest",
     output: Output = None,
 ):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.names import check_subscription
 
     check_subscription(subscription)
@@ -216,6 +218,7 @@ def offload(ctx: typer.Context, topic: Topic,
                 "--older-than", help="Offload ledgers whose messages are all older than this "
                 "(e.g. 7d).", metavar="DURATION", show_default=False)] = None,
             output: Output = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms, parse_size
 
     size = parse_size(size_threshold, "--size-threshold") if size_threshold is not None else None

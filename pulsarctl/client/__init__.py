@@ -1,4 +1,6 @@
 """The public Python API, shaped like pulsar-client's `pulsar` package."""
+from pulsarctl.client.producer import Producer
+from pulsarctl import messages
 
 __all__ = ["Client", "Consumer", "ConsumerType", "InitialPosition", "Producer", "Reader",
            "Message", "MessageId", "ConsumerDeadLetterPolicy", "PartitionsRoutingMode",
@@ -8,15 +10,11 @@ __all__ = ["Client", "Consumer", "ConsumerType", "InitialPosition", "Producer", 
 def __getattr__(name):
     # Lazy, so `pulsarctl.client.produce` / `.producer` load without the consumer machinery.
     if name == "Producer":
-        from pulsarctl.client.producer import Producer
-
         return Producer
     if name in ("Message", "MessageId"):
-        from pulsarctl import messages
-
         return getattr(messages, name)
     if name in __all__:
-        from pulsarctl.client import client
+        from pulsarctl.client import client  # lazy: one-shot produce never needs it
 
         return getattr(client, name)
     raise AttributeError(name)

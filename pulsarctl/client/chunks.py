@@ -8,6 +8,7 @@ so they come again (a consumer), or forgets them (a reader)."""
 from __future__ import annotations
 
 from pulsarctl.errors import InvalidValue
+from pulsarctl import compression
 
 DEFAULT_MAX_PENDING = 10          # maxPendingChunkedMessage
 DEFAULT_EXPIRE_MS = 60_000        # expireTimeOfIncompleteChunkedMessage
@@ -81,8 +82,6 @@ class Assembler:
         del self._pending[uuid]
         data = b"".join(x.payload for x in p.pieces)
         if code:
-            from pulsarctl import compression
-
             data = compression.decompress(code, data, size, str(m.id))
         m.payload = data
         m.chunk_ = None

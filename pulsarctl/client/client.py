@@ -11,13 +11,17 @@ import enum
 import os
 import uuid
 
+import re
 from pulsarctl import clock as clocks
 from pulsarctl.broker import Broker
 from pulsarctl.config import resolve_store
 from pulsarctl.consumer_policy import ConsumerPolicy, check_max_redeliver_count
-from pulsarctl.errors import Timeout
+from pulsarctl.errors import Timeout, InvalidValue
 from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
+from pulsarctl.wake import Waiter
+from pulsarctl.client.chunks import Assembler
+from pulsarctl.broker.consumers import this_process
 
 _WAIT_MIN, _WAIT_MAX = 0.002, 0.1
 
@@ -63,8 +67,6 @@ def _next(q, fill, timeout_millis):
         if deadline is not None and now >= deadline:
             raise Timeout("no message arrived within the timeout")
         if waiter is None:
-            from pulsarctl.wake import Waiter
-
             waiter = Waiter(q._broker.path)
         if waiter.sleep(wait if deadline is None else max(0, min(wait, deadline - now))):
             wait = _WAIT_MIN  # woken: something changed, poll again at once
@@ -185,8 +187,6 @@ class Client:
         most max_pending_chunked_message incomplete ones are kept, the oldest dropped for a
         new one (its chunks nacked, or acked with auto_ack_oldest_...), and incomplete ones
         expire after expire_time_of_incomplete_chunked_message_ms of the store's clock."""
-        from pulsarctl.client.chunks import Assembler
-
         chunks = Assembler(max_pending_chunked_message,
                            expire_time_of_incomplete_chunked_message_ms)
         if schema is not None and not hasattr(topic, "pattern"):
@@ -215,7 +215,6 @@ class Client:
                       **_ignored) -> "Reader":
         if schema is not None:
             self.broker.schemas.check_consumer(topic, schema)
-        from pulsarctl.client.chunks import Assembler
 
         chunks = Assembler(max_pending_chunked_message,
                            expire_time_of_incomplete_chunked_message_ms)
@@ -254,8 +253,6 @@ class Consumer:
         self._lease_ms = lease_ms
         pid = start = None
         if lease_ms is None:
-            from pulsarctl.broker.consumers import this_process
-
             pid, start = this_process()
         self._sub_args = dict(sub_type=sub_type, position=position, priority=priority, pid=pid,
                               pid_start=start, lease_ms=lease_ms, policy=policy,
@@ -278,7 +275,6 @@ class Consumer:
                 self.receiver_queue_size = 1
         self._type = sub_type
         self._closed = False
-        from pulsarctl.client.chunks import Assembler
 
         self._chunks = Assembler()
         self._auto_ack_oldest = False
@@ -457,7 +453,6 @@ class Reader:
         self._next: int | None = None
         self._queue: list[Message] = []
         self._qi = 0
-        from pulsarctl.client.chunks import Assembler
 
         self._chunks = Assembler()
 
@@ -508,10 +503,6 @@ class _Pattern:
     topic names of one namespace (a short pattern means public/default)."""
 
     def __init__(self, text: str):
-        import re
-
-        from pulsarctl.errors import InvalidValue
-
         full = text if "://" in text else (
             f"persistent://{text}" if text.count("/") == 2 else f"persistent://public/default/{text}")
         try:

@@ -7,6 +7,7 @@ import os
 from pulsarctl import clock as clocks
 from pulsarctl.errors import InvalidValue, UsageError
 from pulsarctl.messages import OutgoingMessage
+from pulsarctl.units import parse_time_ms
 
 BATCH_LINES = 10_000  # a fast pipe fills a batch long before BATCH_MS
 BATCH_MS = 100
@@ -19,6 +20,7 @@ class Template:
                  deliver_after=None, deliver_at=None, now_ms=None):
         # units needs re and datetime: imported only when a flag needs parsing.
         if properties or event_time or deliver_after or deliver_at:
+            # local: imported only where this branch runs
             from pulsarctl.units import parse_duration_ms, parse_property, parse_time_ms
         self.key = key
         self.ordering_key = ordering_key.encode() if ordering_key is not None else None
@@ -117,7 +119,7 @@ def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS,
     max_lines, or max_ms after its first line, or at end of input. times: a list that, with
     each batch yielded, holds when each of its lines arrived (monotonic ms), for the
     producer's batching publish delay."""
-    import select
+    import select  # lazy: one-shot produce never needs it
 
     buf = b""
     batch: list[bytes] = []
@@ -168,10 +170,9 @@ def line_batches(fd: int, max_lines: int = BATCH_LINES, max_ms: int = BATCH_MS,
 
 def record_to_message(line: bytes, template: Template, lineno: int) -> OutgoingMessage:
     """An NDJSON message record (CLI.md's format) as a message; template fills what is unset."""
-    import base64
-    import json
+    import base64  # lazy: one-shot produce never needs it
+    import json  # lazy: one-shot produce never needs it
 
-    from pulsarctl.units import parse_time_ms
 
     try:
         r = json.loads(line)

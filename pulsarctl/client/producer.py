@@ -15,8 +15,15 @@ from __future__ import annotations
 import threading
 
 from pulsarctl import clock as clocks
-from pulsarctl.errors import InvalidValue
+from pulsarctl.errors import InvalidValue, ProducerFenced
 from pulsarctl.messages import MessageId, OutgoingMessage
+from pulsarctl.compression import code_of
+from pulsarctl.broker.schemas import check_type
+from pulsarctl.broker.access import SHARED, check_mode, WAIT_FOR_EXCLUSIVE
+from pulsarctl.client import batcher as batchers
+from pulsarctl.broker.routing import PartitionRouter
+from pulsarctl.broker.backlog_quota import BacklogQuotaHold
+from pulsarctl.wake import Waiter
 
 
 class Producer:
@@ -40,7 +47,6 @@ class Producer:
                  batching_type)
         if batching or any(v is not None for v in given):
             # Settings given are checked even when batching is off, as pulsar-client does.
-            from pulsarctl.client import batcher as batchers
 
             b = batchers.Batcher(
                 batchers.DEFAULT_MAX_MESSAGES if batching_max_messages is None
@@ -59,13 +65,10 @@ class Producer:
         self._callbacks: list = []
         self.batch_size = batch_size
         self.send_timeout_ms = send_timeout_ms
-        from pulsarctl.compression import code_of
 
         self._compression = code_of(compression_type or "none")
-        from pulsarctl.broker.schemas import check_type
 
         self._schema = check_type(schema)
-        from pulsarctl.broker.access import SHARED, check_mode
 
         self._mode = check_mode(getattr(access_mode, "name", access_mode))
         self._held_topic = False
@@ -189,7 +192,7 @@ class Producer:
         Record); everything else is bytes or str."""
         if self._schema == "JSON" and not isinstance(content, (bytes, bytearray, memoryview,
                                                                str)):
-            import json
+            import json  # lazy: one-shot produce never needs it
 
             return json.dumps(content).encode()
         return content
@@ -209,8 +212,6 @@ class Producer:
         """The router for a partitioned topic of n partitions, kept across sends as a Java
         producer keeps its MessageRouter (so round robin continues where it stopped)."""
         if self._router is None or self._router.num_partitions != n:
-            from pulsarctl.broker.routing import PartitionRouter
-
             b = self._batcher
             self._router = PartitionRouter(n, *self._routing, batching=b is not None,
                                            switch_ms=b.switch_ms if b is not None else 10)
@@ -225,8 +226,6 @@ class Producer:
     def _held(self, msgs, batching: bool = True):
         """Publish; while a producer_request_hold backlog quota holds the producer, try again
         until the send timeout, then fail as Pulsar's ProducerBlockedQuotaExceededError."""
-        from pulsarctl.broker.backlog_quota import BacklogQuotaHold
-
         deadline = None
         while True:
             try:
@@ -259,9 +258,8 @@ class Producer:
     def _acquire(self) -> None:
         """Become the exclusive producer; WaitForExclusive waits (real time) until it can,
         woken at once when the holder closes, polling every 100 ms for one that died."""
-        from pulsarctl.broker.access import WAIT_FOR_EXCLUSIVE
+        # lazy: one-shot produce never needs it
         from pulsarctl.broker.consumers import this_process
-        from pulsarctl.errors import ProducerFenced
 
         waiter = None
         while True:
@@ -274,8 +272,6 @@ class Producer:
                 if self._mode != WAIT_FOR_EXCLUSIVE:
                     raise
             if waiter is None:
-                from pulsarctl.wake import Waiter
-
                 waiter = Waiter(self._broker.path)
             waiter.sleep(0.1)
 
@@ -290,6 +286,7 @@ class Producer:
             self.flush()
         finally:
             if self._held_topic:
+                # lazy: one-shot produce never needs it
                 from pulsarctl.broker.consumers import this_process
 
                 self._held_topic = False

@@ -73,6 +73,8 @@ import os
 import sys
 import threading
 
+import tempfile
+import importlib.util
 from pulsarctl.errors import JvmFailed, SparkUnavailable
 
 FORMATS = ("pulsarctl", "pulsar")
@@ -95,6 +97,7 @@ def read_topic(spark, store: str | None = None, **options):
     """A topic as a DataFrame, its offloaded ledgers read by Spark's own Parquet reader and the
     rest by the data source, inside bounds fixed now (pulsarctl/spark/tiered.py)."""
     require()
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark.tiered import read_topic as read
 
     return read(spark, store, **options)
@@ -111,6 +114,7 @@ def register(spark) -> bool:
     no filters). Where it cannot be turned on, the source is registered without pushdown and
     Spark filters the rows read. Returns whether filters are pushed down."""
     require()
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark import source
 
     pushdown = _pushdown_on(spark)
@@ -161,8 +165,6 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n
 
 def _log_config(level: str) -> str:
     """A log4j2 configuration file for the driver JVM at this level (made once per level)."""
-    import tempfile
-
     level = level.lower()
     path = os.path.join(tempfile.gettempdir(), f"pulsarctl-spark-log4j2-{level}-{os.getuid()}"
                         ".properties")
@@ -191,12 +193,11 @@ def session(app_name: str = "pulsarctl", master: str | None = None, conf: dict |
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # lazy: pyspark is costly to import or optional
 
     builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
     cores = os.cpu_count() or 1
     settings = {**DEFAULT_CONF, "spark.sql.shuffle.partitions": str(max(2, 2 * cores))}
-    import importlib.util
 
     if importlib.util.find_spec("pandas") is None:
         # Arrow-optimized Python UDFs (Spark's default since 4.3) need pandas, which the
@@ -229,7 +230,8 @@ def _launch_jvm(conf: dict) -> None:
     is held: when it does not start, the first of it goes into the one error line
     (JvmFailed). Nothing when a JVM runs already, or when spark-submit started this process
     (it made one)."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext  # lazy: pyspark is costly to import or optional
+    # lazy: pyspark is costly to import or optional
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:

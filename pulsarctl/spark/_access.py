@@ -22,6 +22,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
+import json
+from datetime import datetime, timezone
 from store import codec
 from pulsarctl.broker.scan import IdColumns, whole_messages
 from pulsarctl.entries import F_COMPRESSION
@@ -52,6 +54,7 @@ def _identity(path: str) -> tuple:
 def broker(path: str, write: bool = False):
     """A Broker on the store at path, shared by the tasks this process runs. A read-only one
     never creates a store (StoreUnavailable when there is none)."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import Broker
 
     key = _identity(path) + (write,)
@@ -75,6 +78,7 @@ def broker(path: str, write: bool = False):
 def resolve_store(value: str | None) -> str:
     """The `store` option, else the CLI's resolution ($PULSARCTL_STORE, the config file, the
     default). Resolved once on the driver so every task uses the same store."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.config import resolve_store as resolve
 
     return os.path.abspath(resolve(value or None))
@@ -111,7 +115,6 @@ def parse_time_ms(value, what: str) -> int:
     text = str(value).strip()
     if re.fullmatch(r"-?\d+", text):
         return int(text)
-    from datetime import datetime, timezone
 
     try:
         dt = datetime.fromisoformat(text.replace("z", "Z"))
@@ -135,7 +138,6 @@ def parse_offsets(value, what: str):
     text = str(value).strip()
     if text.lower() in (EARLIEST, LATEST):
         return text.lower()
-    import json
 
     try:
         doc = json.loads(text)
@@ -209,6 +211,7 @@ class Part:
 
 def _all_names(ctx) -> list[str]:
     """Every topic partition and non-partitioned topic of the store (full names)."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import tenants, topics
 
     out = []
@@ -219,6 +222,7 @@ def _all_names(ctx) -> list[str]:
 
 
 def _part(ctx, t: TopicName):
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import topics
 
     info = topics.lookup(ctx, t)
@@ -246,6 +250,7 @@ def without_offloaded(part: Part, start: int, end: int) -> list[tuple[int, int]]
 
 def resolve_parts(b, kind: str, spec, missing_ok: bool = False) -> list[Part]:
     """The topic partitions a read covers, sorted by name, with their offsets now."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import partitions
 
     def run(ctx):
@@ -336,6 +341,7 @@ def _publish_time(ctx, info, offset: int) -> int:
 def first_at_or_after(b, part: Part, lo: int, hi: int, ms: int) -> int:
     """The first offset in [lo, hi) whose publish time is >= ms (hi if none). Publish times do
     not go down along a topic, so a binary search over a few entries finds it."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import topics
 
     if lo >= hi:
@@ -380,6 +386,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
     whole_messages).
     With columnar, (fields, types) for spark/_columnar.py, records may instead be a
     arrow_columns.Columns of those fields, when every entry of the chunk is a plain one."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import topics
 
     t = parse_topic(name)
@@ -403,6 +410,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             return end, [], []
         runs, values = ctx.ledgers.scan_values(ctx.txn, info, s, stop)
         if columnar is not None:
+            # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
             from pulsarctl.spark import _columnar
 
             cols = _columnar.decode(values, *columnar)
@@ -417,6 +425,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
                 gc.enable()
         if recs and max(map(len, recs)) > F_COMPRESSION:  # compressed, chunked or batched
             if columnar is not None:
+                # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
                 from pulsarctl.spark import _batched
 
                 cols = _batched.decode(runs, recs, *columnar)
@@ -435,6 +444,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
 
 def current(b, names_ml: dict) -> dict:
     """{name: (first, next)} now for topics whose managed ledger is still ml_id."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import topics
 
     def run(ctx):
@@ -451,6 +461,7 @@ def current(b, names_ml: dict) -> dict:
 def ensure_dedup(b, topic: str) -> None:
     """Make sure the topic exists (created as produce would create it) and deduplication is in
     force on it, so a message whose sequence id its producer already stored is dropped."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker.policies import DEDUP
 
     t = parse_topic(topic)
@@ -527,6 +538,7 @@ def dlq_waiting(b, dlq: str) -> tuple[Part, list[tuple[int, int]]]:
     """The DLQ's partition snapshot and the runs [start, end) of offsets its pulsarctl-dlq
     subscription has not acknowledged (everything while the subscription is missing), as the
     `dlq` commands count them."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import dlq as dead
 
     t = parse_topic(dlq)

@@ -39,7 +39,7 @@ class _Reader(DataSourceReader):
     def read(self, partition):
         batches = _BATCHES.get(partition.path)
         if batches is None:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # lazy: pyarrow is costly to import or optional
 
             table = pq.read_table(partition.path).cast(arrow_schema())
             batches = _BATCHES[partition.path] = table.combine_chunks().to_batches(

@@ -36,7 +36,9 @@ def _fill(store: str, n: int, size: int, batch: int = 10_000, topic: str = TOPIC
           batching=None) -> float:
     """Produce n messages of size bytes (a key and a property each, as real traffic has);
     batching: a batches.Spec to store them in batch entries."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.broker import Broker
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.messages import OutgoingMessage
 
     b = Broker(store)
@@ -73,6 +75,7 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
         master: str | None = None, write_rows: int | None = None, spark=None) -> dict:
     """Fill a store (a temporary one unless given) with n messages and time the reads and the
     write. With spark, that session is used (and left running); else one is made and stopped."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl import spark as ps
 
     ps.require()
@@ -81,13 +84,16 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
     try:
         store = os.path.abspath(store or os.path.join(tmp, "store"))
         fill_s = _fill(store, n, size)
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.broker.batches import Spec
 
         # As Pulsar's Java client batches by default: 1000 messages or 128 KiB a batch.
         _fill(store, n, size, topic=BATCHED_TOPIC, batching=Spec(1000, 128 * 1024))
         if own:
             spark = ps.session("pulsarctl-bench", master=master)
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.spark._ceiling import CeilingDataSource
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.spark._ceiling import NAME as CEILING
 
         spark.dataSource.register(CeilingDataSource)
@@ -112,7 +118,7 @@ def run(n: int = 1_000_000, size: int = 100, store: str | None = None, repeat: i
         }, repeat)
 
         w = write_rows or n
-        from pyspark.sql import functions as F
+        from pyspark.sql import functions as F  # lazy: pyspark is costly to import or optional
 
         frame = (spark.range(0, w, 1, numPartitions=cores)
                  .select(F.concat(F.lit("y" * max(0, size - 10)),

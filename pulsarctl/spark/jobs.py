@@ -14,6 +14,8 @@ import re
 import sys
 from contextlib import contextmanager
 
+import importlib
+import importlib.util
 from pulsarctl.errors import (
     InvalidValue, JobFailed, PulsarctlError, TopicNotFound, UsageError,
 )
@@ -39,7 +41,6 @@ def spark_errors(what: str):
         if not (mod.startswith("pyspark") or mod.startswith("py4j")):
             raise
         text = str(exc)
-        import importlib
 
         m = re.search(r"(pulsarctl(?:\.\w+)*)\.(\w+): (.+?)(?:\n|$)", text)
         if m:
@@ -85,6 +86,7 @@ def summary(text: str, fallback: str) -> str:
 
 def _load(spark, store: str, **options):
     """The topic as a DataFrame; offloaded ledgers through Spark's Parquet reader."""
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark.tiered import read_topic
 
     return read_topic(spark, store, **options)
@@ -118,7 +120,7 @@ def export(spark, store: str, topic: str, fmt: str, out: str, overwrite: bool = 
 def _dlq_frame(spark, store: str, dlq: str, everything: bool = False, split_entries=None):
     """The DLQ's waiting dead letters (all stored ones with everything) as a DataFrame, with
     bounds fixed now. Returns (DataFrame, part, runs)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark is costly to import or optional
 
     b = access.broker(store)
     part, runs = access.dlq_waiting(b, dlq)
@@ -156,7 +158,7 @@ def dlq_report(spark, store: str, dlq: str, reason_property: str = DEFAULT_REASO
                everything: bool = False) -> dict:
     """Counts of the DLQ's waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, the reason
     property and the hour (UTC) they landed in the DLQ."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark is costly to import or optional
 
     with spark_errors("dlq-report"):
         df, part, runs = _dlq_frame(spark, store, dlq, everything)
@@ -179,12 +181,12 @@ def dlq_report(spark, store: str, dlq: str, reason_property: str = DEFAULT_REASO
 def chart(report: dict, path: str) -> str:
     """A PNG bar chart of the report: dead letters per hour, stacked by REAL_TOPIC."""
     try:
-        import matplotlib
+        import matplotlib  # lazy: matplotlib is costly to import or optional
     except ImportError:
         raise PulsarctlError("--png needs matplotlib, which is not installed",
                              hint="pip install matplotlib, or leave out --png") from None
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: matplotlib is costly to import or optional
 
     hours = sorted({r["hour"] for r in report["rows"]})
     topics = sorted({r["realTopic"] for r in report["rows"]})
@@ -221,8 +223,6 @@ _IMPORT_HINT = "run from the directory that holds the module, or set PYTHONPATH"
 def find_transform(spec: str) -> tuple[str, str]:
     """Check module:function without importing the module (a module may make UDFs when it is
     imported, and those need a running session): (module, function)."""
-    import importlib.util
-
     module, _, name = (spec or "").partition(":")
     if not module or not name:
         raise InvalidValue(f"invalid --transform {spec!r}", hint="give it as module:function")
@@ -245,8 +245,6 @@ def find_transform(spec: str) -> tuple[str, str]:
 
 def load_transform(spec: str):
     """module:function, the function taking and returning a DataFrame: (module, function)."""
-    import importlib
-
     module, name = find_transform(spec)
     try:
         mod = importlib.import_module(module)
@@ -269,7 +267,7 @@ def dlq_reprocess(spark, store: str, dlq: str, transform: str | None = None,
     Producers are named after the DLQ and the first waiting offset, and the input is cut into
     fixed runs of split_entries, so a run that dies between the write and the ack and is
     started again writes nothing twice (given a deterministic transform)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark is costly to import or optional
 
     fn = None
     if transform:

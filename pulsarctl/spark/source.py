@@ -30,6 +30,7 @@ import os
 import uuid
 from dataclasses import dataclass
 
+from datetime import datetime, timezone
 from pyspark.sql.datasource import (
     DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader, InputPartition,
     WriterCommitMessage,
@@ -122,8 +123,10 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
     """Arrow record batches of one split, chunk by chunk."""
     if split.name is None or split.end <= split.start:
         return
+    # lazy: pyspark is costly to import or optional
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark._arrow import fields_for, record_batch
 
     pa_schema = to_arrow_schema(schema, timezone="UTC")
@@ -196,6 +199,7 @@ class _ReadOptions:
             raise InvalidValue("the option subscription is for streaming reads",
                                hint="a batch read never moves a cursor")
         if self.subscription:
+            # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
             from pulsarctl.names import check_subscription
 
             check_subscription(self.subscription)
@@ -209,8 +213,6 @@ class _ReadOptions:
 def _ms_of(value):
     """Exact epoch milliseconds (floor) and whether it was a whole millisecond, for a datetime
     (naive values are local time, as Spark hands them to Python) or a number of microseconds."""
-    from datetime import datetime, timezone
-
     if isinstance(value, datetime):
         aware = value if value.tzinfo else value.astimezone()
         d = aware - datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -476,6 +478,7 @@ class Writer(DataSourceArrowWriter):
         self.dedup = access.flag(o, "deduplication", True)
         self.per_txn = access.whole(o, "maxEntriesPerTransaction", CHUNK_ENTRIES)
         self.scheme = o.get("hashingscheme") or "JavaStringHash"
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.broker.routing import HASHING_SCHEMES
 
         if self.scheme not in HASHING_SCHEMES:
@@ -486,10 +489,13 @@ class Writer(DataSourceArrowWriter):
             access.ensure_dedup(access.broker(self.store, write=True), self.topic)
 
     def write(self, iterator):
-        from pyspark import TaskContext
+        from pyspark import TaskContext  # lazy: pyspark is costly to import or optional
 
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.broker.routing import PartitionRouter
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.messages import OutgoingMessage
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
         from pulsarctl.spark._arrow import rows_for_publish
 
         tc = TaskContext.get()

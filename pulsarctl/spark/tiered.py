@@ -19,9 +19,11 @@ import json
 def read_topic(spark, store: str | None = None, **options):
     """A DataFrame of the topics the options name (the data source's read options: topic,
     topics or topicsPattern, startingOffsets, endingOffsets, startingTime, endingTime, ...)."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # lazy: pyspark is costly to import or optional
 
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark import _access as access
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark.source import COLUMNS, SCHEMA, BatchReader
 
     opts = {k: v if isinstance(v, str) else json.dumps(v) if isinstance(v, dict) else str(v)

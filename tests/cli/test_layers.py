@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -681,3 +682,40 @@ def test_no_import_cycles():
     script from the running root command rather than importing the root app."""
     cycles = import_cycles(import_graph())
     assert cycles == [], "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def lazy_imports_without_a_reason() -> list[str]:
+    """Imports made inside a function (lazy imports) with no comment on their line or the line
+    before saying why they are not at the top of the module."""
+    out = []
+    for r, tree in parsed():
+        lines = (ROOT / r).read_text().splitlines()
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                here = lines[node.lineno - 1]
+                before = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+                if "#" not in here and not before.startswith("#"):
+                    out.append(f"{r}:{node.lineno}: {here.strip()}")
+    return out
+
+
+def test_every_lazy_import_says_why():
+    """Issue 15: imports belong at the top of a module; one made inside a function stays only
+    where start-up needs it (one-shot produce, building the command tree, optional or costly
+    packages such as pyarrow and lz4) or a name clash forces it, and says so in a comment."""
+    missing = lazy_imports_without_a_reason()
+    assert not missing, f"{len(missing)} lazy imports with no reason given:\n" + "\n".join(
+        missing[:40])
+
+
+def test_the_lazy_import_check_catches(tmp_path, monkeypatch):
+    (tmp_path / "pulsarctl").mkdir()
+    (tmp_path / "pulsarctl" / "m.py").write_text(
+        "def f():\n    import json\n    return json\n\n"
+        "def g():\n    import lz4.frame  # lazy: optional\n    return lz4\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert lazy_imports_without_a_reason() == ["pulsarctl/m.py:2: import json"]

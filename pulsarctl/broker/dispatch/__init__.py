@@ -3,8 +3,10 @@ return them as Messages. One module per subscription type, as Pulsar's dispatche
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
-from pulsarctl.broker.dispatch import exclusive, failover, shared
+from pulsarctl.broker import (
+    delayed, redelivery_state, subscriptions as subs, batches, unacked, policies,
+)
+from pulsarctl.broker.dispatch import exclusive, failover, shared, key_shared
 from pulsarctl.broker.records import Pending
 from pulsarctl.entries import F_NUM_MESSAGES, batch_size
 from pulsarctl.messages import MessageId, message_from_entry
@@ -27,7 +29,6 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         return []
     if c.props.get("batchQueued"):
         # A receive that stopped inside a batch left the rest for this consumer: those first.
-        from pulsarctl.broker import batches
 
         queued = batches.take_queued(ctx, info, c, consumer.name, max_n, topic_name,
                                      partition)
@@ -51,8 +52,6 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             ctx.cursors.save(ctx.txn, c)
             return []
     if typ == subs.KEY_SHARED:
-        from pulsarctl.broker.dispatch import key_shared
-
         got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
         if got is not None:
             if got and reached is not _NOTHING:
@@ -106,8 +105,6 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 rec = _decode(raw)
                 if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:  # a batch (never delayed)
                     if batch is None:
-                        from pulsarctl.broker import batches
-
                         batch = batches.Delivery(ctx, c)
                     ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
                     # The pending record keeps the batch's size: the unacked limits count
@@ -145,8 +142,6 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         return []
     txn.cursor(db=pdb).putmulti(records)
     if (c.props.get("policy") or {}).get("ackTimeoutMs"):
-        from pulsarctl.broker import unacked
-
         unacked.track(ctx, c, name, delivered)
     reached(len(out))  # the limits count messages, a batch's each
     c.props["out"] = c.props.get("out", 0) + len(out)
@@ -164,8 +159,6 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
     are kept in the cursor's properties. Both limits count messages: on a topic with batches
     the pending records are read for their sizes; elsewhere an entry is a message and only
     the keys are counted."""
-    from pulsarctl.broker import policies
-
     per_c = policies.effective(ctx, info.name, policies.MAX_UNACKED_CONSUMER) or 0
     per_s = policies.effective(ctx, info.name, policies.MAX_UNACKED_SUBSCRIPTION) or 0
     props = c.props

@@ -9,6 +9,7 @@ import bisect
 
 from pulsarctl.broker.dispatch import exclusive
 from pulsarctl.broker.hashing import murmur3_32_hash
+from pulsarctl.names import partition_index
 
 CONSUMER_CONSISTENT_HASH_REPLICAS = 100  # AbstractDispatcherSingleActiveConsumer
 
@@ -50,8 +51,6 @@ def active(live: list, partition: int = -1, topic_name: str = ""):
 
 
 def select(ctx, info, c, consumer, live, max_n):
-    from pulsarctl.names import partition_index
-
     act = active(live, partition_index(info.name), info.name)
     if act is None or act.name != consumer.name:
         return []

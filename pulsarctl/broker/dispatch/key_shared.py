@@ -12,8 +12,8 @@ keys that other consumers still hold are acked (Pulsar 4.x's draining hashes, PI
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs
-from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key
+from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs, unacked, batches
+from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key, slot_of
 from pulsarctl.broker.records import Pending
 from pulsarctl.errors import ConsumerBusy
 from pulsarctl.entries import (
@@ -75,8 +75,6 @@ def reconcile(ctx, c, live: list):
 
 
 def _slot(selector_policy, rec) -> int:
-    from pulsarctl.broker.dispatch.selectors import slot_of
-
     n = len(rec)
     okey = rec[F_ORDERING_KEY] if n > F_ORDERING_KEY else None
     key = rec[F_KEY] if n > F_KEY else None
@@ -138,8 +136,6 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:
             # A batch goes whole to the consumer of its entry's key (its first message's).
             if batch is None:
-                from pulsarctl.broker import batches
-
                 batch = batches.Delivery(ctx, c)
             ms = batch.messages(o, rec, pos.ledger_id, pos.entry_id, partition, topic_name,
                                 rc, c.name, me)
@@ -206,8 +202,6 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
     if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
-        from pulsarctl.broker import unacked
-
         unacked.track(ctx, c, me, taken)
     c.props["out"] = c.props.get("out", 0) + len(out)
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
