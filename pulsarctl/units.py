@@ -84,3 +84,11 @@ def parse_property(text: str) -> tuple[str, str]:  # also used on the fast path
     if not k:
         raise InvalidValue(f"invalid property {text!r}: empty key", hint="write key=value")
     return k, v
+
+
+def one_of(table: dict, name: str, what: str):
+    """table[name], or InvalidValue naming what was asked for and the names there are."""
+    value = table.get(name)
+    if value is None:
+        raise InvalidValue(f"unknown {what} {name!r}", f"use one of {', '.join(table)}")
+    return value

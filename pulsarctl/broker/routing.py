@@ -10,17 +10,14 @@ import random
 
 from pulsarctl.broker.hashing import java_string_hash, murmur3_32_hash
 from pulsarctl.errors import InvalidValue
+from pulsarctl.units import one_of
 
 HASHING_SCHEMES = ("JavaStringHash", "Murmur3_32Hash")
 _HASHES = {"JavaStringHash": java_string_hash, "Murmur3_32Hash": murmur3_32_hash}
 
 
 def _check_scheme(scheme: str):
-    fn = _HASHES.get(scheme)
-    if fn is None:
-        raise InvalidValue(f"unknown hashing scheme {scheme!r}",
-                           f"use one of {', '.join(HASHING_SCHEMES)}")
-    return fn
+    return one_of(_HASHES, scheme, "hashing scheme")
 
 
 def hash_key(key: str, scheme: str) -> int:

@@ -18,6 +18,7 @@ import re
 
 from pulsarctl.broker.hashing import java_utf8, murmur3_32_hash
 from pulsarctl.errors import ConsumerAssignError, InvalidValue
+from pulsarctl.units import one_of
 
 DEFAULT_RANGE_SIZE = 2 << 15  # StickyKeyConsumerSelector.DEFAULT_RANGE_SIZE = 65536
 STICKY_KEY_HASH_NOT_SET = 0  # StickyKeyConsumerSelector: 0 means "no hash", so slots are >= 1
@@ -479,11 +480,7 @@ _CLASSES = {AUTO_SPLIT: AutoSplitSelector, CONSISTENT_HASHING: ConsistentHashing
 
 
 def _check_policy(policy: str):
-    cls = _CLASSES.get(policy)
-    if cls is None:
-        raise InvalidValue(f"unknown Key_Shared selector {policy!r}",
-                           f"use one of {', '.join(POLICIES)}")
-    return cls
+    return one_of(_CLASSES, policy, "Key_Shared selector")
 
 
 def make_selector(policy: str, state: dict | None = None) -> StickyKeyConsumerSelector:
