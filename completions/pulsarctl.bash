@@ -81,7 +81,7 @@ _pulsarctl_node() {
             targ=""
             ;;
         "topics")
-            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
+            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
             opts="-h --help"
             vopts=""
             targ=""
@@ -234,6 +234,18 @@ _pulsarctl_node() {
             subs=""
             opts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output -h --help"
             vopts="-i --initialPosition --initial-position -m --messagePosition --message-position -o --output"
+            targ="0"
+            ;;
+        "topics compact")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ="0"
+            ;;
+        "topics compaction-status")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
             targ="0"
             ;;
         "topics get-message-ttl")
@@ -936,6 +948,10 @@ _pulsarctl_values() {
         "topics examine-message|-i"|"topics examine-message|--initialPosition"|"topics examine-message|--initial-position") values="latest earliest" ;;
         "topics examine-message|-o"|"topics examine-message|--output") values="text json ndjson" ;;
         "topics examine-message|#0") names=topics ;;
+        "topics compact|-o"|"topics compact|--output") values="text json ndjson" ;;
+        "topics compact|#0") names=topics ;;
+        "topics compaction-status|-o"|"topics compaction-status|--output") values="text json ndjson" ;;
+        "topics compaction-status|#0") names=topics ;;
         "topics get-message-ttl|-o"|"topics get-message-ttl|--output") values="text json ndjson" ;;
         "topics get-message-ttl|#0") names=topics ;;
         "topics remove-message-ttl|-o"|"topics remove-message-ttl|--output") values="text json ndjson" ;;

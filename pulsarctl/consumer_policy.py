@@ -40,6 +40,7 @@ STORED = (
     ("ack_timeout_backoff", "ackTimeoutBackoff"),
     ("enable_retry", "enableRetry"),
     ("retry_letter_topic", "retryLetterTopic"),
+    ("read_compacted", "readCompacted"),
 )
 _FIELD = {stored: name for name, stored in STORED}
 # The Python API has always stored the ack timeout after the retry settings.
@@ -75,6 +76,7 @@ class ConsumerPolicy:
     ack_timeout_backoff: tuple | None = None    # (min ms, max ms, multiplier)
     enable_retry: bool | None = None
     retry_letter_topic: str | None = None
+    read_compacted: bool | None = None          # read the compacted view (compaction.py)
     # The stored names in the order they were first given: to_store keeps it, so a
     # subscription's policy reads (`subscriptions describe`) as it always has.
     order: tuple = field(default=(), compare=False, repr=False)
@@ -114,7 +116,8 @@ class ConsumerPolicy:
     @classmethod
     def from_client(cls, *, negative_ack_redelivery_delay_ms=None, negative_ack_backoff=None,
                     dead_letter_policy=None, unacked_messages_timeout_ms=None,
-                    enable_retry=False, retry_letter_topic=None) -> "ConsumerPolicy":
+                    enable_retry=False, retry_letter_topic=None,
+                    read_compacted=False) -> "ConsumerPolicy":
         """The Python API's subscribe() arguments, as pulsar-client names them, checked.
         dead_letter_policy is a ConsumerDeadLetterPolicy (checked when it was made)."""
         dlp = dead_letter_policy
@@ -129,6 +132,7 @@ class ConsumerPolicy:
             retry_letter_topic=retry_letter_topic or None,
             ack_timeout_ms=int(unacked_messages_timeout_ms)
             if unacked_messages_timeout_ms is not None else None,
+            read_compacted=True if read_compacted else None,
             order=_CLIENT_ORDER)
         policy.validate(CLIENT_NAMES)
         return policy

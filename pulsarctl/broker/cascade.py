@@ -6,7 +6,7 @@ partitions.py, which subscriptions and policies build on, never import upwards.
 """
 from __future__ import annotations
 
-from pulsarctl.broker import partitions, subscriptions, tenants, topics
+from pulsarctl.broker import compaction, partitions, subscriptions, tenants, topics
 from pulsarctl.errors import Conflict, NotEmpty, TopicNotFound
 from pulsarctl.names import TopicName, parse_namespace, parse_topic
 
@@ -47,6 +47,7 @@ def delete_topic(ctx, name, force: bool = False) -> None:
         subscriptions.drop(ctx, info, c)
     for k, _ in list(ctx.scan("producer", info.ml_id)):
         ctx.delete(*k)
+    compaction.drop(ctx, info)
     ctx.delete("topicmeta", str(topic))
     ctx.delete("topicpol", str(topic))  # policies.py's record: a new topic starts without
     ctx.ledgers.delete(ctx.txn, info)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    batches, chunks, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
+    batches, chunks, compaction, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
     redelivery, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
@@ -88,6 +88,8 @@ def deliver(ctx, targets, subscription, consumer_name, max_n, start):
             continue
         redelivery.fire(ctx, info, c)
         expiry.apply(ctx, info, [c])
+        if (c.props.get("policy") or {}).get("readCompacted"):
+            compaction.skip_obscured(ctx, info, c)
         out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
                                   p.partition_index))
     return out
@@ -258,9 +260,10 @@ def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:
 
 
 def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_id=None,
-                 inclusive=False):
+                 inclusive=False, compacted=False):
     """For readers: up to limit messages from an offset (or from a message id). Returns
-    (messages, next offset, last offset)."""
+    (messages, next offset, last offset). compacted: read the compacted copy up to its horizon
+    (compaction.py), the topic after it."""
     info = topics.require(ctx, t)
     start = start_offset
     skip_in, skip = None, None
@@ -279,6 +282,11 @@ def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_
                 # entry (isPriorEntryIndex: idx <= start exclusive, < start inclusive).
                 start, skip_in = o, o
                 skip = set(range(after_id.batch_index + (0 if inclusive else 1)))
+    if compacted:
+        if start_offset is None and after_id == MessageId.earliest:
+            start = 0  # the copy may reach below the topic's first entry: retention keeps it
+        out, nxt = compaction.read(ctx, info, t, start, limit, skip_in, skip)
+        return out, nxt, info.last_offset
     start = max(start, info.first_offset)
     out = []
     nxt = start

@@ -360,8 +360,9 @@ class Broker:
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed
     def read_entries(self, name, start_offset: int | None, limit: int, after_id=None,
-                     inclusive=False):
+                     inclusive=False, compacted=False):
         """For readers: up to limit messages from an offset (or from a message id), in a read
-        transaction. Returns (messages, next offset, last offset)."""
+        transaction. Returns (messages, next offset, last offset). compacted: the compacted
+        view (latest message per key up to the compaction horizon)."""
         return self.read(_consuming().read_entries, topic_name(name), start_offset, limit,
-                         after_id, inclusive)
+                         after_id, inclusive, compacted)

@@ -124,3 +124,17 @@ def examine_message(
         render.json_doc(m.record())
     else:
         render.message(m, out, with_id=True, metadata=True)
+
+
+@topics.command(help="Compact a topic now: keep the latest message of each key (an empty "
+                     "payload removes its key) for readers and consumers that read compacted.")
+def compact(ctx: typer.Context, topic: Topic, output: Output = None):
+    d = state(ctx).broker().topics.compact(topic)
+    done(ctx, output, d, f"compacted {topic}: {d['compactedMessages']} message(s) kept up to "
+                         f"{d.get('compactionHorizon', 'the start')}")
+
+
+@topics.command("compaction-status", help="The status of the topic's last compaction: "
+                                          "NOT_RUN or SUCCESS, with its horizon.")
+def compaction_status(ctx: typer.Context, topic: Topic, output: Output = None):
+    render.data(state(ctx).broker().topics.compaction_status(topic), fmt(ctx, output))

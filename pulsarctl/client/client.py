@@ -199,7 +199,11 @@ class Client:
             negative_ack_redelivery_delay_ms=negative_ack_redelivery_delay_ms,
             negative_ack_backoff=negative_ack_backoff, dead_letter_policy=dead_letter_policy,
             unacked_messages_timeout_ms=unacked_messages_timeout_ms, enable_retry=enable_retry,
-            retry_letter_topic=retry_letter_topic))
+            retry_letter_topic=retry_letter_topic, read_compacted=is_read_compacted))
+        if is_read_compacted and _type_name(consumer_type) not in ("Exclusive", "Failover"):
+            # ConsumerBuilderImpl: compacted reads need one reader of the subscription
+            raise InvalidValue("Read compacted can only be used with exclusive or "
+                                       "failover persistent subscriptions")
         c = Consumer(self, topic, subscription_name, _type_name(consumer_type),
                      _position_name(initial_position), consumer_name, receiver_queue_size,
                      priority_level, lease_ms, key_shared_policy, policy)
@@ -212,13 +216,13 @@ class Client:
                       reader_name: str | None = None, schema=None,
                       max_pending_chunked_message: int = 10,
                       expire_time_of_incomplete_chunked_message_ms: int = 60_000,
-                      **_ignored) -> "Reader":
+                      is_read_compacted: bool = False, **_ignored) -> "Reader":
         if schema is not None:
             self.broker.schemas.check_consumer(topic, schema)
 
         chunks = Assembler(max_pending_chunked_message,
                            expire_time_of_incomplete_chunked_message_ms)
-        r = Reader(self, topic, start_message_id, start_message_id_inclusive)
+        r = Reader(self, topic, start_message_id, start_message_id_inclusive, is_read_compacted)
         r._chunks = chunks
         self._open.append(r)
         return r
@@ -443,8 +447,9 @@ class Consumer:
 class Reader:
     """A non-durable reader: it writes nothing to the store."""
 
-    def __init__(self, client, topic, start_message_id, inclusive=False):
+    def __init__(self, client, topic, start_message_id, inclusive=False, compacted=False):
         self._broker = client.broker
+        self._compacted = compacted
         self._topic = topic
         if isinstance(start_message_id, str):
             start_message_id = parse_message_id(start_message_id)
@@ -476,7 +481,8 @@ class Reader:
 
     def _read(self, n: int) -> list:
         msgs, nxt, _last = self._broker.read_entries(
-            self._topic, self._next, n, after_id=self._start, inclusive=self._inclusive)
+            self._topic, self._next, n, after_id=self._start, inclusive=self._inclusive,
+            compacted=self._compacted)
         self._next = nxt
         return msgs
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from store import codec
 from pulsarctl import offload
 from pulsarctl.broker import (
-    cascade, cursor_admin, partitions, stats, topics, unpack, subscriptions as subs,
+    cascade, compaction, cursor_admin, partitions, stats, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.admin.base import Noun
 from pulsarctl.broker.nonpersistent import routed
@@ -176,6 +176,26 @@ class Topics(Noun):
                 return {str(p): cursor_admin.terminate(ctx, p) for p in partitions.expand(ctx, t)}
             return cursor_admin.terminate(ctx, t)
         return self._broker.write(run)
+
+    # -- compaction (broker/compaction.py) -----------------------------------------------------
+    @routed
+    def compact(self, name) -> dict:
+        """Compact the topic now (pulsar-admin topics compact); returns its status."""
+        t = topic_name(name)
+
+        def run(ctx):
+            if partitions.get(ctx, t):
+                raise InvalidValue(f"{t} is a partitioned topic; compact each partition",
+                                   hint=f"e.g. `pulsarctl topics compact {t.partition(0)}`")
+            if not t.persistent:
+                raise InvalidValue(f"{t} is non-persistent: only persistent topics compact")
+            return compaction.compact(ctx, t)
+        return self._broker.write(run)
+
+    @routed
+    def compaction_status(self, name) -> dict:
+        t = topic_name(name)
+        return self._broker.read(lambda ctx: compaction.status(ctx, topics.require(ctx, t)))
 
     # -- tiered storage ------------------------------------------------------------------------
     @routed
