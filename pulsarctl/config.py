@@ -60,6 +60,9 @@ def resolve_store_source(cli_value: str | None = None) -> tuple[str, str]:
 
 # Store-wide dynamic settings (pulsar-admin brokers update-dynamic-config), with defaults and
 # the type each takes. Later issues add their settings here.
+# Pulsar's SchemaCompatibilityStrategy values (broker/schema_compat.py applies them).
+SCHEMA_STRATEGIES = ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+                     "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 BROKER_DEFAULTS: dict[str, object] = {
     "maxMessageSize": 5 * 1024 * 1024,
     "managedLedgerMaxEntriesPerLedger": 50_000,
@@ -79,6 +82,9 @@ BROKER_DEFAULTS: dict[str, object] = {
     "dispatcherMaxRoundRobinBatchSize": 20,
     # TDMQ's MESSAGE_DELAYLEVEL: reconsume-later --delay-level N waits level N (1-based).
     "messageDelayLevel": "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
+    # How a new schema version must relate to the ones before it (broker/schemas.py).
+    "schemaCompatibilityStrategy": "FULL",
+    "isAllowAutoUpdateSchema": True,
 }
 
 
@@ -109,4 +115,10 @@ def coerce_setting(name: str, value: str):
         for level in levels:
             parse_duration_ms(level, "delay level")
         return " ".join(levels)
+    if name == "schemaCompatibilityStrategy":
+        v = str(value).strip().upper()
+        if v not in SCHEMA_STRATEGIES:
+            raise InvalidValue(f"unknown schema compatibility strategy {value!r}",
+                               hint=f"use one of {', '.join(SCHEMA_STRATEGIES)}")
+        return v
     return value

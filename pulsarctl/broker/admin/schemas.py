@@ -29,6 +29,24 @@ class Schemas(Noun):
         return self._broker.read(run)
 
     @routed
+    def versions(self, name) -> list[dict]:
+        """Every version of the topic's schema, oldest first (pulsar-admin schemas get --all)."""
+        return self._broker.read(lambda ctx: schemas.versions(ctx, topic_name(name)))
+
+    @routed
+    def register(self, name, typ: str, definition="", properties=None) -> int:
+        """Register a schema (a producer's, or pulsar-admin schemas upload): its version, new
+        or existing; IncompatibleSchema when the compatibility strategy refuses it."""
+        return self._broker.write(lambda ctx: schemas.register(ctx, topic_name(name), typ,
+                                                               definition, properties))
+
+    @routed
+    def check(self, name, typ: str, definition="") -> str | None:
+        """Whether a schema would be accepted: None, or why not (schemas compatibility)."""
+        return self._broker.read(lambda ctx: schemas.check(ctx, topic_name(name), typ,
+                                                           definition))
+
+    @routed
     def delete(self, name) -> bool:
         return self._broker.write(lambda ctx: schemas.delete(ctx, topic_name(name)))
 
