@@ -357,6 +357,15 @@ class Broker:
         nacked stays held until its nack timer fires (nacks.py)."""
         self.write(_consuming().close_consumer, names, subscription, consumer_name, acks)
 
+    @routed
+    def seek(self, name, subscription, message_id=None, time_ms=None) -> dict:
+        """Consumer.seek: the subscription delivers again from a message id (the message
+        itself included) or from a publish time (the messages published after it), as
+        pulsar-admin's reset-cursor; what was pending and waiting for redelivery is dropped.
+        Exactly one of message_id and time_ms."""
+        return self.subscription(name, subscription).reset_cursor(time_ms=time_ms,
+                                                                  message_id=message_id)
+
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed
     def read_entries(self, name, start_offset: int | None, limit: int, after_id=None,

@@ -16,7 +16,7 @@ from pulsarctl import clock as clocks
 from pulsarctl.broker import Broker
 from pulsarctl.config import resolve_store
 from pulsarctl.consumer_policy import ConsumerPolicy, check_max_redeliver_count
-from pulsarctl.errors import Timeout, InvalidValue
+from pulsarctl.errors import InvalidValue, MessageNotFound, Timeout
 from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
 from pulsarctl.wake import Waiter
@@ -402,6 +402,31 @@ class Consumer:
         self._queue, self._qi = [], 0
         self._chunks.clear()
         self._broker.redeliver_unacked(self._topics, self._subscription, self._name)
+
+    def seek(self, message_id_or_timestamp) -> None:
+        """Deliver again from a message id, or from a publish time in epoch milliseconds (an
+        int), as pulsar-client's Consumer.seek; the messages in the local queue are dropped."""
+        self.flush_acks()
+        self._queue, self._qi = [], 0
+        self._chunks.clear()
+        target = message_id_or_timestamp
+        if isinstance(target, int) and not isinstance(target, bool):
+            for t in self._topics:
+                self._broker.seek(t, self._subscription, time_ms=target)
+            return
+        mid = target if isinstance(target, MessageId) else parse_message_id(str(target))
+        if mid in (MessageId.earliest, MessageId.latest):
+            for t in self._topics:
+                self._broker.seek(t, self._subscription, message_id=mid)
+            return
+        # A message id is one partition's: that partition seeks (as the client routes it).
+        for i, t in enumerate(self._topics):
+            try:
+                self._broker.seek(t, self._subscription, message_id=mid)
+                return
+            except MessageNotFound:
+                if i == len(self._topics) - 1:
+                    raise
 
     def acknowledge_cumulative(self, message) -> None:
         mid = message.message_id() if isinstance(message, Message) else message
