@@ -81,7 +81,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'M
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients (Java, Go, C++, Python, Node) over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; prints pulsar://HOST:PORT on stderr once it accepts connections.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; prints pulsar://HOST:PORT on stderr once it accepts connections.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'

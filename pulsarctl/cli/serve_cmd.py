@@ -24,8 +24,8 @@ Config = Annotated[Optional[str], typer.Option(
     metavar="FILE", show_default=False)]
 
 
-@top.command("serve", help="Serve the store to real Pulsar clients (Java, Go, C++, Python, "
-             "Node) over Pulsar's binary protocol, in the foreground until SIGTERM or Ctrl-C; "
+@top.command("serve", help="Serve the store to real Pulsar clients, in any language, over "
+             "Pulsar's binary protocol, in the foreground until SIGTERM or Ctrl-C; "
              "prints pulsar://HOST:PORT on stderr once it accepts connections.")
 def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: HttpPort = None,
           config: Config = None):
