@@ -98,9 +98,10 @@ class Producer:
 
 
 class Consumer:
-    __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed")
+    __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
+                 "reader", "start", "inclusive", "next", "sub_type", "priority")
 
-    def __init__(self, cid, topic, sub, name):
+    def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
         self.topic = topic
         self.sub = sub
@@ -110,6 +111,14 @@ class Consumer:
         self.task = None
         self.kick = asyncio.Event()
         self.closed = False
+        # A reader (a non-durable subscription) keeps no cursor in the store: it reads entries
+        # after start (read_entries), from the offset next once it has read.
+        self.reader = reader
+        self.start = start
+        self.inclusive = False
+        self.next = None
+        self.sub_type = "Exclusive"
+        self.priority = 0
 
 
 class Server:
@@ -408,8 +417,7 @@ class Connection:
             self.reply(T.SUCCESS, "success", request_id=c.request_id)
             return
         if not c.durable:
-            self.error(c.request_id, api.NotAllowedError,
-                       "readers (non-durable subscriptions) are not served yet")
+            await self._subscribe_reader(c)
             return
         sub_type = SUB_TYPES.get(c.subType, "Exclusive")
         position = "Earliest" if c.initialPosition == 1 else "Latest"
@@ -423,9 +431,39 @@ class Connection:
             self.error(c.request_id, exc)
             return
         con = Consumer(c.consumer_id, c.topic, c.subscription, name)
+        con.sub_type, con.priority = sub_type, c.priority_level
         self.consumers[c.consumer_id] = con
         con.task = asyncio.create_task(self._deliver(con))
         self.reply(T.SUCCESS, "success", request_id=c.request_id)
+
+    async def _subscribe_reader(self, c):
+        s = self.server
+        if c.HasField("start_message_id"):
+            start = _message_id(c.start_message_id)
+        else:
+            start = MessageId.earliest if c.initialPosition == 1 else MessageId.latest
+        try:
+            await s.call(s.broker.read_entries, c.topic, None, 0, after_id=start)
+        except Exception as exc:
+            if not isinstance(exc, NotFound) or start not in (MessageId.earliest,
+                                                              MessageId.latest):
+                self.error(c.request_id, exc)
+                return
+        con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name, reader=True,
+                       start=start)
+        self.consumers[c.consumer_id] = con
+        con.task = asyncio.create_task(self._deliver(con))
+        self.reply(T.SUCCESS, "success", request_id=c.request_id)
+
+    async def _read(self, c: Consumer, n: int):
+        s = self.server
+        try:
+            msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, c.next, n,
+                                            after_id=c.start, inclusive=c.inclusive)
+        except NotFound:
+            return []   # a reader of a topic that does not exist yet
+        c.next = nxt
+        return msgs
 
     async def on_flow(self, cmd, meta, payload):
         c = self.consumers.get(cmd.flow.consumer_id)
@@ -443,8 +481,11 @@ class Connection:
                 continue
             wake = s._wake
             try:
-                msgs = await s.call(s.broker.fetch, c.topic, c.sub, c.name,
-                                    min(c.permits, FETCH_MAX))
+                if c.reader:
+                    msgs = await self._read(c, min(c.permits, FETCH_MAX))
+                else:
+                    msgs = await s.call(s.broker.fetch, c.topic, c.sub, c.name,
+                                        min(c.permits, FETCH_MAX))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -511,7 +552,7 @@ class Connection:
     async def on_ack(self, cmd, meta, payload):
         a = cmd.ack
         c = self.consumers.get(a.consumer_id)
-        if c is None:
+        if c is None or c.reader:
             return
         s = self.server
         cumulative = a.ack_type == 1
@@ -543,6 +584,9 @@ class Connection:
         c = self.consumers.get(r.consumer_id)
         if c is None:
             return
+        if c.reader:
+            c.kick.set()
+            return
         s = self.server
         try:
             if len(r.message_ids):
@@ -569,6 +613,8 @@ class Connection:
         if c.task is not None:
             c.task.cancel()
         s = self.server
+        if c.reader:
+            return
         try:
             await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
         except Exception as exc:
@@ -590,6 +636,40 @@ class Connection:
             return
         self.reply(T.SUCCESS, "success", request_id=u.request_id)
 
+    async def on_seek(self, cmd, meta, payload):
+        """Seek by message id or publish time. As Pulsar does, the consumer is then closed by
+        the broker (CLOSE_CONSUMER): the client drops what it had queued and subscribes again,
+        to be served from the new position."""
+        k = cmd.seek
+        c = self.consumers.get(k.consumer_id)
+        if c is None:
+            self.error(k.request_id, api.ConsumerNotFound, f"no consumer {k.consumer_id}")
+            return
+        s = self.server
+        mid = _message_id(k.message_id) if k.HasField("message_id") else None
+        if c.reader and mid is None:
+            self.error(k.request_id, api.NotAllowedError,
+                       "a reader's seek by publish time is not served yet")
+            return
+        if c.reader:
+            c.start, c.inclusive, c.next = mid, False, None
+        else:
+            sub = s.broker.subscription(c.topic, c.sub)
+            try:
+                await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
+                if mid is not None:
+                    await s.call(sub.reset_cursor, message_id=mid)
+                else:
+                    await s.call(sub.reset_cursor, time_ms=k.message_publish_time)
+                await s.call(s.broker.subscribe, c.topic, c.sub, c.name, c.sub_type,
+                             priority=c.priority, pid=s.pid, pid_start=s.pid_start)
+            except Exception as exc:
+                self.error(k.request_id, exc)
+                return
+        c.delivered.clear()
+        self.reply(T.SUCCESS, "success", request_id=k.request_id)
+        c.kick.set()
+
     async def on_get_last_message_id(self, cmd, meta, payload):
         g = cmd.getLastMessageId
         c = self.consumers.get(g.consumer_id)
@@ -604,6 +684,17 @@ class Connection:
             return
         self.reply(T.GET_LAST_MESSAGE_ID_RESPONSE, "getLastMessageIdResponse",
                    request_id=g.request_id, last_message_id=_id_data(mid))
+
+
+def _signed(v: int) -> int:
+    return v - 2**64 if v >= 2**63 else v
+
+
+def _message_id(d: api.MessageIdData) -> MessageId:
+    ledger, entry = _signed(d.ledgerId), _signed(d.entryId)
+    if ledger < 0 or ledger == 2**63 - 1:   # earliest, latest
+        return MessageId.earliest if ledger < 0 else MessageId.latest
+    return MessageId(ledger, entry, d.partition, d.batch_index)
 
 
 def _request_id(cmd):
@@ -633,6 +724,7 @@ HANDLERS = {
     T.CLOSE_CONSUMER: Connection.on_close_consumer,
     T.UNSUBSCRIBE: Connection.on_unsubscribe,
     T.GET_LAST_MESSAGE_ID: Connection.on_get_last_message_id,
+    T.SEEK: Connection.on_seek,
 }
 
 

@@ -19,7 +19,8 @@ def env(store_path):
 
 
 class Served:
-    def __init__(self, proc, url):
+    def __init__(self, proc, url, before=""):
+        self.before = before   # what it printed on stderr before its URL
         self.proc = proc
         self.url = url
         self.port = int(url.rsplit(":", 1)[1])
@@ -48,7 +49,7 @@ def start_serve(env, *args) -> Served:
         seen.append(line)
         if line.startswith("pulsar://"):
             sel.close()
-            return Served(proc, line.strip())
+            return Served(proc, line.strip(), "".join(seen[:-1]))
     proc.kill()
     proc.wait()
     raise AssertionError(f"serve did not print its URL: {''.join(seen)}{proc.stderr.read()}")

@@ -136,3 +136,46 @@ def test_a_malformed_frame_closes_only_its_connection(served, client):
 
 def test_sigterm_stops_it_cleanly(served):
     assert served.stop() == 0
+
+
+def test_readers_and_seek(client):
+    producer = client.create_producer(T)
+    ids = [producer.send(f"r{i}".encode()) for i in range(10)]
+    reader = client.create_reader(T, pulsar.MessageId.earliest)
+    assert [reader.read_next(RECEIVE_MS).data() for _ in range(3)] == [b"r0", b"r1", b"r2"]
+    after = client.create_reader(T, ids[4])
+    assert after.read_next(RECEIVE_MS).data() == b"r5"
+    reader.seek(ids[7])
+    assert reader.read_next(RECEIVE_MS).data() == b"r8"
+    consumer = client.subscribe(T, "seeking", initial_position=pulsar.InitialPosition.Earliest)
+    assert [consumer.receive(RECEIVE_MS).data() for _ in range(3)] == [b"r0", b"r1", b"r2"]
+    consumer.seek(ids[1])   # as Pulsar: the next message is the one after
+    assert consumer.receive(RECEIVE_MS).data() == b"r2"
+    consumer.seek(pulsar.MessageId.earliest)
+    assert consumer.receive(RECEIVE_MS).data() == b"r0"
+
+
+def test_config_file_and_flags(env, tmp_path):
+    from conftest import start_serve
+
+    conf = tmp_path / "standalone.conf"
+    conf.write_text("# Pulsar's format\nbindAddress=127.0.0.1\nbrokerServicePort=6650\n"
+                    "maxMessageSize=1024\nclusterName=standalone\nzookeeperServers=\n")
+    s = start_serve(env, "--config", str(conf))   # --port 0 overrides brokerServicePort
+    try:
+        assert s.url.startswith("pulsar://127.0.0.1:") and s.port != 6650
+        c = pulsar.Client(s.url, operation_timeout_seconds=30)
+        try:
+            p = c.create_producer(T, batching_enabled=False)
+            p.send(b"small")
+            try:
+                p.send(b"x" * 4096)
+                raise AssertionError("a message over maxMessageSize was accepted")
+            except pulsar.PulsarException:
+                pass
+        finally:
+            c.close()
+    finally:
+        assert s.stop() == 0
+    err = s.before + s.proc.stderr.read()
+    assert err.count("ignored") == 1 and "clusterName, zookeeperServers" in err, err
