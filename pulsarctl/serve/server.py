@@ -670,6 +670,23 @@ class Connection:
         self.reply(T.SUCCESS, "success", request_id=k.request_id)
         c.kick.set()
 
+    async def on_topics_of_namespace(self, cmd, meta, payload):
+        g = cmd.getTopicsOfNamespace
+        s = self.server
+        try:
+            names = await s.call(s.broker.topics.list, g.namespace)
+        except Exception as exc:
+            self.error(g.request_id, exc)
+            return
+        if g.mode == 0:
+            names = [n for n in names if n.startswith("persistent://")]
+        elif g.mode == 1:
+            names = [n for n in names if n.startswith("non-persistent://")]
+        r = api.BaseCommand(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+        r.getTopicsOfNamespaceResponse.request_id = g.request_id
+        r.getTopicsOfNamespaceResponse.topics.extend(names)
+        self.send(frames.command(r))
+
     async def on_get_last_message_id(self, cmd, meta, payload):
         g = cmd.getLastMessageId
         c = self.consumers.get(g.consumer_id)
@@ -725,6 +742,7 @@ HANDLERS = {
     T.UNSUBSCRIBE: Connection.on_unsubscribe,
     T.GET_LAST_MESSAGE_ID: Connection.on_get_last_message_id,
     T.SEEK: Connection.on_seek,
+    T.GET_TOPICS_OF_NAMESPACE: Connection.on_topics_of_namespace,
 }
 
 

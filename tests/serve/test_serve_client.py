@@ -179,3 +179,13 @@ def test_config_file_and_flags(env, tmp_path):
         assert s.stop() == 0
     err = s.before + s.proc.stderr.read()
     assert err.count("ignored") == 1 and "clusterName, zookeeperServers" in err, err
+
+
+def test_a_regex_consumer_finds_the_namespaces_topics(client, env):
+    import re
+
+    cli(env, "produce", "persistent://public/default/rx-a", "-m", "a")
+    cli(env, "produce", "persistent://public/default/rx-b", "-m", "b")
+    consumer = client.subscribe(re.compile("persistent://public/default/rx-.*"), "rx",
+                                initial_position=pulsar.InitialPosition.Earliest)
+    assert sorted(consumer.receive(RECEIVE_MS).data() for _ in range(2)) == [b"a", b"b"]
