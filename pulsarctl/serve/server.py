@@ -18,6 +18,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 from pulsarctl import compression
+from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import (
     BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
     MessageTooLarge, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
@@ -37,6 +38,10 @@ FETCH_MAX = 1000
 IDLE_POLL_S = 0.5     # a waiting consumer fetches at least this often (timers, other brokers)
 WAKE_POLL_S = 0.005   # how often the wake file is looked at
 _U64 = struct.Struct(">q")
+# A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
+# the store then redelivers after the shortest delay it allows, not its default minute.
+MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
+WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
 # pulsarctl's errors as Pulsar's ServerError codes.
 SERVER_ERRORS = [
@@ -265,7 +270,6 @@ class Connection:
         if self.closed:
             return
         self.closed = True
-        b = self.server.broker
         for c in list(self.consumers.values()):
             await self._drop_consumer(c)
         for p in list(self.producers.values()):
@@ -373,7 +377,10 @@ class Connection:
     async def _receipts(self, p: Producer):
         """SEND_RECEIPTs in the order of the sends, each once its publish committed."""
         while True:
-            seq, highest, fut = await p.receipts.get()
+            item = await p.receipts.get()
+            if item is None:
+                return
+            seq, highest, fut = item
             try:
                 _name, ids = await fut
             except asyncio.CancelledError:
@@ -398,10 +405,11 @@ class Connection:
     async def _drop_producer(self, p: Producer):
         self.producers.pop(p.id, None)
         if p.drainer is not None:
-            # Let the receipts of what was sent go out first.
-            while not p.receipts.empty() and not self.closed:
-                await asyncio.sleep(0.001)
-            p.drainer.cancel()
+            if self.closed:
+                p.drainer.cancel()
+            else:   # the receipts of what was sent go out first
+                p.receipts.put_nowait(None)
+                await p.drainer
         if p.exclusive:
             s = self.server
             try:
@@ -425,7 +433,7 @@ class Connection:
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
                                     position, priority=c.priority_level, pid=s.pid,
-                                    pid_start=s.pid_start)
+                                    pid_start=s.pid_start, settings=WIRE_POLICY)
         except Exception as exc:
             s._in_use.discard((c.topic, c.subscription, name))
             self.error(c.request_id, exc)

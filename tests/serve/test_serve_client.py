@@ -189,3 +189,15 @@ def test_a_regex_consumer_finds_the_namespaces_topics(client, env):
     consumer = client.subscribe(re.compile("persistent://public/default/rx-.*"), "rx",
                                 initial_position=pulsar.InitialPosition.Earliest)
     assert sorted(consumer.receive(RECEIVE_MS).data() for _ in range(2)) == [b"a", b"b"]
+
+
+def test_a_negative_ack_comes_back_counted(client):
+    client.create_producer(T).send(b"retry me")
+    consumer = client.subscribe(T, "nacking", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest,
+                                negative_ack_redelivery_delay_ms=100)
+    m = consumer.receive(RECEIVE_MS)
+    consumer.negative_acknowledge(m)
+    again = consumer.receive(RECEIVE_MS)
+    assert (again.data(), again.redelivery_count()) == (b"retry me", 1)
+    consumer.acknowledge(again)
