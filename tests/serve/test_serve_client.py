@@ -201,3 +201,20 @@ def test_a_negative_ack_comes_back_counted(client):
     again = consumer.receive(RECEIVE_MS)
     assert (again.data(), again.redelivery_count()) == (b"retry me", 1)
     consumer.acknowledge(again)
+
+
+def test_seek_by_publish_time(client):
+    producer = client.create_producer(T)
+    for i in range(5):
+        producer.send(f"p{i}".encode())
+    consumer = client.subscribe(T, "by-time", initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(RECEIVE_MS) for _ in range(5)]
+    for m in got:
+        consumer.acknowledge(m)
+    consumer.seek(got[3].publish_timestamp())
+    first = consumer.receive(RECEIVE_MS)
+    # Served from the first message published at or after that time (the same millisecond may
+    # hold earlier messages too).
+    assert first.publish_timestamp() <= got[3].publish_timestamp()
+    assert first.data() in [m.data() for m in got if m.publish_timestamp() ==
+                            got[3].publish_timestamp()]
