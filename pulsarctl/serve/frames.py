@@ -74,6 +74,9 @@ def parse(frame: bytes):
         cmd.ParseFromString(frame[4:4 + size])
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ProtocolError(f"command does not parse: {exc}") from None
+    if not cmd.IsInitialized():
+        raise ProtocolError(f"command without its required fields: "
+                            f"{', '.join(cmd.FindInitializationErrors())}")
     rest = frame[4 + size:]
     if not rest:
         return cmd, None, b""
@@ -96,6 +99,8 @@ def parse(frame: bytes):
         meta.ParseFromString(checked[4:4 + msize])
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ProtocolError(f"metadata does not parse: {exc}") from None
+    if not meta.IsInitialized():
+        raise ProtocolError("message metadata without its required fields")
     return cmd, meta, checked[4 + msize:]
 
 
@@ -113,6 +118,8 @@ def split_batch(payload: bytes, count: int) -> list:
             smm.ParseFromString(payload[pos:pos + size])
         except (DecodeError, RuntimeError, ValueError) as exc:
             raise ProtocolError(f"batch message metadata does not parse: {exc}") from None
+        if not smm.IsInitialized():
+            raise ProtocolError("batch message metadata without its payload size")
         pos += size
         end = pos + smm.payload_size
         if smm.payload_size < 0 or end > len(payload):

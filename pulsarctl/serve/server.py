@@ -548,7 +548,8 @@ class Connection:
         if not known:
             return [MessageId(d.ledgerId, d.entryId, d.partition, d.batch_index)]
         if -1 in known:
-            return [known.pop(-1)]
+            del c.delivered[key]
+            return [known[-1]]
         if len(d.ack_set):
             size = max(known) + 1 if not d.HasField("batch_size") else d.batch_size
             idx = _acked_indexes(d.ack_set, size)
