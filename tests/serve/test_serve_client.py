@@ -11,6 +11,7 @@ import textwrap
 import pulsar
 
 from procs import PATIENCE_S, argv, pok, wait_for
+from serve_procs import start_serve
 
 T = "persistent://public/default/serve-t"
 RECEIVE_MS = int(PATIENCE_S * 1000)
@@ -156,8 +157,6 @@ def test_readers_and_seek(client):
 
 
 def test_config_file_and_flags(env, tmp_path):
-    from conftest import start_serve
-
     conf = tmp_path / "standalone.conf"
     conf.write_text("# Pulsar's format\nbindAddress=127.0.0.1\nbrokerServicePort=6650\n"
                     "maxMessageSize=1024\nclusterName=standalone\nzookeeperServers=\n")
