@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
             opts="--store -o --output --traceback --version -h --help"
             vopts="--store -o --output"
             targ=""
@@ -78,6 +78,12 @@ _pulsarctl_node() {
             subs=""
             opts="-h --help"
             vopts=""
+            targ=""
+            ;;
+        "serve")
+            subs=""
+            opts="--bind --port --http-port --config -h --help"
+            vopts="--bind --port --http-port --config"
             targ=""
             ;;
         "topics")

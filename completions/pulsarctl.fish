@@ -81,6 +81,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'M
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; prints pulsar://HOST:PORT on stderr once it accepts connections.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'
@@ -254,6 +255,13 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -s h -l help -d 'S
 # pulsarctl completion
 complete -c pulsarctl -n '__fish_seen_subcommand_from completion' -s h -l help -d 'Show this message and exit.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish' -d 'bash, zsh or fish.'
+
+# pulsarctl serve
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l bind -x -d 'Address to listen on (default 127.0.0.1; bindAddress in --config).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l port -x -d 'Port of the binary protocol (default 6650; brokerServicePort in --config).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l http-port -x -d 'Port of the admin REST API (default 8080; webServicePort in --config). Not served yet: accepted and ignored.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l config -x -d 'Pulsar\'s standalone.conf / broker.conf (key=value); flags override it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl topics
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and not __fish_seen_subcommand_from list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies' -a 'list' -d 'List the topics of a namespace.'

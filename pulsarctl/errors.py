@@ -29,6 +29,13 @@ class MessageTooLarge(PulsarctlError):
             "--value N`")
 
 
+class ProtocolError(PulsarctlError):
+    """A frame of Pulsar's binary protocol that cannot be read (pulsarctl serve): too short, too
+    large, a bad checksum, a command that does not parse. The connection that sent it is closed;
+    the server goes on serving the others."""
+    hint = "check that the client speaks Pulsar's binary protocol"
+
+
 class NotSupportedYet(PulsarctlError):
     pass
 

@@ -23,7 +23,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
 # -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`.
-LAYERS = ("store", "broker", "cli", "processes", "spark")
+LAYERS = ("store", "broker", "cli", "processes", "spark", "serve")
 
 
 def pytest_configure(config):

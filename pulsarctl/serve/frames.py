@@ -1,0 +1,129 @@
+"""The frames of Pulsar's binary protocol, read and written in one place.
+
+A simple command is [totalSize u32][commandSize u32][BaseCommand]; a command with a payload
+(SEND, MESSAGE) continues with [magic 0x0e01 u16][CRC32C u32][metadataSize u32]
+[MessageMetadata][payload], the checksum over everything after it. totalSize counts every byte
+after itself. A batch's payload is its messages, each [size u32][SingleMessageMetadata][payload].
+All integers are big-endian."""
+from __future__ import annotations
+
+import struct
+
+import google_crc32c
+from google.protobuf.message import DecodeError
+
+from pulsarctl.errors import ProtocolError
+from pulsarctl.serve import pulsar_api_pb2 as api
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+# What a frame may carry beyond maxMessageSize: the command and the metadata (Pulsar allows
+# maxMessageSize + 10 KiB, Commands.MESSAGE_SIZE_FRAME_PADDING).
+PADDING = 10 * 1024
+
+
+def crc32c(data: bytes) -> int:
+    return google_crc32c.value(data)
+
+
+# -- writing ---------------------------------------------------------------------------------
+def command(cmd: api.BaseCommand) -> bytes:
+    body = cmd.SerializeToString()
+    return _U32.pack(len(body) + 4) + _U32.pack(len(body)) + body
+
+
+def payload_command(cmd: api.BaseCommand, metadata: api.MessageMetadata, payload: bytes) -> bytes:
+    body = cmd.SerializeToString()
+    meta = metadata.SerializeToString()
+    checked = _U32.pack(len(meta)) + meta + payload
+    tail = _U16.pack(MAGIC_CRC32C) + _U32.pack(crc32c(checked)) + checked
+    return _U32.pack(4 + len(body) + len(tail)) + _U32.pack(len(body)) + body + tail
+
+
+def batch_payload(messages) -> bytes:
+    """messages: (SingleMessageMetadata, payload) pairs, as one batch's payload."""
+    parts = []
+    for smm, payload in messages:
+        smm.payload_size = len(payload)
+        raw = smm.SerializeToString()
+        parts += [_U32.pack(len(raw)), raw, payload]
+    return b"".join(parts)
+
+
+# -- reading ---------------------------------------------------------------------------------
+def frame_size(head: bytes, limit: int) -> int:
+    """The totalSize of a frame from its first 4 bytes; ProtocolError past limit or under 4."""
+    (total,) = _U32.unpack(head)
+    if total < 4 or total > limit:
+        raise ProtocolError(f"frame of {total} bytes (the most is {limit})")
+    return total
+
+
+def parse(frame: bytes):
+    """A frame's bytes after totalSize -> (BaseCommand, MessageMetadata or None, payload).
+    ProtocolError when it does not parse or its checksum is wrong."""
+    if len(frame) < 4:
+        raise ProtocolError("frame shorter than its command size")
+    (size,) = _U32.unpack_from(frame, 0)
+    if size > len(frame) - 4:
+        raise ProtocolError(f"command of {size} bytes in a frame of {len(frame)}")
+    cmd = api.BaseCommand()
+    try:
+        cmd.ParseFromString(frame[4:4 + size])
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ProtocolError(f"command does not parse: {exc}") from None
+    if not cmd.IsInitialized():
+        raise ProtocolError(f"command without its required fields: "
+                            f"{', '.join(cmd.FindInitializationErrors())}")
+    rest = frame[4 + size:]
+    if not rest:
+        return cmd, None, b""
+    pos = 0
+    if len(rest) >= 2 and _U16.unpack_from(rest, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+        if len(rest) < 6:
+            raise ProtocolError("truncated broker entry metadata")
+        pos = 6 + _U32.unpack_from(rest, 2)[0]
+    if len(rest) - pos < 10 or _U16.unpack_from(rest, pos)[0] != MAGIC_CRC32C:
+        raise ProtocolError("payload without the CRC32C magic number")
+    (checksum,) = _U32.unpack_from(rest, pos + 2)
+    checked = rest[pos + 6:]
+    if crc32c(checked) != checksum:
+        raise ProtocolError("checksum mismatch")
+    (msize,) = _U32.unpack_from(checked, 0)
+    if msize > len(checked) - 4:
+        raise ProtocolError(f"metadata of {msize} bytes in a payload of {len(checked)}")
+    meta = api.MessageMetadata()
+    try:
+        meta.ParseFromString(checked[4:4 + msize])
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ProtocolError(f"metadata does not parse: {exc}") from None
+    if not meta.IsInitialized():
+        raise ProtocolError("message metadata without its required fields")
+    return cmd, meta, checked[4 + msize:]
+
+
+def split_batch(payload: bytes, count: int) -> list:
+    """A batch's (uncompressed) payload -> [(SingleMessageMetadata, payload)]."""
+    out = []
+    pos = 0
+    for _ in range(count):
+        if pos + 4 > len(payload):
+            raise ProtocolError("batch shorter than its message count")
+        (size,) = _U32.unpack_from(payload, pos)
+        pos += 4
+        smm = api.SingleMessageMetadata()
+        try:
+            smm.ParseFromString(payload[pos:pos + size])
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise ProtocolError(f"batch message metadata does not parse: {exc}") from None
+        if not smm.IsInitialized():
+            raise ProtocolError("batch message metadata without its payload size")
+        pos += size
+        end = pos + smm.payload_size
+        if smm.payload_size < 0 or end > len(payload):
+            raise ProtocolError("batch message longer than its batch")
+        out.append((smm, payload[pos:end]))
+        pos = end
+    return out
