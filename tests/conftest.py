@@ -22,8 +22,10 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
-# -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`.
-LAYERS = ("store", "broker", "cli", "processes", "spark", "serve")
+# -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`;
+# `serve` drives a real `pulsarctl serve` with the real pulsar-client, `rest` the admin REST API
+# against a real server on 127.0.0.1.
+LAYERS = ("store", "broker", "cli", "processes", "spark", "serve", "rest")
 
 
 def pytest_configure(config):

@@ -1,0 +1,697 @@
+"""The admin REST API's routes: Pulsar's /admin/v2 (clusters, tenants, namespaces, topics,
+schemas), /lookup/v2 and /metrics, each a thin handler over the Broker's admin nouns.
+
+The Broker's calls are synchronous LMDB transactions: they run in one worker thread (the
+Broker is opened there, on first use, and closed there when the app stops), never on the
+event loop. Every error is an answer shaped as Pulsar's ({"reason": ...}, errors.py): a
+malformed body, an unknown path or a wrong method never ends the server."""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+
+from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
+from pulsarctl.messages import MessageId
+from pulsarctl.rest import metrics
+from pulsarctl.rest.errors import from_error, reason
+
+log = logging.getLogger("pulsarctl.rest")
+
+WORKER = web.AppKey("worker", object)
+SETTINGS = web.AppKey("settings", dict)
+
+NO_CONTENT = 204
+
+
+class Worker:
+    """One thread that owns the Broker: every call of the app runs there, in order."""
+
+    def __init__(self, broker_factory):
+        self._factory = broker_factory
+        self._broker = None
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pulsarctl-rest")
+
+    def _broker_now(self):
+        if self._broker is None:
+            self._broker = self._factory()
+        return self._broker
+
+    async def run(self, fn, *args):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(self._broker_now(), *args))
+
+    def _close(self):
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+    async def close(self):
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._close)
+        self._pool.shutdown(wait=True)
+
+
+# -- answers -------------------------------------------------------------------------------------
+def ok(value=None, status=200):
+    if value is None:
+        return web.Response(status=NO_CONTENT)
+    return web.json_response(value, status=status)
+
+
+def done():
+    return web.Response(status=NO_CONTENT)
+
+
+async def body(request, default=None):
+    """The request's JSON body (default when it has none); malformed JSON is a 400."""
+    text = await request.text()
+    if not text.strip():
+        return default
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidValue(f"malformed JSON body: {exc}") from None
+
+
+def flag(request, name: str, default=False) -> bool:
+    v = request.query.get(name)
+    if v is None:
+        return default
+    return v.lower() in ("true", "1", "yes")
+
+
+def whole(text, what: str) -> int:
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        raise InvalidValue(f"{what} must be a whole number, not {text!r}") from None
+
+
+def message_id_json(mid: MessageId) -> dict:
+    out = {"ledgerId": mid.ledger_id, "entryId": mid.entry_id, "partitionIndex": mid.partition}
+    if mid.batch_index != -1:
+        out["batchIndex"] = mid.batch_index
+    return out
+
+
+def message_id_of(doc) -> MessageId:
+    """A MessageIdImpl / ResetCursorData document as a MessageId."""
+    if not isinstance(doc, dict):
+        raise InvalidValue("a message id is a JSON object with ledgerId and entryId")
+    try:
+        return MessageId(int(doc["ledgerId"]), int(doc["entryId"]),
+                         int(doc.get("partitionIndex", -1)), int(doc.get("batchIndex", -1)))
+    except (KeyError, TypeError, ValueError):
+        raise InvalidValue("a message id is a JSON object with whole numbers ledgerId and "
+                           "entryId (partitionIndex and batchIndex optional)") from None
+
+
+def topic_of(request) -> str:
+    m = request.match_info
+    return f"{m['domain']}://{m['tenant']}/{m['ns']}/{m['topic']}"
+
+
+def namespace_of(request) -> str:
+    m = request.match_info
+    return f"{m['tenant']}/{m['ns']}"
+
+
+def worker(request) -> Worker:
+    return request.app[WORKER]
+
+
+# -- middleware: every error as Pulsar's {"reason": ...} ----------------------------------------
+@web.middleware
+async def pulsar_errors(request, handler):
+    try:
+        return await handler(request)
+    except PulsarctlError as exc:
+        return from_error(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        text = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status, exc.reason)
+        return reason(exc.status, text)
+    except Exception as exc:  # a bug: answered, logged, the server goes on
+        log.exception("internal error on %s %s", request.method, request.path)
+        return reason(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+# -- lookup ----------------------------------------------------------------------------------------
+async def lookup(request):
+    settings = request.app[SETTINGS]
+    ns = namespace_of(request)
+    await worker(request).run(lambda b: b.namespaces.policies(ns))  # the namespace must exist
+    return ok({"brokerUrl": settings["service_url"], "brokerUrlTls": "",
+               "httpUrl": settings["web_url"], "httpUrlTls": "",
+               "nativeUrl": settings["service_url"]})
+
+
+# -- clusters --------------------------------------------------------------------------------------
+async def clusters(request):
+    return ok([request.app[SETTINGS]["cluster"]])
+
+
+async def cluster(request):
+    s = request.app[SETTINGS]
+    if request.match_info["cluster"] != s["cluster"]:
+        return reason(404, "Cluster does not exist")
+    return ok({"serviceUrl": s["web_url"], "serviceUrlTls": "",
+               "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": "",
+               "peerClusterNames": None})
+
+
+async def health(request):
+    return web.Response(text="ok")
+
+
+# -- tenants ---------------------------------------------------------------------------------------
+async def tenants_list(request):
+    return ok(await worker(request).run(lambda b: b.tenants.list()))
+
+
+async def tenant_get(request):
+    name = request.match_info["tenant"]
+    return ok(await worker(request).run(lambda b: b.tenants.get(name)))
+
+
+def _tenant_info(request, doc) -> tuple[list, list]:
+    doc = doc or {}
+    if not isinstance(doc, dict):
+        raise InvalidValue("a TenantInfo is a JSON object (adminRoles, allowedClusters)")
+    roles = doc.get("adminRoles") or []
+    clusters_ = doc.get("allowedClusters") or []
+    if not isinstance(roles, list) or not isinstance(clusters_, list):
+        raise InvalidValue("adminRoles and allowedClusters are JSON arrays of names")
+    return roles, clusters_
+
+
+async def tenant_create(request):
+    name = request.match_info["tenant"]
+    roles, clusters_ = _tenant_info(request, await body(request))
+    unknown = [c for c in clusters_ if c != request.app[SETTINGS]["cluster"]]
+    if unknown:
+        return reason(412, f"Clusters do not exist: {', '.join(map(str, unknown))}")
+    await worker(request).run(lambda b: b.tenants.create(name, roles, clusters_))
+    return done()
+
+
+async def tenant_update(request):
+    name = request.match_info["tenant"]
+    _tenant_info(request, await body(request))
+    await worker(request).run(lambda b: b.tenants.get(name))  # 404 first, as Pulsar
+    raise NotSupportedYet(f"updating tenant '{name}' is not supported yet: the store's "
+                          "tenants have no update")
+
+
+async def tenant_delete(request):
+    name = request.match_info["tenant"]
+    force = flag(request, "force")
+    await worker(request).run(lambda b: b.tenants.delete(name, force))
+    return done()
+
+
+# -- namespaces ------------------------------------------------------------------------------------
+async def namespaces_list(request):
+    tenant = request.match_info["tenant"]
+    return ok(await worker(request).run(lambda b: b.namespaces.list(tenant)))
+
+
+async def namespace_create(request):
+    ns = namespace_of(request)
+    await body(request)  # a Policies document may come; it must at least be JSON
+    await worker(request).run(lambda b: b.namespaces.create(ns))
+    return done()
+
+
+async def namespace_delete(request):
+    ns = namespace_of(request)
+    force = flag(request, "force")
+    await worker(request).run(lambda b: b.namespaces.delete(ns, force))
+    return done()
+
+
+async def namespace_policies(request):
+    ns = namespace_of(request)
+    return ok(await worker(request).run(lambda b: b.namespaces.policies(ns)))
+
+
+async def namespace_topics(request):
+    ns = namespace_of(request)
+    mode = request.query.get("mode", "PERSISTENT").upper()
+    names = await worker(request).run(lambda b: b.topics.list(ns))
+    if mode == "PERSISTENT":
+        names = [n for n in names if n.startswith("persistent://")]
+    elif mode == "NON_PERSISTENT":
+        names = [n for n in names if n.startswith("non-persistent://")]
+    return ok(names)
+
+
+async def namespace_permissions(request):
+    ns = namespace_of(request)
+    await worker(request).run(lambda b: b.namespaces.policies(ns))
+    return ok({})  # no grants are stored yet: nobody has any
+
+
+# A namespace policy over REST: (path, policies field, how a body becomes the stored value).
+def _ttl(v):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InvalidValue(f"messageTTL is a whole number of seconds, not {v!r}")
+    return v
+
+
+def _dedup(v):
+    if not isinstance(v, bool):
+        raise InvalidValue(f"deduplication is true or false, not {v!r}")
+    return v
+
+
+def _retention(v):
+    if not isinstance(v, dict):
+        raise InvalidValue("retention is a JSON object with retentionTimeInMinutes and "
+                           "retentionSizeInMB")
+    return {"retentionTimeInMinutes": v.get("retentionTimeInMinutes"),
+            "retentionSizeInMB": v.get("retentionSizeInMB")}
+
+
+NS_POLICIES = {
+    "messageTTL": ("message_ttl_in_seconds", _ttl),
+    "deduplication": ("deduplicationEnabled", _dedup),
+    "retention": ("retention_policies", _retention),
+}
+
+
+def _ns_policy(kind):
+    field, parse = NS_POLICIES[kind]
+
+    async def get(request):
+        ns = namespace_of(request)
+        return ok(await worker(request).run(lambda b: b.policies.get("namespace", ns, field)))
+
+    async def set_(request):
+        ns = namespace_of(request)
+        doc = await body(request)
+        if doc is None:
+            raise InvalidValue(f"POST {kind} needs a JSON body")
+        value = parse(doc)
+        await worker(request).run(lambda b: b.policies.set("namespace", ns, field, value))
+        return done()
+
+    async def remove(request):
+        ns = namespace_of(request)
+        await worker(request).run(lambda b: b.policies.remove("namespace", ns, field))
+        return done()
+    return get, set_, remove
+
+
+# -- topics ----------------------------------------------------------------------------------------
+def _in_domain(request, names):
+    prefix = request.match_info["domain"] + "://"
+    return [n for n in names if n.startswith(prefix)]
+
+
+async def topics_list(request):
+    ns = namespace_of(request)
+    return ok(_in_domain(request, await worker(request).run(lambda b: b.topics.list(ns))))
+
+
+async def topics_partitioned(request):
+    ns = namespace_of(request)
+    names = await worker(request).run(lambda b: b.topics.list_partitioned(ns))
+    return ok(_in_domain(request, names))
+
+
+async def topic_create(request):
+    t = topic_of(request)
+    await worker(request).run(lambda b: b.topics.create(t))
+    return done()
+
+
+async def topic_delete(request):
+    t = topic_of(request)
+    force = flag(request, "force")
+    await worker(request).run(lambda b: b.topics.delete(t, force))
+    return done()
+
+
+async def _partition_count(request) -> int:
+    n = await body(request)
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise InvalidValue(f"the number of partitions is a whole number, not {n!r}")
+    if n <= 0:
+        return reason(406, "Number of partitions should be more than 0")
+    return n
+
+
+async def partitions_create(request):
+    t = topic_of(request)
+    n = await _partition_count(request)
+    if isinstance(n, web.Response):
+        return n
+    await worker(request).run(lambda b: b.topics.create_partitioned(t, n))
+    return done()
+
+
+async def partitions_update(request):
+    t = topic_of(request)
+    n = await _partition_count(request)
+    if isinstance(n, web.Response):
+        return n
+
+    def run(b):
+        if not b.topics.partitioned_metadata(t)["partitions"]:
+            return False
+        b.topics.update_partitioned(t, n)
+        return True
+    if not await worker(request).run(run):
+        return reason(404, "Partitioned topic does not exist")
+    return done()
+
+
+async def partitions_get(request):
+    t = topic_of(request)
+    meta = await worker(request).run(lambda b: b.topics.partitioned_metadata(t))
+    return ok({"partitions": meta["partitions"], "deleted": False})
+
+
+async def partitions_delete(request):
+    t = topic_of(request)
+    force = flag(request, "force")
+
+    def run(b):
+        if not b.topics.partitioned_metadata(t)["partitions"]:
+            return False
+        b.topics.delete(t, force)
+        return True
+    if not await worker(request).run(run):
+        return reason(404, "Partitioned topic does not exist")
+    return done()
+
+
+async def topic_stats(request):
+    t = topic_of(request)
+    return ok(await worker(request).run(lambda b: b.topics.stats(t)))
+
+
+async def topic_partitioned_stats(request):
+    t = topic_of(request)
+    per = flag(request, "perPartition", True)
+    return ok(await worker(request).run(lambda b: b.topics.partitioned_stats(t, per)))
+
+
+async def topic_internal_stats(request):
+    t = topic_of(request)
+    return ok(await worker(request).run(lambda b: b.topics.internal_stats(t)))
+
+
+async def topic_subscriptions(request):
+    t = topic_of(request)
+    return ok(await worker(request).run(lambda b: b.topics.subscriptions(t)))
+
+
+async def topic_last_message_id(request):
+    t = topic_of(request)
+    return ok(message_id_json(await worker(request).run(lambda b: b.topics.last_message_id(t))))
+
+
+async def topic_terminate(request):
+    t = topic_of(request)
+
+    def run(b):
+        if b.topics.partitioned_metadata(t)["partitions"]:
+            return None
+        return b.topics.terminate(t)
+    mid = await worker(request).run(run)
+    if mid is None:
+        return reason(405, "Termination of a partitioned topic is not allowed")
+    return ok(message_id_json(mid))
+
+
+async def topic_terminate_partitions(request):
+    t = topic_of(request)
+
+    def run(b):
+        if not b.topics.partitioned_metadata(t)["partitions"]:
+            return None
+        return b.topics.terminate(t)
+    ids = await worker(request).run(run)
+    if ids is None:
+        return reason(404, "Partitioned topic does not exist")
+    return ok({k: message_id_json(v) for k, v in ids.items()})
+
+
+async def topic_compact(request):
+    t = topic_of(request)
+    await worker(request).run(lambda b: b.topics.compact(t))
+    return done()
+
+
+async def topic_compaction_status(request):
+    t = topic_of(request)
+    s = await worker(request).run(lambda b: b.topics.compaction_status(t))
+    return ok({"status": s.get("status", "NOT_RUN"), "lastError": s.get("lastError") or ""})
+
+
+# -- subscriptions -------------------------------------------------------------------------------
+def _sub(request):
+    return topic_of(request), request.match_info["sub"]
+
+
+async def subscription_create(request):
+    t, name = _sub(request)
+    doc = await body(request)
+    position = MessageId.latest if doc is None else message_id_of(doc)
+    await worker(request).run(lambda b: b.subscription(t, name).create(position))
+    return done()
+
+
+async def subscription_delete(request):
+    t, name = _sub(request)
+    force = flag(request, "force")
+
+    def run(b):
+        if name not in b.topics.subscriptions(t):
+            return False
+        b.subscription(t, name).unsubscribe(force)
+        return True
+    if not await worker(request).run(run):
+        return reason(404, "Subscription not found")
+    return done()
+
+
+async def subscription_skip(request):
+    t, name = _sub(request)
+    n = whole(request.match_info["n"], "the number of messages to skip")
+    await worker(request).run(lambda b: b.subscription(t, name).skip(n))
+    return done()
+
+
+async def subscription_skip_all(request):
+    t, name = _sub(request)
+    await worker(request).run(lambda b: b.subscription(t, name).clear_backlog())
+    return done()
+
+
+async def subscription_reset_time(request):
+    t, name = _sub(request)
+    ts = whole(request.match_info["timestamp"], "the timestamp (epoch ms)")
+    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(time_ms=ts))
+    return done()
+
+
+async def subscription_reset_id(request):
+    t, name = _sub(request)
+    doc = await body(request)
+    mid = message_id_of(doc)
+    if doc.get("isExcluded"):
+        raise NotSupportedYet("reset-cursor with isExcluded is not supported yet: reset to "
+                              "the next message id instead")
+    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(message_id=mid))
+    return done()
+
+
+async def subscription_expire(request):
+    t, name = _sub(request)
+    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
+    await worker(request).run(lambda b: b.subscription(t, name).expire_messages(secs * 1000))
+    return done()
+
+
+async def all_subscriptions_expire(request):
+    t = topic_of(request)
+    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
+
+    def run(b):
+        for name in b.topics.subscriptions(t):
+            b.subscription(t, name).expire_messages(secs * 1000)
+    await worker(request).run(run)
+    return done()
+
+
+# -- schemas ---------------------------------------------------------------------------------------
+def _schema_topic(request) -> str:
+    m = request.match_info
+    return f"persistent://{m['tenant']}/{m['ns']}/{m['topic']}"
+
+
+def _schema_response(v: dict) -> dict:
+    return {"version": v["version"], "type": v["type"], "timestamp": v["timestamp"],
+            "data": v.get("schema") or "", "properties": v.get("properties") or {}}
+
+
+async def schema_get(request):
+    t = _schema_topic(request)
+    version = request.match_info.get("version")
+    if version is not None:
+        version = whole(version, "the schema version")
+
+    def run(b):
+        vs = b.schemas.versions(t)
+        pick = vs[-1] if vs and version is None else next(
+            (v for v in vs if v["version"] == version), None)
+        return pick
+    pick = await worker(request).run(run)
+    if pick is None:
+        return reason(404, "Schema not found")
+    return ok(_schema_response(pick))
+
+
+async def schemas_all(request):
+    t = _schema_topic(request)
+    vs = await worker(request).run(lambda b: b.schemas.versions(t))
+    return ok({"getSchemaResponses": [_schema_response(v) for v in vs]})
+
+
+def _schema_payload(doc) -> tuple[str, str, dict]:
+    if not isinstance(doc, dict) or "type" not in doc:
+        raise InvalidValue("a schema is a JSON object with type, schema and properties")
+    props = doc.get("properties") or {}
+    if not isinstance(props, dict):
+        raise InvalidValue("a schema's properties are a JSON object")
+    return str(doc["type"]), doc.get("schema") or "", props
+
+
+async def schema_post(request):
+    t = _schema_topic(request)
+    typ, definition, props = _schema_payload(await body(request))
+    version = await worker(request).run(lambda b: b.schemas.register(t, typ, definition, props))
+    return ok({"version": version})
+
+
+async def schema_compatibility(request):
+    t = _schema_topic(request)
+    typ, definition, _props = _schema_payload(await body(request))
+
+    def run(b):
+        return b.schemas.check(t, typ, definition), b.policies.settings().get(
+            "schemaCompatibilityStrategy")
+    why, strategy = await worker(request).run(run)
+    return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy})
+
+
+async def schema_delete(request):
+    t = _schema_topic(request)
+
+    def run(b):
+        vs = b.schemas.versions(t)
+        b.schemas.delete(t)
+        return vs[-1]["version"] if vs else None
+    version = await worker(request).run(run)
+    if version is None:
+        return reason(404, "Schema not found")
+    return ok({"version": version})
+
+
+# -- metrics -------------------------------------------------------------------------------------
+async def metrics_text(request):
+    cluster_ = request.app[SETTINGS]["cluster"]
+    text = await worker(request).run(lambda b: metrics.render(b, cluster_))
+    return web.Response(text=text, content_type="text/plain",
+                        headers={"X-Prometheus-Format": "0.0.4"})
+
+
+# -- the app ---------------------------------------------------------------------------------------
+DOMAIN = "{domain:persistent|non-persistent}"
+TOPIC = f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}/{{topic}}"
+SUB = TOPIC + "/subscription/{sub}"
+NS = "/admin/v2/namespaces/{tenant}/{ns}"
+SCHEMA = "/admin/v2/schemas/{tenant}/{ns}/{topic}"
+
+
+def routes() -> list:
+    r = [
+        web.get(f"/lookup/v2/topic/{DOMAIN}/{{tenant}}/{{ns}}/{{topic}}", lookup),
+        web.get("/admin/v2/clusters", clusters),
+        web.get("/admin/v2/clusters/{cluster}", cluster),
+        web.get("/admin/v2/brokers/health", health),
+        web.get("/admin/v2/tenants", tenants_list),
+        web.get("/admin/v2/tenants/{tenant}", tenant_get),
+        web.put("/admin/v2/tenants/{tenant}", tenant_create),
+        web.post("/admin/v2/tenants/{tenant}", tenant_update),
+        web.delete("/admin/v2/tenants/{tenant}", tenant_delete),
+        web.get("/admin/v2/namespaces/{tenant}", namespaces_list),
+        web.get(NS, namespace_policies),
+        web.put(NS, namespace_create),
+        web.delete(NS, namespace_delete),
+        web.get(NS + "/topics", namespace_topics),
+        web.get(NS + "/permissions", namespace_permissions),
+    ]
+    for kind in NS_POLICIES:
+        get, set_, remove = _ns_policy(kind)
+        r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),
+              web.delete(f"{NS}/{kind}", remove)]
+    r += [
+        web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}", topics_list),
+        web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}/partitioned", topics_partitioned),
+        web.put(TOPIC + "/partitions", partitions_create),
+        web.post(TOPIC + "/partitions", partitions_update),
+        web.get(TOPIC + "/partitions", partitions_get),
+        web.delete(TOPIC + "/partitions", partitions_delete),
+        web.get(TOPIC + "/stats", topic_stats),
+        web.get(TOPIC + "/partitioned-stats", topic_partitioned_stats),
+        web.get(TOPIC + "/internalStats", topic_internal_stats),
+        web.get(TOPIC + "/subscriptions", topic_subscriptions),
+        web.get(TOPIC + "/lastMessageId", topic_last_message_id),
+        web.post(TOPIC + "/terminate", topic_terminate),
+        web.post(TOPIC + "/terminate/partitions", topic_terminate_partitions),
+        web.put(TOPIC + "/compaction", topic_compact),
+        web.get(TOPIC + "/compaction", topic_compaction_status),
+        web.post(TOPIC + "/all_subscription/expireMessages/{seconds}", all_subscriptions_expire),
+        web.put(SUB, subscription_create),
+        web.delete(SUB, subscription_delete),
+        web.post(SUB + "/skip/{n}", subscription_skip),
+        web.post(SUB + "/skip_all", subscription_skip_all),
+        web.post(SUB + "/resetcursor/{timestamp}", subscription_reset_time),
+        web.post(SUB + "/resetcursor", subscription_reset_id),
+        web.post(SUB + "/expireMessages/{seconds}", subscription_expire),
+        web.put(TOPIC, topic_create),
+        web.delete(TOPIC, topic_delete),
+        web.get(SCHEMA + "/schema", schema_get),
+        web.get(SCHEMA + "/schema/{version}", schema_get),
+        web.get(SCHEMA + "/schemas", schemas_all),
+        web.post(SCHEMA + "/schema", schema_post),
+        web.post(SCHEMA + "/compatibility", schema_compatibility),
+        web.delete(SCHEMA + "/schema", schema_delete),
+        web.get("/metrics", metrics_text),
+        web.get("/metrics/", metrics_text),
+    ]
+    return r
+
+
+def make_app(broker_factory, *, service_url: str, web_url: str,
+             cluster: str = "standalone") -> web.Application:
+    """The admin REST API over the Broker broker_factory() returns (called once, in the
+    worker thread, on the first request)."""
+    app = web.Application(middlewares=[pulsar_errors], client_max_size=16 * 1024 * 1024)
+    app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster}
+    app[WORKER] = Worker(broker_factory)
+    app.add_routes(routes())
+
+    async def close_worker(app):
+        await app[WORKER].close()
+    app.on_cleanup.append(close_worker)
+    return app
