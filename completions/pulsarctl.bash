@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark"
             opts="--store -o --output --traceback --version -h --help"
             vopts="--store -o --output"
             targ=""
@@ -698,6 +698,36 @@ _pulsarctl_node() {
             vopts="-o --output"
             targ="0"
             ;;
+        "tokens")
+            subs="create-secret-key create validate show"
+            opts="-h --help"
+            vopts=""
+            targ=""
+            ;;
+        "tokens create-secret-key")
+            subs=""
+            opts="--output -b --base64 -a --signature-algorithm -h --help"
+            vopts="--output -a --signature-algorithm"
+            targ=""
+            ;;
+        "tokens create")
+            subs=""
+            opts="-s --subject -sk --secret-key -e --expiry-time --headers -h --help"
+            vopts="-s --subject -sk --secret-key -e --expiry-time --headers"
+            targ=""
+            ;;
+        "tokens validate")
+            subs=""
+            opts="-sk --secret-key -i --stdin -f --token-file -h --help"
+            vopts="-sk --secret-key -f --token-file"
+            targ=""
+            ;;
+        "tokens show")
+            subs=""
+            opts="-i --stdin -f --token-file -h --help"
+            vopts="-f --token-file"
+            targ=""
+            ;;
         "perf")
             subs="produce consume timers delayed"
             opts="-h --help"
@@ -1058,6 +1088,7 @@ _pulsarctl_values() {
         "schemas get|#0") names=topics ;;
         "schemas delete|-o"|"schemas delete|--output") values="text json ndjson" ;;
         "schemas delete|#0") names=topics ;;
+        "tokens create-secret-key|--output") values="text json ndjson" ;;
         "perf produce|--compression") values="none lz4 zlib zstd snappy" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf produce|#0") names=topics ;;

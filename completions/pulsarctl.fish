@@ -88,6 +88,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'brokers' -d 'Store-wid
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'clock' -d 'The store\'s clock: real, or simulated for tests and lessons.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'subscriptions' -d 'Look inside subscriptions.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'schemas' -d 'Topic schemas (pulsar-admin schemas).'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tokens' -d 'Secret keys and tokens for token authentication (pulsar tokens).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'perf' -d 'Benchmarks in the spirit of pulsar-perf.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'daemon' -d 'The timer daemon: one active per store, elected by a file lock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'dlq' -d 'Dead letter topics: list, inspect, drain, replay and purge them, through each DLQ\'s own subscription pulsarctl-dlq.'
@@ -895,6 +896,37 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_s
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s h -l help -d 'Show this message and exit.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+
+# pulsarctl tokens
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'create-secret-key' -d 'Create a new secret key (raw bytes; --base64 to print it as text).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'create' -d 'Create a token signed with a secret key (HS256 for a key of 32 bytes).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'validate' -d 'Check a token against a secret key and show its claims (exit 8 if its signature does not match or it has expired).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'show' -d 'Show a token\'s header and claims, without checking it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl tokens create-secret-key
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -l output -x -a 'text json ndjson' -d 'Write the key to FILE instead of stdout.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -s b -l base64 -d 'Encode the key in base64.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -s a -l signature-algorithm -x -d 'HS256, HS384 or HS512.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl tokens create
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s s -l subject -x -d 'The role the token authenticates (\'sub\').'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -o sk -l secret-key -x -d 'The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s e -l expiry-time -x -d 'Expire after this long (1h, 30d, 1y; s, m, h, d, w, y). Default: never.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -l headers -x -d 'A header to add to the token (repeatable).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl tokens validate
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -o sk -l secret-key -x -d 'The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s i -l stdin -d 'Read the token from standard input.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s f -l token-file -x -d 'Read the token from a file.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl tokens show
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from show' -s i -l stdin -d 'Read the token from standard input.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from show' -s f -l token-file -x -d 'Read the token from a file.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from show' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'produce' -d 'Produce N messages of S bytes, -b per transaction, in batch entries unless -db; print msg/s, MB/s, latency, stored bytes per message.'

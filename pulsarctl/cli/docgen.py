@@ -80,6 +80,13 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
          "--policy producer_exception\n"
          "pulsarctl namespaces policies public/orders"),
     ],
+    ("tokens",): [
+        ("A secret key, a token for the role app that expires in 30 days, and a check of it:",
+         "pulsarctl tokens create-secret-key --output my-secret.key\n"
+         "pulsarctl tokens create --secret-key file:///$PWD/my-secret.key --subject app "
+         "--expiry-time 30d > app.token\n"
+         "pulsarctl tokens validate --secret-key file:///$PWD/my-secret.key -f app.token"),
+    ],
     ("brokers",): [
         ("Turn batch-index acknowledgement on for the whole store:",
          "pulsarctl brokers update-dynamic-config --config acknowledgmentAtBatchIndexLevelEnabled "
