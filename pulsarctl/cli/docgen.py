@@ -79,6 +79,10 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
          "pulsarctl namespaces set-backlog-quota public/orders --limit 100M "
          "--policy producer_exception\n"
          "pulsarctl namespaces policies public/orders"),
+        ("Let the role app produce and consume on the namespace's topics; list the grants:",
+         "pulsarctl namespaces grant-permission public/orders --role app "
+         "--actions produce,consume\n"
+         "pulsarctl namespaces permissions public/orders"),
     ],
     ("tokens",): [
         ("A secret key, a token for the role app that expires in 30 days, and a check of it:",
