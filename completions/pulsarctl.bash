@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve topics tenants namespaces brokers clock subscriptions schemas perf daemon dlq spark"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark"
             opts="--store -o --output --traceback --version -h --help"
             vopts="--store -o --output"
             targ=""
@@ -405,7 +405,7 @@ _pulsarctl_node() {
             targ="0"
             ;;
         "tenants")
-            subs="list get create delete"
+            subs="list get create update delete"
             opts="-h --help"
             vopts=""
             targ=""
@@ -428,6 +428,12 @@ _pulsarctl_node() {
             vopts="-r --admin-roles -c --allowed-clusters -o --output"
             targ=""
             ;;
+        "tenants update")
+            subs=""
+            opts="-r --admin-roles -c --allowed-clusters -o --output -h --help"
+            vopts="-r --admin-roles -c --allowed-clusters -o --output"
+            targ=""
+            ;;
         "tenants delete")
             subs=""
             opts="-f --force -o --output -h --help"
@@ -435,7 +441,7 @@ _pulsarctl_node() {
             targ=""
             ;;
         "namespaces")
-            subs="list create delete policies get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription"
+            subs="list create delete policies grant-permission revoke-permission permissions get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription"
             opts="-h --help"
             vopts=""
             targ=""
@@ -459,6 +465,24 @@ _pulsarctl_node() {
             targ=""
             ;;
         "namespaces policies")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
+        "namespaces grant-permission")
+            subs=""
+            opts="--role --actions -o --output -h --help"
+            vopts="--role --actions -o --output"
+            targ=""
+            ;;
+        "namespaces revoke-permission")
+            subs=""
+            opts="--role -o --output -h --help"
+            vopts="--role -o --output"
+            targ=""
+            ;;
+        "namespaces permissions")
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
@@ -703,6 +727,36 @@ _pulsarctl_node() {
             opts="-o --output -h --help"
             vopts="-o --output"
             targ="0"
+            ;;
+        "tokens")
+            subs="create-secret-key create validate show"
+            opts="-h --help"
+            vopts=""
+            targ=""
+            ;;
+        "tokens create-secret-key")
+            subs=""
+            opts="--output -b --base64 -a --signature-algorithm -h --help"
+            vopts="--output -a --signature-algorithm"
+            targ=""
+            ;;
+        "tokens create")
+            subs=""
+            opts="-s --subject -sk --secret-key -e --expiry-time --headers -h --help"
+            vopts="-s --subject -sk --secret-key -e --expiry-time --headers"
+            targ=""
+            ;;
+        "tokens validate")
+            subs=""
+            opts="-sk --secret-key -i --stdin -f --token-file -h --help"
+            vopts="-sk --secret-key -f --token-file"
+            targ=""
+            ;;
+        "tokens show")
+            subs=""
+            opts="-i --stdin -f --token-file -h --help"
+            vopts="-f --token-file"
+            targ=""
             ;;
         "perf")
             subs="produce consume timers delayed"
@@ -1012,11 +1066,15 @@ _pulsarctl_values() {
         "tenants list|-o"|"tenants list|--output") values="text json ndjson" ;;
         "tenants get|-o"|"tenants get|--output") values="text json ndjson" ;;
         "tenants create|-o"|"tenants create|--output") values="text json ndjson" ;;
+        "tenants update|-o"|"tenants update|--output") values="text json ndjson" ;;
         "tenants delete|-o"|"tenants delete|--output") values="text json ndjson" ;;
         "namespaces list|-o"|"namespaces list|--output") values="text json ndjson" ;;
         "namespaces create|-o"|"namespaces create|--output") values="text json ndjson" ;;
         "namespaces delete|-o"|"namespaces delete|--output") values="text json ndjson" ;;
         "namespaces policies|-o"|"namespaces policies|--output") values="text json ndjson" ;;
+        "namespaces grant-permission|-o"|"namespaces grant-permission|--output") values="text json ndjson" ;;
+        "namespaces revoke-permission|-o"|"namespaces revoke-permission|--output") values="text json ndjson" ;;
+        "namespaces permissions|-o"|"namespaces permissions|--output") values="text json ndjson" ;;
         "namespaces get-message-ttl|-o"|"namespaces get-message-ttl|--output") values="text json ndjson" ;;
         "namespaces remove-message-ttl|-o"|"namespaces remove-message-ttl|--output") values="text json ndjson" ;;
         "namespaces get-retention|-o"|"namespaces get-retention|--output") values="text json ndjson" ;;
@@ -1064,6 +1122,7 @@ _pulsarctl_values() {
         "schemas get|#0") names=topics ;;
         "schemas delete|-o"|"schemas delete|--output") values="text json ndjson" ;;
         "schemas delete|#0") names=topics ;;
+        "tokens create-secret-key|--output") values="text json ndjson" ;;
         "perf produce|--compression") values="none lz4 zlib zstd snappy" ;;
         "perf produce|-o"|"perf produce|--output") values="text json ndjson" ;;
         "perf produce|#0") names=topics ;;

@@ -211,6 +211,8 @@ EXIT_CODES = {
     6: "nothing to do (with --fail-if-empty)",
     7: "partly failed: some messages could not be handled and stay where they were (dlq drain "
        "--exec, dlq replay); the others were",
+    8: "refused: authentication failed (a token with a bad signature or expired, a wrong "
+       "password)",
     130: "interrupted",
 }
 
@@ -237,6 +239,20 @@ class DiskFull(PulsarctlError):
     def __init__(self, path: str):
         super().__init__(f"disk full writing {path}: free space or move the store (--store)")
         self.path = path
+
+
+# -- 8: authentication ------------------------------------------------------------------------
+class AuthenticationFailed(PulsarctlError):
+    """pulsarctl.auth: a token whose signature does not match the key, an expired or malformed
+    token, an unknown user or a wrong password (Pulsar's AuthenticationException). The server
+    answers it with the protocol's AuthenticationError; `tokens validate` exits 8."""
+    exit_code = 8
+
+
+class NotAuthorized(PulsarctlError):
+    """pulsarctl.auth.authorization: the role may not do this (Pulsar's AuthorizationError).
+    Only the server raises it: the command line is never subject to roles."""
+    exit_code = 8
 
 
 # -- not an error of the command line ------------------------------------------------------------

@@ -60,7 +60,7 @@ def _join() -> None:
     namespaces groups, so they are imported here too, after the modules that own those groups."""
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd, spark_cmd, serve_cmd,
+        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -71,6 +71,7 @@ def _join() -> None:
     app.add_typer(admin_cmd.clock, name="clock")
     app.add_typer(admin_cmd.subscriptions, name="subscriptions")
     app.add_typer(admin_cmd.schemas, name="schemas")
+    app.add_typer(tokens_cmd.tokens, name="tokens")
     app.registered_commands.extend(admin_cmd.top.registered_commands)  # version, doctor, completion
     app.add_typer(perf_cmd.perf, name="perf")
     app.add_typer(daemon_cmd.daemon, name="daemon")

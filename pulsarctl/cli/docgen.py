@@ -79,6 +79,17 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
          "pulsarctl namespaces set-backlog-quota public/orders --limit 100M "
          "--policy producer_exception\n"
          "pulsarctl namespaces policies public/orders"),
+        ("Let the role app produce and consume on the namespace's topics; list the grants:",
+         "pulsarctl namespaces grant-permission public/orders --role app "
+         "--actions produce,consume\n"
+         "pulsarctl namespaces permissions public/orders"),
+    ],
+    ("tokens",): [
+        ("A secret key, a token for the role app that expires in 30 days, and a check of it:",
+         "pulsarctl tokens create-secret-key --output my-secret.key\n"
+         "pulsarctl tokens create --secret-key file:///$PWD/my-secret.key --subject app "
+         "--expiry-time 30d > app.token\n"
+         "pulsarctl tokens validate --secret-key file:///$PWD/my-secret.key -f app.token"),
     ],
     ("brokers",): [
         ("Turn batch-index acknowledgement on for the whole store:",

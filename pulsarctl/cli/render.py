@@ -29,6 +29,18 @@ def outln(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
+def out_bytes(data: bytes) -> None:
+    """Raw bytes on stdout (`tokens create-secret-key` writes the key as Pulsar does)."""
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def read_stdin_line() -> str:
+    """One line of standard input (`tokens validate --stdin`)."""
+    return sys.stdin.readline()
+
+
 def err(text: str) -> None:
     sys.stderr.write(text + "\n")
     sys.stderr.flush()

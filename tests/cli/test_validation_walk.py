@@ -22,7 +22,8 @@ ARGS = {"topic": "t", "topics": "t", "target": "t", "dlq": "t-s-DLQ", "tenant": 
 OPTIONS = {"subscription": "s", "count": "1", "partitions": "2", "ledger_id": "1", "entry_id": "0",
            "to": "OUT", "out": "OUT", "expire_time": "1s", "ttl": "1s",
            "time": "1h", "size": "1M", "policy": "producer_request_hold",
-           "max_redeliver": "3", "n": "1", "config": "maxMessageSize", "value": "100000"}
+           "max_redeliver": "3", "n": "1", "config": "maxMessageSize", "value": "100000",
+           "subject": "alice", "role": "alice", "actions": "produce"}
 
 
 def leaves(cmd, path=()):

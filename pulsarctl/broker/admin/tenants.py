@@ -17,6 +17,10 @@ class Tenants(Noun):
     def create(self, name, admin_roles=(), allowed_clusters=()):
         return self._broker.write(tenants.create_tenant, name, admin_roles, allowed_clusters)
 
+    def update(self, name, admin_roles=None, allowed_clusters=None):
+        """Replace what is given (None keeps the tenant's)."""
+        return self._broker.write(tenants.update_tenant, name, admin_roles, allowed_clusters)
+
     def delete(self, name, force=False):
         return self._broker.write(cascade.delete_tenant, name, force)
 
@@ -40,3 +44,14 @@ class Namespaces(Noun):
             own = policies.ns_policies(ctx, name)
             return {**{f: None for f in policies.NAMES.values()}, **own}
         return self._broker.read(run)
+
+    def grant_permission(self, name, role, actions):
+        """The role may do these actions (produce, consume, ...) on the namespace's topics."""
+        return self._broker.write(tenants.grant_permission, name, role, actions)
+
+    def revoke_permission(self, name, role):
+        return self._broker.write(tenants.revoke_permission, name, role)
+
+    def permissions(self, name):
+        """{role: [actions]}, as pulsar-admin namespaces permissions prints it."""
+        return self._broker.read(tenants.permissions, name)

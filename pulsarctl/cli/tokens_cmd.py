@@ -1,0 +1,152 @@
+"""pulsar tokens: secret keys and JSON Web Tokens (Pulsar's TokensCliUtils). No store is opened."""
+from __future__ import annotations
+
+import base64
+import os
+from typing import Annotated, List, Optional
+
+import typer
+
+from pulsarctl.cli import render
+from pulsarctl.cli.common import fmt
+from pulsarctl.clock import wall_ms
+from pulsarctl.errors import InvalidValue
+
+tokens = typer.Typer(help="Secret keys and tokens for token authentication (pulsar tokens).",
+                     no_args_is_help=True)
+
+Algorithm = Annotated[str, typer.Option("-a", "--signature-algorithm", metavar="ALG",
+                                        help="HS256, HS384 or HS512.")]
+SecretKey = Annotated[Optional[str], typer.Option(
+    "-sk", "--secret-key", metavar="KEY", show_default=False,
+    help="The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.")]
+TokenArg = Annotated[Optional[str], typer.Argument(help="The token (or -i, -f, $TOKEN).",
+                                                   show_default=False)]
+Stdin = Annotated[bool, typer.Option("-i", "--stdin", help="Read the token from standard input.")]
+TokenFile = Annotated[Optional[str], typer.Option("-f", "--token-file", metavar="FILE",
+                                                  help="Read the token from a file.",
+                                                  show_default=False)]
+
+
+@tokens.command("create-secret-key", help="Create a new secret key (raw bytes; --base64 to "
+                "print it as text).")
+def create_secret_key(
+    output: Annotated[Optional[str], typer.Option(
+        "--output", metavar="FILE", show_default=False,
+        help="Write the key to FILE instead of stdout.")] = None,
+    base64_: Annotated[bool, typer.Option("-b", "--base64", help="Encode the key in base64.")] = False,
+    algorithm: Algorithm = "HS256",
+):
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    auth_tokens.check_algorithm(algorithm, hmac_only=True)
+    key = auth_tokens.create_secret_key(algorithm)
+    data = base64.b64encode(key) if base64_ else key
+    if output is None:
+        render.out_bytes(data)
+        return
+    try:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise InvalidValue(f"cannot write the key to {output}: {exc.strerror or exc}") from None
+
+
+def _read_token(token: str | None, stdin: bool, token_file: str | None) -> str:
+    if token:
+        return token
+    if stdin:
+        line = render.read_stdin_line()
+        if line.strip():
+            return line.strip()
+    elif token_file:
+        try:
+            with open(token_file, encoding="utf-8") as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidValue(f"cannot read the token file {token_file}: "
+                               f"{getattr(exc, 'strerror', None) or exc}") from None
+    elif os.environ.get("TOKEN"):
+        return os.environ["TOKEN"]
+    raise InvalidValue("no token given", hint="pass it as an argument, or with --stdin, "
+                       "--token-file or the TOKEN environment variable")
+
+
+def _headers(values: list[str] | None) -> dict:
+    # lazy: units is loaded when the command runs, not when the command tree is built
+    from pulsarctl.units import parse_property
+
+    return dict(parse_property(v) for v in values or ())
+
+
+@tokens.command("create", help="Create a token signed with a secret key (HS256 for a key of "
+                "32 bytes).")
+def create(
+    ctx: typer.Context,
+    subject: Annotated[str, typer.Option("-s", "--subject", metavar="ROLE", show_default=False,
+                                         help="The role the token authenticates ('sub').")],
+    secret_key: SecretKey = None,
+    expiry_time: Annotated[Optional[str], typer.Option(
+        "-e", "--expiry-time", metavar="DURATION", show_default=False,
+        help="Expire after this long (1h, 30d, 1y; s, m, h, d, w, y). Default: never.")] = None,
+    headers: Annotated[Optional[List[str]], typer.Option(
+        "--headers", metavar="KEY=VALUE", show_default=False,
+        help="A header to add to the token (repeatable).")] = None,
+):
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    extra = _headers(headers)
+    expires = None if expiry_time is None else wall_ms() + parse_relative_ms(expiry_time)
+    if not secret_key:
+        raise InvalidValue("no key to sign the token with", hint="pass --secret-key")
+    token = auth_tokens.create(auth_tokens.read_key(secret_key), subject, expires, extra)
+    out = fmt(ctx, None)
+    render.data({"token": token}, out, text=lambda d: render.outln(d["token"]))
+
+
+@tokens.command("validate", help="Check a token against a secret key and show its claims "
+                "(exit 8 if its signature does not match or it has expired).")
+def validate(ctx: typer.Context, token: TokenArg = None, secret_key: SecretKey = None,
+             stdin: Stdin = False, token_file: TokenFile = None):
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    if not secret_key:
+        raise InvalidValue("no key to check the token with", hint="pass --secret-key")
+    key = auth_tokens.read_key(secret_key)
+    claims = auth_tokens.validate(_read_token(token, stdin, token_file), key, wall_ms())
+    render.data(claims, fmt(ctx, None),
+                text=lambda d: render.outln(render.safe(auth_tokens.claims_text(d))))
+
+
+@tokens.command("show", help="Show a token's header and claims, without checking it.")
+def show(ctx: typer.Context, token: TokenArg = None, stdin: Stdin = False,
+         token_file: TokenFile = None):
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    header, claims = auth_tokens.decode_unverified(_read_token(token, stdin, token_file))
+
+    def text(d):
+        render.outln(render.safe(render.dumps(d["header"], pretty=False)))
+        render.outln("---")
+        render.outln(render.safe(render.dumps(d["claims"], pretty=False)))
+
+    render.data({"header": header, "claims": claims}, fmt(ctx, None), text=text)
+
+
+_RELATIVE_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
+
+
+def parse_relative_ms(text: str) -> int:
+    """Pulsar's RelativeTimeUtil: a whole number and a unit (s, m, h, d, w, y; seconds without)."""
+    t = text.strip().lower()
+    unit = t[-1:] if t[-1:] in _RELATIVE_S else "s"
+    number = t[:-1] if t[-1:] in _RELATIVE_S else t
+    if not number.isdigit() or int(number) <= 0:
+        raise InvalidValue(f"invalid expiry time {text!r}",
+                           hint="use a positive number and a unit: 30m, 12h, 30d, 1y")
+    return int(number) * _RELATIVE_S[unit] * 1000
