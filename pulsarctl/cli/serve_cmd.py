@@ -29,7 +29,9 @@ Config = Annotated[Optional[str], typer.Option(
              "prints pulsar://HOST:PORT on stderr once it accepts connections.")
 def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: HttpPort = None,
           config: Config = None):
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.serve import conf
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.serve.run import run
 
     values, ignored = conf.read(config) if config else ({}, [])

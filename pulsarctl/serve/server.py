@@ -28,6 +28,8 @@ from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.wake import Waiter
+from pulsarctl.broker.consumers import this_process
+from pulsarctl.broker.batches import Spec
 
 T = api.BaseCommand
 PROTOCOL_VERSION = 20
@@ -145,7 +147,6 @@ class Server:
         self._watcher = None
         self._names = itertools.count()
         self._in_use: set = set()
-        from pulsarctl.broker.consumers import this_process
 
         self.pid, self.pid_start = this_process()
 
@@ -369,8 +370,6 @@ class Connection:
         s = self.server
         kwargs = {"compression": code}
         if batched:
-            from pulsarctl.broker.batches import Spec
-
             kwargs["batching"] = Spec(len(messages), 0)
         fut = s.call(s.broker.publish, p.topic, messages, p.name, **kwargs)
         p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
