@@ -4,6 +4,8 @@ for the URL it prints. A module of its own, as procs.py is: a test never imports
 (in a whole run, the module named conftest may be another folder's)."""
 from __future__ import annotations
 
+import io
+import os
 import selectors
 import signal
 import subprocess
@@ -18,6 +20,8 @@ class Served:
         self.proc = proc
         self.url = url
         self.port = int(url.rsplit(":", 1)[1])
+        http = [w for w in before.split() if w.startswith("http://")]
+        self.http_url = http[-1] if http else None
 
     def stop(self) -> int:
         """SIGTERM, as a service manager stops it; its exit code."""
@@ -27,23 +31,43 @@ class Served:
 
 def start_serve(env, *args) -> Served:
     """Start `pulsarctl serve --port 0 ARGS` and wait (bounded) for its pulsar:// line."""
+    if "--http-port" not in args:
+        args = (*args, "--http-port", "0")  # never 8080: tests run beside a real serve
     proc = subprocess.Popen(argv("serve", "--port", "0", *args), env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE)
+    # Raw reads of stderr's pipe, split into lines here: a buffered readline() may take in the
+    # next line with the one asked for, and select() would then wait for bytes already read.
+    fd = proc.stderr.fileno()
     sel = selectors.DefaultSelector()
-    sel.register(proc.stderr, selectors.EVENT_READ)
+    sel.register(fd, selectors.EVENT_READ)
     deadline = time.monotonic() + PATIENCE_S
-    seen = []
+    buf, seen = b"", []
     while time.monotonic() < deadline:
-        if not sel.select(timeout=deadline - time.monotonic()):
+        if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
             break
-        line = proc.stderr.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             break
-        seen.append(line)
-        if line.startswith("pulsar://"):
-            sel.close()
-            return Served(proc, line.strip(), "".join(seen[:-1]))
+        buf += chunk
+        while b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+            line = raw.decode(errors="replace")
+            seen.append(line + "\n")
+            if line.startswith("pulsar://"):
+                sel.close()
+                proc.stderr = io.TextIOWrapper(proc.stderr, errors="replace")
+                return Served(proc, line.strip(), "".join(seen[:-1]))
     proc.kill()
     proc.wait()
-    raise AssertionError(f"serve did not print its URL: {''.join(seen)}{proc.stderr.read()}")
+    raise AssertionError(f"serve did not print its URL: {''.join(seen)}"
+                         f"{buf.decode(errors='replace')}{proc.stderr.read().decode(errors='replace')}")
+
+
+def quiet_logger():
+    """A logger for the real pulsar-client that says only errors."""
+    import logging
+
+    log = logging.getLogger("pulsar-client-in-tests")
+    log.setLevel(logging.ERROR)
+    return log

@@ -17,8 +17,8 @@ Port = Annotated[Optional[int], typer.Option(
     "--port", help="Port of the binary protocol (default 6650; brokerServicePort in --config).",
     metavar="N", show_default=False)]
 HttpPort = Annotated[Optional[int], typer.Option(
-    "--http-port", help="Port of the admin REST API (default 8080; webServicePort in --config). "
-    "Not served yet: accepted and ignored.", metavar="N", show_default=False)]
+    "--http-port", help="Port of the admin REST API and HTTP lookup (default 8080; "
+    "webServicePort in --config).", metavar="N", show_default=False)]
 Config = Annotated[Optional[str], typer.Option(
     "--config", help="Pulsar's standalone.conf / broker.conf (key=value); flags override it.",
     metavar="FILE", show_default=False)]
@@ -26,7 +26,8 @@ Config = Annotated[Optional[str], typer.Option(
 
 @top.command("serve", help="Serve the store to real Pulsar clients, in any language, over "
              "Pulsar's binary protocol, in the foreground until SIGTERM or Ctrl-C; "
-             "prints pulsar://HOST:PORT on stderr once it accepts connections.")
+             "and the admin REST API over HTTP; prints http://HOST:PORT and pulsar://HOST:PORT "
+             "on stderr once it accepts connections.")
 def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: HttpPort = None,
           config: Config = None):
     # lazy: loaded when the command runs, not when the command tree is built
@@ -40,4 +41,6 @@ def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: H
     host = bind or values.get("bindAddress") or "127.0.0.1"
     port = port if port is not None else values.get("brokerServicePort", 6650)
     max_size = values.get("maxMessageSize", 5 * 1024 * 1024)
-    run(state(ctx).broker(), host, port, max_size, listening=render.err, log=render.err)
+    web = http_port if http_port is not None else values.get("webServicePort", 8080)
+    run(state(ctx).broker(), host, port, max_size, listening=render.err, log=render.err,
+        http_port=web)
