@@ -12,6 +12,7 @@ gets Pulsar's error response."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import os
 import struct
@@ -43,6 +44,11 @@ _U64 = struct.Struct(">q")
 # A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
 # the store then redelivers after the shortest delay it allows, not its default minute.
 MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
+# Schema.type on the wire (PulsarApi.proto's Schema.Type: None=0 ... ProtobufNative=20), as
+# the registry names the types (broker/schemas.py).
+SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8", "INT16",
+                "INT32", "INT64", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP", "KEY_VALUE",
+                "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "PROTOBUF_NATIVE")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
 # pulsarctl's errors as Pulsar's ServerError codes.
@@ -106,7 +112,8 @@ class Producer:
 
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
-                 "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch")
+                 "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
+                 "compacted")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -121,6 +128,7 @@ class Consumer:
         # A reader (a non-durable subscription) keeps no cursor in the store: it reads entries
         # after start (read_entries), from the offset next once it has read.
         self.reader = reader
+        self.compacted = False  # a reader that reads the compacted view (compaction.py)
         self.start = start
         self.inclusive = False
         self.next = None
@@ -345,11 +353,23 @@ class Connection:
         except Exception as exc:
             self.error(c.request_id, exc)
             return
+        version = None
+        if c.HasField("schema") and 0 < c.schema.type < len(SCHEMA_TYPES):
+            # A typed producer registers its schema (broker/schemas.py): its version, new or
+            # existing, or IncompatibleSchema under the compatibility strategy.
+            try:
+                version = await s.call(s.broker.schemas.register, c.topic,
+                                       SCHEMA_TYPES[c.schema.type], c.schema.schema_data,
+                                       {kv.key: kv.value for kv in c.schema.properties})
+            except Exception as exc:
+                self.error(c.request_id, exc)
+                return
         p = Producer(c.producer_id, c.topic, name, mode is not None)
         p.drainer = asyncio.create_task(self._receipts(p))
         self.producers[c.producer_id] = p
+        extra = {} if version is None else {"schema_version": _U64.pack(version)}
         self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
-                   producer_name=name, last_sequence_id=-1, producer_ready=True)
+                   producer_name=name, last_sequence_id=-1, producer_ready=True, **extra)
 
     async def on_send(self, cmd, meta, payload):
         c = cmd.send
@@ -429,11 +449,20 @@ class Connection:
             return
         sub_type = SUB_TYPES.get(c.subType, "Exclusive")
         position = "Earliest" if c.initialPosition == 1 else "Latest"
+        policy = WIRE_POLICY
+        if c.read_compacted:
+            if sub_type not in ("Exclusive", "Failover"):
+                self.reply(T.ERROR, "error", request_id=c.request_id,
+                           error=api.NotAllowedError,
+                           message="Read compacted can only be used with exclusive or failover "
+                                   "persistent subscriptions")
+                return
+            policy = dataclasses.replace(WIRE_POLICY, read_compacted=True)
         name = s.consumer_name(c.topic, c.subscription, c.consumer_name)
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
                                     position, priority=c.priority_level, pid=s.pid,
-                                    pid_start=s.pid_start, settings=WIRE_POLICY)
+                                    pid_start=s.pid_start, settings=policy)
         except Exception as exc:
             s._in_use.discard((c.topic, c.subscription, name))
             self.error(c.request_id, exc)
@@ -459,6 +488,7 @@ class Connection:
                 return
         con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name, reader=True,
                        start=start)
+        con.compacted = bool(c.read_compacted)
         self.consumers[c.consumer_id] = con
         con.task = asyncio.create_task(self._deliver(con))
         self.reply(T.SUCCESS, "success", request_id=c.request_id)
@@ -467,7 +497,8 @@ class Connection:
         s = self.server
         try:
             msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, c.next, n,
-                                            after_id=c.start, inclusive=c.inclusive)
+                                            after_id=c.start, inclusive=c.inclusive,
+                                            compacted=c.compacted)
         except NotFound:
             return []   # a reader of a topic that does not exist yet
         c.next = nxt
