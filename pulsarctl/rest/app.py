@@ -362,14 +362,7 @@ async def partitions_update(request):
     if isinstance(n, web.Response):
         return n
 
-    def run(b):
-        if not b.topics.partitioned_metadata(t)["partitions"]:
-            return False
-        b.topics.update_partitioned(t, n)
-        return True
-    if not await worker(request).run(run):
-        return reason(404, "Partitioned topic does not exist")
-    return done()
+    return await _on_partitioned(request, t, lambda b: b.topics.update_partitioned(t, n))
 
 
 async def partitions_get(request):
@@ -381,11 +374,16 @@ async def partitions_get(request):
 async def partitions_delete(request):
     t = topic_of(request)
     force = flag(request, "force")
+    return await _on_partitioned(request, t, lambda b: b.topics.delete(t, force))
 
+
+async def _on_partitioned(request, t, change):
+    """change(broker) when t is a partitioned topic (one job of the worker), else Pulsar's
+    404."""
     def run(b):
         if not b.topics.partitioned_metadata(t)["partitions"]:
             return False
-        b.topics.delete(t, force)
+        change(b)
         return True
     if not await worker(request).run(run):
         return reason(404, "Partitioned topic does not exist")

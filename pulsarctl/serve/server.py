@@ -852,17 +852,23 @@ def message_frame(consumer_id: int, m) -> bytes:
     _id_data(m.id, cmd.message.message_id)
     cmd.message.redelivery_count = m.redelivery_count_ or 0
     md = _metadata(m)
+    _keys_and_properties(md, m)
+    if m.deliver_at:
+        md.deliver_at_time = m.deliver_at
+    payload = m.payload if m.payload is not None else b""
+    md.uncompressed_size = len(payload)
+    return frames.payload_command(cmd, md, payload)
+
+
+def _keys_and_properties(md, m) -> None:
+    """A message's properties, key and ordering key into a MessageMetadata or a batch's
+    SingleMessageMetadata (the fields have the same names in both)."""
     for k, v in (m.properties_ or {}).items():
         md.properties.add(key=k, value=v)
     if m.key is not None:
         md.partition_key = m.key
     if m.ordering_key_ is not None:
         md.ordering_key = m.ordering_key_
-    if m.deliver_at:
-        md.deliver_at_time = m.deliver_at
-    payload = m.payload if m.payload is not None else b""
-    md.uncompressed_size = len(payload)
-    return frames.payload_command(cmd, md, payload)
 
 
 def batch_frame(consumer_id: int, group) -> bytes:
@@ -888,12 +894,7 @@ def batch_frame(consumer_id: int, group) -> bytes:
         if g is None:
             parts.append((smm, b""))
             continue
-        for k, v in (g.properties_ or {}).items():
-            smm.properties.add(key=k, value=v)
-        if g.key is not None:
-            smm.partition_key = g.key
-        if g.ordering_key_ is not None:
-            smm.ordering_key = g.ordering_key_
+        _keys_and_properties(smm, g)
         if g.event_time:
             smm.event_time = g.event_time
         if g.sequence_id is not None and g.sequence_id >= 0:
