@@ -7,6 +7,7 @@ import typer
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import state
+from pulsarctl.errors import InvalidValue
 
 top = typer.Typer()
 
@@ -42,5 +43,8 @@ def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: H
     port = port if port is not None else values.get("brokerServicePort", 6650)
     max_size = values.get("maxMessageSize", 5 * 1024 * 1024)
     web = http_port if http_port is not None else values.get("webServicePort", 8080)
+    for flag, n in (("--port", port), ("--http-port", web)):
+        if not 0 <= n <= 65535:
+            raise InvalidValue(f"{flag} {n} is no TCP port", hint="give 0 to 65535 (0: any free one)")
     run(state(ctx).broker(), host, port, max_size, listening=render.err, log=render.err,
         http_port=web)

@@ -34,3 +34,15 @@ def test_the_real_client_over_an_http_service_url(served):
     stats = requests.get(f"{served.http_url}/admin/v2/persistent/public/default/http-t/stats",
                          timeout=PATIENCE_S).json()
     assert stats["msgInCounter"] == 1 and "s" in stats["subscriptions"]
+
+
+def test_a_port_out_of_range_is_one_line_and_exit_2(env):
+    import subprocess
+
+    from procs import argv
+
+    for flag in ("--port", "--http-port"):
+        r = subprocess.run(argv("serve", flag, "99999"), env=env, capture_output=True,
+                           text=True, timeout=PATIENCE_S)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.count("\n") == 1 and "no TCP port" in r.stderr
