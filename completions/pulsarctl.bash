@@ -82,8 +82,8 @@ _pulsarctl_node() {
             ;;
         "serve")
             subs=""
-            opts="--bind --port --http-port --config -h --help"
-            vopts="--bind --port --http-port --config"
+            opts="--bind --port --http-port --config --basic-auth-file -h --help"
+            vopts="--bind --port --http-port --config --basic-auth-file"
             targ=""
             ;;
         "topics")

@@ -81,7 +81,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'M
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, basic) and authorization as --config\'s broker.conf keys say; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'
@@ -262,6 +262,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l bind -x -d 'Addr
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l port -x -d 'Port of the binary protocol (default 6650; brokerServicePort in --config).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l http-port -x -d 'Port of the admin REST API and HTTP lookup (default 8080; webServicePort in --config).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l config -x -d 'Pulsar\'s standalone.conf / broker.conf (key=value); flags override it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l basic-auth-file -x -d 'The users and password hashes of AuthenticationProviderBasic (htpasswd -m; as Pulsar\'s -Dpulsar.auth.basic.conf; basicAuthConf in --config).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl topics

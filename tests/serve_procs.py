@@ -22,6 +22,10 @@ class Served:
         self.port = int(url.rsplit(":", 1)[1])
         http = [w for w in before.split() if w.startswith("http://")]
         self.http_url = http[-1] if http else None
+        tls = [w for w in before.split() if w.startswith("pulsar+ssl://")]
+        self.tls_url = tls[-1] if tls else None
+        https = [w for w in before.split() if w.startswith("https://")]
+        self.https_url = https[-1] if https else None
 
     def stop(self) -> int:
         """SIGTERM, as a service manager stops it; its exit code."""

@@ -149,13 +149,13 @@ def validate(token: str, key: bytes, now_ms: int, algorithm: str | None = None,
 
 
 def subject(token: str, key: bytes, now_ms: int, algorithm: str | None = None,
-            role_claim: str = ROLE_CLAIM) -> str:
+            role_claim: str = ROLE_CLAIM, leeway_s: int = 0) -> str:
     """The role a valid token authenticates (AuthenticationProviderToken.authenticate): its
     role claim ("sub" unless tokenAuthClaim says otherwise). A "Bearer " prefix, as the
     HTTP Authorization header carries it, is taken off."""
     if token.startswith("Bearer "):
         token = token[len("Bearer "):]
-    claims = validate(token, key, now_ms, algorithm)
+    claims = validate(token, key, now_ms, algorithm, leeway_s)
     role = claims.get(role_claim)
     if not isinstance(role, str) or not role:
         raise AuthenticationFailed(f"the token has no {role_claim!r} claim naming a role")

@@ -7,7 +7,6 @@ import typer
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import state
-from pulsarctl.errors import InvalidValue
 
 top = typer.Typer()
 
@@ -23,28 +22,29 @@ HttpPort = Annotated[Optional[int], typer.Option(
 Config = Annotated[Optional[str], typer.Option(
     "--config", help="Pulsar's standalone.conf / broker.conf (key=value); flags override it.",
     metavar="FILE", show_default=False)]
+BasicAuthFile = Annotated[Optional[str], typer.Option(
+    "--basic-auth-file", help="The users and password hashes of AuthenticationProviderBasic "
+    "(htpasswd -m; as Pulsar's -Dpulsar.auth.basic.conf; basicAuthConf in --config).",
+    metavar="FILE", show_default=False)]
 
 
 @top.command("serve", help="Serve the store to real Pulsar clients, in any language, over "
              "Pulsar's binary protocol, in the foreground until SIGTERM or Ctrl-C; "
-             "and the admin REST API over HTTP; prints http://HOST:PORT and pulsar://HOST:PORT "
-             "on stderr once it accepts connections.")
+             "and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, "
+             "basic) and authorization as --config's broker.conf keys say; prints http://HOST:PORT "
+             "and pulsar://HOST:PORT on stderr once it accepts connections.")
 def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: HttpPort = None,
-          config: Config = None):
+          config: Config = None, basic_auth_file: BasicAuthFile = None):
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.serve import conf
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.serve.run import run
+    # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.serve.settings import configure
 
     values, ignored = conf.read(config) if config else ({}, [])
+    settings = configure(values, bind=bind, port=port, http_port=http_port,
+                         basic_auth_file=basic_auth_file)
     if ignored:
         render.err(f"{config}: ignored (not used by serve): {', '.join(ignored)}")
-    host = bind or values.get("bindAddress") or "127.0.0.1"
-    port = port if port is not None else values.get("brokerServicePort", 6650)
-    max_size = values.get("maxMessageSize", 5 * 1024 * 1024)
-    web = http_port if http_port is not None else values.get("webServicePort", 8080)
-    for flag, n in (("--port", port), ("--http-port", web)):
-        if not 0 <= n <= 65535:
-            raise InvalidValue(f"{flag} {n} is no TCP port", hint="give 0 to 65535 (0: any free one)")
-    run(state(ctx).broker(), host, port, max_size, listening=render.err, log=render.err,
-        http_port=web)
+    run(state(ctx).broker(), settings, listening=render.err, log=render.err)

@@ -16,7 +16,8 @@ from aiohttp import web
 
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
 from pulsarctl.messages import MessageId
-from pulsarctl.rest import metrics
+from pulsarctl.auth.service import Authentication
+from pulsarctl.rest import access, metrics
 from pulsarctl.rest.errors import from_error, reason
 
 log = logging.getLogger("pulsarctl.rest")
@@ -146,8 +147,8 @@ async def lookup(request):
     settings = request.app[SETTINGS]
     ns = namespace_of(request)
     await worker(request).run(lambda b: b.namespaces.policies(ns))  # the namespace must exist
-    return ok({"brokerUrl": settings["service_url"], "brokerUrlTls": "",
-               "httpUrl": settings["web_url"], "httpUrlTls": "",
+    return ok({"brokerUrl": settings["service_url"], "brokerUrlTls": settings["service_url_tls"],
+               "httpUrl": settings["web_url"], "httpUrlTls": settings["web_url_tls"],
                "nativeUrl": settings["service_url"]})
 
 
@@ -160,8 +161,8 @@ async def cluster(request):
     s = request.app[SETTINGS]
     if request.match_info["cluster"] != s["cluster"]:
         return reason(404, "Cluster does not exist")
-    return ok({"serviceUrl": s["web_url"], "serviceUrlTls": "",
-               "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": "",
+    return ok({"serviceUrl": s["web_url"], "serviceUrlTls": s["web_url_tls"],
+               "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": s["service_url_tls"],
                "peerClusterNames": None})
 
 
@@ -680,13 +681,18 @@ def routes() -> list:
     return r
 
 
-def make_app(broker_factory, *, service_url: str, web_url: str,
-             cluster: str = "standalone") -> web.Application:
+def make_app(broker_factory, *, service_url: str, web_url: str, cluster: str = "standalone",
+             service_url_tls: str = "", authentication=None,
+             authorization=None) -> web.Application:
     """The admin REST API over the Broker broker_factory() returns (called once, in the
-    worker thread, on the first request)."""
-    app = web.Application(middlewares=[pulsar_errors], client_max_size=16 * 1024 * 1024)
-    app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster}
-    app[WORKER] = Worker(broker_factory)
+    worker thread, on the first request). authentication (auth/service.py) and authorization
+    (auth/authorization.Settings; None: off) decide who may call what (access.py)."""
+    w = Worker(broker_factory)
+    guard = access.middleware(authentication or Authentication(), authorization, w.run)
+    app = web.Application(middlewares=[pulsar_errors, guard], client_max_size=16 * 1024 * 1024)
+    app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster,
+                     "service_url_tls": service_url_tls, "web_url_tls": ""}
+    app[WORKER] = w
     app.add_routes(routes())
 
     async def close_worker(app):

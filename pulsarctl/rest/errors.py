@@ -15,6 +15,8 @@ STATUS = (
     (errors.TopicTerminated, 409),
     (errors.Conflict, 409),
     (errors.NotFound, 404),
+    (errors.AuthenticationFailed, 401),  # Pulsar answers both with UNAUTHORIZED
+    (errors.NotAuthorized, 401),
     (errors.UsageError, 400),
     (errors.NotSupportedYet, 501),
     (errors.MessageTooLarge, 413),

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from pulsarctl.errors import InvalidValue
 
-USED = ("brokerServicePort", "bindAddress", "maxMessageSize", "webServicePort")
-INTS = ("brokerServicePort", "maxMessageSize", "webServicePort")
+PORTS = ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls")
+INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds")
+BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecureConnection",
+         "authenticationEnabled", "authorizationEnabled", "acknowledgmentAtBatchIndexLevelEnabled",
+         "allowAutoTopicCreation")
+LISTS = ("authenticationProviders", "superUserRoles")
+STRINGS = ("bindAddress", "tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath",
+           "tokenSecretKey", "tokenPublicKey", "tokenPublicAlg", "tokenAuthClaim",
+           "anonymousUserRole", "basicAuthConf", "clusterName")
+USED = INTS + BOOLS + LISTS + STRINGS
 
 
 def read(path: str) -> tuple[dict, list[str]]:
@@ -32,13 +40,23 @@ def read(path: str) -> tuple[dict, list[str]]:
             continue
         if value == "":
             continue
-        if key in INTS:
-            try:
-                values[key] = int(value)
-            except ValueError:
-                raise InvalidValue(f"{path}:{n}: {key} must be a whole number, not {value!r}") from None
-            if values[key] < 0 or (key != "maxMessageSize" and values[key] > 65535):
-                raise InvalidValue(f"{path}:{n}: {key} {value} is out of range")
-        else:
-            values[key] = value
+        values[key] = _value(path, n, key, value)
     return values, ignored
+
+
+def _value(path: str, n: int, key: str, value: str):
+    if key in INTS:
+        try:
+            v = int(value)
+        except ValueError:
+            raise InvalidValue(f"{path}:{n}: {key} must be a whole number, not {value!r}") from None
+        if v < 0 or (key in PORTS and v > 65535):
+            raise InvalidValue(f"{path}:{n}: {key} {value} is out of range")
+        return v
+    if key in BOOLS:
+        if value.lower() not in ("true", "false"):
+            raise InvalidValue(f"{path}:{n}: {key} must be true or false, not {value!r}")
+        return value.lower() == "true"
+    if key in LISTS:
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return value

@@ -6,57 +6,76 @@ import signal
 
 from pulsarctl.errors import PulsarctlError
 from pulsarctl.serve.server import Server
+from pulsarctl.serve.settings import ServeSettings
 
 
-def run(broker, host: str, port: int, max_message_size: int, listening, log,
-        http_port: int | None = None) -> None:
+def run(broker, settings: ServeSettings, listening, log) -> None:
     """Serve until SIGTERM or SIGINT; listening(url) once connections are accepted, for the
-    admin REST API's http:// URL (when http_port is given) and then the pulsar:// one."""
-    asyncio.run(_main(broker, host, port, max_message_size, listening, log, http_port))
+    admin REST API's URLs (http://, then https:// when configured) and then the binary
+    protocol's (pulsar://, then pulsar+ssl://)."""
+    asyncio.run(_main(broker, settings, listening, log))
 
 
-async def _start_rest(broker, host, http_port, service_url):
-    """The admin REST API (pulsarctl/rest/) on host:http_port, over the same Broker (LMDB
+def _shown(host: str) -> str:
+    return host if ":" not in host else f"[{host}]"
+
+
+async def _start_rest(broker, settings: ServeSettings, server: Server):
+    """The admin REST API (pulsarctl/rest/) on the web ports, over the same Broker (LMDB
     allows one environment per process; its transactions serialize writers across threads)."""
     from aiohttp import web  # lazy: only serve loads aiohttp
     from pulsarctl.rest.app import SETTINGS, make_app  # lazy: only serve loads the REST app
 
-    shown = host if ":" not in host else f"[{host}]"
-    app = make_app(lambda: broker, service_url=service_url, web_url="")
+    app = make_app(lambda: broker, service_url=server.url, web_url="", cluster=settings.cluster,
+                   service_url_tls=server.tls_url or "",
+                   authentication=settings.authentication,
+                   authorization=settings.authorization)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host, http_port, reuse_address=True)
-    try:
-        await site.start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise PulsarctlError(f"cannot listen on {host}:{http_port}: {exc.strerror}",
-                             hint="pick another port with --http-port N") from None
-    # The port it got (--http-port 0 picks a free one), for the lookup answers' httpUrl.
-    bound = site._server.sockets[0].getsockname()[1]
-    app[SETTINGS]["web_url"] = f"http://{shown}:{bound}"
-    return runner, app[SETTINGS]["web_url"]
+    urls = []
+    for port, tls, flag in ((settings.http_port, None, "--http-port"),
+                            (settings.https_port, settings.ssl, "webServicePortTls")):
+        if port is None or (flag != "--http-port" and tls is None):
+            continue
+        site = web.TCPSite(runner, settings.host, port, reuse_address=True, ssl_context=tls)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise PulsarctlError(f"cannot listen on {settings.host}:{port}: {exc.strerror}",
+                                 hint=f"pick another port with {flag}") from None
+        # The port it got (0 picks a free one), for the lookup answers' httpUrl.
+        bound = site._server.sockets[0].getsockname()[1]
+        url = f"{'https' if tls else 'http'}://{_shown(settings.host)}:{bound}"
+        app[SETTINGS]["web_url_tls" if tls else "web_url"] = url
+        urls.append(url)
+    return runner, urls
 
 
-async def _main(broker, host, port, max_message_size, listening, log, http_port=None):
-    server = Server(broker, host, port, max_message_size, log=log)
+async def _main(broker, settings: ServeSettings, listening, log):
+    server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
+                    tls_port=settings.tls_port, ssl=settings.ssl,
+                    authentication=settings.authentication, authorization=settings.authorization)
     try:
         url = await server.start()
     except OSError as exc:
-        raise PulsarctlError(f"cannot listen on {host}:{port}: {exc.strerror}",
-                             hint="pick another port with --port N") from None
+        raise PulsarctlError(f"cannot listen on {settings.host}: {exc.strerror}",
+                             hint="pick other ports with --port N (and brokerServicePortTls)") from None
     runner = None
-    if http_port is not None:
+    if settings.http_port is not None:
         try:
-            runner, http_url = await _start_rest(broker, host, http_port, url)
+            runner, http_urls = await _start_rest(broker, settings, server)
         except PulsarctlError:
             await server.stop()
             raise
-        listening(http_url)
+        for u in http_urls:
+            listening(u)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if server.tls_url:
+        listening(server.tls_url)
     listening(url)
     try:
         await stop.wait()

@@ -19,10 +19,12 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 from pulsarctl import compression
+from pulsarctl.auth import authorization
+from pulsarctl.auth.service import Authentication, common_name
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import (
-    BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    MessageTooLarge, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
+    AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
+    MessageTooLarge, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
     SubscriptionNotFound, TopicNotFound, TopicTerminated,
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
@@ -40,6 +42,9 @@ ACCESS_MODES = {1: "Exclusive", 2: "WaitForExclusive", 3: "ExclusiveWithFencing"
 FETCH_MAX = 1000
 IDLE_POLL_S = 0.5     # a waiting consumer fetches at least this often (timers, other brokers)
 WAKE_POLL_S = 0.005   # how often the wake file is looked at
+HANDSHAKE_TIMEOUT_S = 10.0   # a TLS client that does not finish its handshake is dropped
+# CommandConnect.auth_method (deprecated AuthMethod enum) as method names.
+LEGACY_AUTH_METHODS = {0: "none", 1: "yca", 2: "athens"}
 _U64 = struct.Struct(">q")
 # A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
 # the store then redelivers after the shortest delay it allows, not its default minute.
@@ -59,7 +64,8 @@ SERVER_ERRORS = [
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
-    (MessageTooLarge, api.NotAllowedError),
+    (MessageTooLarge, api.NotAllowedError), (AuthenticationFailed, api.AuthenticationError),
+    (NotAuthorized, api.AuthorizationError),
 ]
 
 
@@ -141,13 +147,22 @@ class Server:
     """Pulsar's binary protocol over broker, on host:port (127.0.0.1 unless told otherwise)."""
 
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
-                 max_message_size: int = 5 * 1024 * 1024, log=None):
+                 max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
+                 ssl=None, authentication=None, authorization=None):
         self.broker = broker
         self.host = host
         self.port = port
+        self.tls_port = tls_port if ssl is not None else None
+        self.ssl = ssl
         self.max_message_size = max_message_size
         self.log = log or (lambda line: None)
+        # Who a client is (auth/service.py) and, when authorizationEnabled, what it may do
+        # (auth/authorization.py; None: everything is allowed to every client).
+        self.authentication = authentication or Authentication()
+        self.authorization = authorization
         self.url = None
+        self.tls_url = None
+        self._tls_server = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker")
         self._server = None
         self._connections: set = set()
@@ -168,22 +183,35 @@ class Server:
         self._wake = asyncio.Event()
         self._server = await asyncio.start_server(self._connected, self.host, self.port,
                                                   reuse_address=True)
-        sock = self._server.sockets[0].getsockname()
-        self.port = sock[1]
+        self.port = self._server.sockets[0].getsockname()[1]
         host = self.host if ":" not in self.host else f"[{self.host}]"
         self.url = f"pulsar://{host}:{self.port}"
+        if self.tls_port is not None:
+            try:
+                self._tls_server = await asyncio.start_server(
+                    self._connected, self.host, self.tls_port, reuse_address=True, ssl=self.ssl,
+                    ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
+            except OSError:
+                self._server.close()
+                raise
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+            self.tls_url = f"pulsar+ssl://{host}:{self.tls_port}"
         self._watcher = asyncio.create_task(self._watch_wake())
         return self.url
 
     async def stop(self):
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         for conn in list(self._connections):
             await conn.close()
         if self._watcher is not None:
             self._watcher.cancel()
         if self._server is not None:
             await self._server.wait_closed()
+        if self._tls_server is not None:
+            await self._tls_server.wait_closed()
         self._pool.shutdown(wait=True)
 
     async def _watch_wake(self):
@@ -231,6 +259,8 @@ class Connection:
         self.closed = False
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.tls = writer.get_extra_info("sslcontext") is not None
+        self.role = None   # the role CONNECT authenticated (None: authentication is off)
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -305,9 +335,39 @@ class Connection:
     async def on_connect(self, cmd, meta, payload):
         c = cmd.connect
         version = min(c.protocol_version, PROTOCOL_VERSION)
+        auth = self.server.authentication
+        if auth.enabled:
+            method = c.auth_method_name if c.HasField("auth_method_name") else None
+            if method is None and c.HasField("auth_method"):
+                method = LEGACY_AUTH_METHODS.get(c.auth_method)
+            peer_cn = common_name(self.writer.get_extra_info("peercert"))
+            s = self.server
+            try:
+                # the store's clock (a simulated one included) says whether a token expired
+                now = await s.call(s.broker.read, _now)
+                self.role = auth.connect_role(method, c.auth_data, peer_cn, now)
+            except AuthenticationFailed as exc:
+                # Pulsar's answer to a refused CONNECT: an ERROR, then the connection closes.
+                self.server.log(f"refused connection from {self.peer}: {exc.message}")
+                self.error(-1 % 2**64, api.AuthenticationError, "Unable to authenticate")
+                await self.writer.drain()
+                raise ConnectionResetError from None
         self.connected = True
         self.reply(T.CONNECTED, "connected", server_version=SERVER_VERSION,
                    protocol_version=version, max_message_size=self.server.max_message_size)
+
+    async def allowed(self, topic: str, action: str) -> bool:
+        """Whether this connection's role may do action on topic (always, when authorization
+        is off). Refusals are Pulsar's AuthorizationError with its own texts, and say nothing
+        of the topic's existence or contents."""
+        s = self.server
+        if s.authorization is None:
+            return True
+        try:
+            return await s.call(s.broker.read, authorization.allowed, self.role, topic, action,
+                                s.authorization)
+        except (InvalidTopicName, ValueError):
+            return False
 
     async def on_ping(self, cmd, meta, payload):
         self.reply(T.PONG, "pong")
@@ -317,11 +377,22 @@ class Connection:
 
     async def on_lookup(self, cmd, meta, payload):
         c = cmd.lookupTopic
+        if not await self.allowed(c.topic, "lookup"):
+            self.reply(T.LOOKUP_RESPONSE, "lookupTopicResponse", request_id=c.request_id,
+                       response=2, error=api.AuthorizationError,
+                       message="Client is not authorized to Lookup")
+            return
         self.reply(T.LOOKUP_RESPONSE, "lookupTopicResponse", request_id=c.request_id,
-                   brokerServiceUrl=self.server.url, response=1, authoritative=True)
+                   brokerServiceUrl=self.server.url, brokerServiceUrlTls=self.server.tls_url,
+                   response=1, authoritative=True)
 
     async def on_partitioned_metadata(self, cmd, meta, payload):
         c = cmd.partitionMetadata
+        if not await self.allowed(c.topic, "lookup"):
+            self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
+                       request_id=c.request_id, response=1, error=api.AuthorizationError,
+                       message="Client is not authorized to Get Partition Metadata")
+            return
         try:
             n = await self.server.call(self.server.broker.partitions_of, c.topic)
         except Exception as exc:
@@ -340,6 +411,9 @@ class Connection:
             p = self.producers[c.producer_id]
             self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
                        producer_name=p.name, last_sequence_id=-1)
+            return
+        if not await self.allowed(c.topic, "produce"):
+            self.error(c.request_id, api.AuthorizationError, "Client is not authorized to Produce")
             return
         name = c.producer_name if c.HasField("producer_name") and c.producer_name else None
         mode = ACCESS_MODES.get(c.producer_access_mode)
@@ -443,6 +517,9 @@ class Connection:
         s = self.server
         if c.consumer_id in self.consumers:
             self.reply(T.SUCCESS, "success", request_id=c.request_id)
+            return
+        if not await self.allowed(c.topic, "consume"):
+            self.error(c.request_id, api.AuthorizationError, "Client is not authorized to subscribe")
             return
         if not c.durable:
             await self._subscribe_reader(c)
@@ -726,6 +803,11 @@ class Connection:
     async def on_topics_of_namespace(self, cmd, meta, payload):
         g = cmd.getTopicsOfNamespace
         s = self.server
+        # GET_TOPICS is allowed to a role that may produce or consume in the namespace.
+        if not await self.allowed(f"persistent://{g.namespace}/-", "lookup"):
+            self.error(g.request_id, api.AuthorizationError,
+                       "Client is not authorized to GetTopicsOfNamespace")
+            return
         try:
             names = await s.call(s.broker.topics.list, g.namespace)
         except Exception as exc:
@@ -754,6 +836,10 @@ class Connection:
             return
         self.reply(T.GET_LAST_MESSAGE_ID_RESPONSE, "getLastMessageIdResponse",
                    request_id=g.request_id, last_message_id=_id_data(mid))
+
+
+def _now(ctx) -> int:
+    return ctx.now
 
 
 def _signed(v: int) -> int:
