@@ -259,6 +259,12 @@ def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:
         consumers.detach(ctx, info, c, consumer_name)
 
 
+def offset_for_publish_time(ctx, t: TopicName, time_ms: int) -> int:
+    """A reader's seek(timestamp): the offset of the first message published at or after
+    time_ms (the topic's end when there is none)."""
+    return cursor_admin.offset_for_time(ctx, topics.require(ctx, t), time_ms - 1)
+
+
 def read_entries(ctx, t: TopicName, start_offset: int | None, limit: int, after_id=None,
                  inclusive=False, compacted=False):
     """For readers: up to limit messages from an offset (or from a message id). Returns

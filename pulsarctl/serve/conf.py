@@ -10,7 +10,7 @@ BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecure
          "authenticationEnabled", "authorizationEnabled", "acknowledgmentAtBatchIndexLevelEnabled",
          "allowAutoTopicCreation")
 LISTS = ("authenticationProviders", "superUserRoles")
-STRINGS = ("bindAddress", "tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath",
+STRINGS = ("bindAddress", "advertisedAddress", "tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath",
            "tokenSecretKey", "tokenPublicKey", "tokenPublicAlg", "tokenAuthClaim",
            "anonymousUserRole", "basicAuthConf", "clusterName")
 USED = INTS + BOOLS + LISTS + STRINGS

@@ -46,7 +46,7 @@ async def _start_rest(broker, settings: ServeSettings, server: Server):
                                  hint=f"pick another port with {flag}") from None
         # The port it got (0 picks a free one), for the lookup answers' httpUrl.
         bound = site._server.sockets[0].getsockname()[1]
-        url = f"{'https' if tls else 'http'}://{_shown(settings.host)}:{bound}"
+        url = f"{'https' if tls else 'http'}://{_shown(server.advertised)}:{bound}"
         app[SETTINGS]["web_url_tls" if tls else "web_url"] = url
         urls.append(url)
     return runner, urls
@@ -55,7 +55,8 @@ async def _start_rest(broker, settings: ServeSettings, server: Server):
 async def _main(broker, settings: ServeSettings, listening, log):
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
-                    authentication=settings.authentication, authorization=settings.authorization)
+                    authentication=settings.authentication, authorization=settings.authorization,
+                    advertised=settings.advertised)
     try:
         url = await server.start()
     except OSError as exc:

@@ -32,7 +32,9 @@ from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
+from pulsarctl.broker import consuming
 from pulsarctl.broker.batches import Spec
+from pulsarctl.broker.targets import topic_name
 
 T = api.BaseCommand
 PROTOCOL_VERSION = 20
@@ -148,9 +150,11 @@ class Server:
 
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
                  max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
-                 ssl=None, authentication=None, authorization=None):
+                 ssl=None, authentication=None, authorization=None, advertised=None):
         self.broker = broker
         self.host = host
+        # the host lookups and printed URLs name (advertisedAddress): a client cannot dial 0.0.0.0
+        self.advertised = advertised or advertised_host(host)
         self.port = port
         self.tls_port = tls_port if ssl is not None else None
         self.ssl = ssl
@@ -184,7 +188,7 @@ class Server:
         self._server = await asyncio.start_server(self._connected, self.host, self.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
-        host = self.host if ":" not in self.host else f"[{self.host}]"
+        host = self.advertised if ":" not in self.advertised else f"[{self.advertised}]"
         self.url = f"pulsar://{host}:{self.port}"
         if self.tls_port is not None:
             try:
@@ -261,6 +265,8 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = writer.get_extra_info("sslcontext") is not None
         self.role = None   # the role CONNECT authenticated (None: authentication is off)
+        # (topic, subscription) of a reader closed by its seek -> (message id, or offset)
+        self.reader_resume: dict[tuple, tuple] = {}
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -552,10 +558,18 @@ class Connection:
 
     async def _subscribe_reader(self, c):
         s = self.server
+        resume = self.reader_resume.pop((c.topic, c.subscription), None)
         if c.HasField("start_message_id"):
             start = _message_id(c.start_message_id)
         else:
             start = MessageId.earliest if c.initialPosition == 1 else MessageId.latest
+        if resume is not None:   # back after a seek: from where the seek put it
+            start, nxt = resume
+            if start is None:
+                con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name,
+                               reader=True, start=None)
+                con.next = nxt
+                return self._start_reader(con, c)
         try:
             await s.call(s.broker.read_entries, c.topic, None, 0, after_id=start)
         except Exception as exc:
@@ -565,6 +579,12 @@ class Connection:
                 return
         con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name, reader=True,
                        start=start)
+        # after a seek by id the sought message comes first; the client drops it unless its
+        # start is inclusive
+        con.inclusive = resume is not None
+        self._start_reader(con, c)
+
+    def _start_reader(self, con: Consumer, c) -> None:
         con.compacted = bool(c.read_compacted)
         self.consumers[c.consumer_id] = con
         con.task = asyncio.create_task(self._deliver(con))
@@ -757,9 +777,11 @@ class Connection:
         self.reply(T.SUCCESS, "success", request_id=u.request_id)
 
     async def on_seek(self, cmd, meta, payload):
-        """Seek by message id or publish time. The next message served is the one sought (as
-        Pulsar's cursor reset); the client drops what it had queued, and the message itself
-        unless it asked for an inclusive start. Nothing fetched before the seek is sent after."""
+        """Seek by message id or publish time, as Pulsar's resetCursor: every consumer of the
+        subscription on this server is sent CLOSE_CONSUMER first (the client reconnects and
+        drops what it had queued, and the sought message itself unless inclusive), the
+        cursor moves, then SUCCESS. A reader's position waits for its re-SUBSCRIBE, which
+        carries a stale start id, in reader_resume."""
         k = cmd.seek
         c = self.consumers.get(k.consumer_id)
         if c is None:
@@ -767,38 +789,51 @@ class Connection:
             return
         s = self.server
         mid = _message_id(k.message_id) if k.HasField("message_id") else None
-        if c.reader and mid is None:
-            self.error(k.request_id, api.NotAllowedError,
-                       "a reader's seek by publish time is not served yet")
-            return
-        c.epoch += 1
         if c.reader:
-            c.start, c.inclusive, c.next = mid, True, None   # the client drops it unless inclusive
-        else:
-            b = s.broker
-
-            def seek():  # one job of the worker: no fetch of this consumer comes in between
-                b.close_consumer(c.topic, c.sub, c.name)
-                try:
-                    if mid is not None:
-                        b.subscription(c.topic, c.sub).reset_cursor(message_id=mid)
-                    else:
-                        # A client's seek(timestamp) is served from the first message
-                        # published at or after it (what apache/pulsar-client-python's
-                        # test_seek expects of a broker); reset-cursor's time is exclusive.
-                        b.subscription(c.topic, c.sub).reset_cursor(
-                            time_ms=k.message_publish_time - 1)
-                finally:
-                    b.subscribe(c.topic, c.sub, c.name, c.sub_type, priority=c.priority,
-                                pid=s.pid, pid_start=s.pid_start)
             try:
-                await s.call(seek)
+                nxt = None if mid is not None else await s.call(
+                    s.broker.read, consuming.offset_for_publish_time, topic_name(c.topic),
+                    k.message_publish_time)
             except Exception as exc:
                 self.error(k.request_id, exc)
                 return
-        c.delivered.clear()
+            self._close_by_broker(c)
+            self.reader_resume[(c.topic, c.sub)] = (mid, nxt)
+            self.reply(T.SUCCESS, "success", request_id=k.request_id)
+            return
+        sharing = [(conn, o) for conn in list(s._connections) for o in list(conn.consumers.values())
+                   if not o.reader and o.topic == c.topic and o.sub == c.sub]
+        for conn, o in sharing:
+            conn._close_by_broker(o)
+        b = s.broker
+
+        def seek():  # one job of the worker: no fetch comes in between
+            for _conn, o in sharing:
+                b.close_consumer(o.topic, o.sub, o.name)
+            if mid is not None:
+                b.subscription(c.topic, c.sub).reset_cursor(message_id=mid)
+            else:
+                # seek(timestamp) serves the first message published at or after it;
+                # reset-cursor's time is exclusive.
+                b.subscription(c.topic, c.sub).reset_cursor(time_ms=k.message_publish_time - 1)
+        try:
+            await s.call(seek)
+        except Exception as exc:
+            self.error(k.request_id, exc)
+            return
+        finally:
+            for _conn, o in sharing:
+                s._in_use.discard((o.topic, o.sub, o.name))
         self.reply(T.SUCCESS, "success", request_id=k.request_id)
-        c.kick.set()
+
+    def _close_by_broker(self, c: Consumer) -> None:
+        """CLOSE_CONSUMER to the client (it reconnects with the same consumer id) and forget
+        the consumer here; the caller settles it with the store."""
+        self.consumers.pop(c.id, None)
+        c.closed = True
+        if c.task is not None:
+            c.task.cancel()
+        self.reply(T.CLOSE_CONSUMER, "close_consumer", consumer_id=c.id, request_id=2**64 - 1)
 
     async def on_topics_of_namespace(self, cmd, meta, payload):
         g = cmd.getTopicsOfNamespace
@@ -836,6 +871,12 @@ class Connection:
             return
         self.reply(T.GET_LAST_MESSAGE_ID_RESPONSE, "getLastMessageIdResponse",
                    request_id=g.request_id, last_message_id=_id_data(mid))
+
+
+def advertised_host(bind: str) -> str:
+    """The address a client should dial for a server bound to bind: the wildcard addresses
+    are no address to dial, loopback is."""
+    return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind, bind)
 
 
 def _now(ctx) -> int:

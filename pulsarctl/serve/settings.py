@@ -18,6 +18,7 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 @dataclass
 class ServeSettings:
     host: str = "127.0.0.1"
+    advertised: str | None = None      # advertisedAddress (None: the bound address, or loopback)
     port: int = 6650
     http_port: int | None = 8080
     tls_port: int | None = None        # brokerServicePortTls
@@ -36,6 +37,7 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
     v = values
     s = ServeSettings(
         host=bind or v.get("bindAddress") or "127.0.0.1",
+        advertised=v.get("advertisedAddress"),
         port=port if port is not None else v.get("brokerServicePort", 6650),
         http_port=http_port if http_port is not None else v.get("webServicePort", 8080),
         max_message_size=v.get("maxMessageSize", DEFAULT_MAX_MESSAGE_SIZE),
