@@ -259,6 +259,31 @@ def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:
         consumers.detach(ctx, info, c, consumer_name)
 
 
+def mark_delete_position(ctx, t: TopicName, sub: str | None = None, next_offset=None,
+                         start=None, inclusive=False) -> MessageId:
+    """GET_LAST_MESSAGE_ID's consumer_mark_delete_position, which the client compares with the
+    last message id for hasMessageAvailable: a subscription's mark-delete position; for a
+    reader (sub None) the position just before what it reads next."""
+    info = topics.lookup(ctx, t)
+    if info is None:
+        return MessageId(-1, -1, t.partition_index)
+    if sub is not None:
+        off = subs.require(ctx, info, sub).mark_delete
+    else:
+        if next_offset is not None:
+            nxt = next_offset
+        elif start == MessageId.earliest:
+            nxt = info.first_offset
+        elif start is None or start == MessageId.latest:
+            nxt = info.next_offset
+        else:
+            o = info.offset(start.ledger_id, start.entry_id)
+            nxt = info.next_offset if o is None else (o if inclusive else o + 1)
+        off = nxt - 1
+    p = info.mark_position(off)
+    return MessageId(p.ledger_id, p.entry_id, t.partition_index)
+
+
 def offset_for_publish_time(ctx, t: TopicName, time_ms: int) -> int:
     """A reader's seek(timestamp): the offset of the first message published at or after
     time_ms (the topic's end when there is none)."""

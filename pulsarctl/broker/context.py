@@ -37,6 +37,7 @@ class Ctx:
     def setting(self, name: str):
         if self._settings is None:
             self._settings = dict(BROKER_DEFAULTS)
+            self._settings.update(self.broker.conf_defaults)
             for k, v in self.scan("setting"):
                 self._settings[k[1]] = v
         return self._settings[name]

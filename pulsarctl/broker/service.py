@@ -76,6 +76,10 @@ class Broker:
         self.parent = None
         self._np = None
         self._clock = clock
+        # Dynamic settings' values from the broker.conf a server runs with (serve --config):
+        # they replace the built-in defaults; the store's own (update-dynamic-config) still win,
+        # as ZooKeeper's dynamic config wins over broker.conf in Pulsar.
+        self.conf_defaults: dict = {}
         rollover = BROKER_DEFAULTS["managedLedgerMaxEntriesPerLedger"]
         self.ledgers = ManagedLedgers(self.env, rollover, offloaded_reader=offload.read_ledger)
         self.cursors = Cursors(self.env)
@@ -143,6 +147,7 @@ class Broker:
             np.non_persistent = True
             np.wake_path = self.path
             np.parent = self
+            np.conf_defaults = self.conf_defaults
             self._np = np
         return self._np
 

@@ -2,18 +2,21 @@
 serve reads the keys it acts on and names the others once as ignored."""
 from __future__ import annotations
 
+from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
 from pulsarctl.errors import InvalidValue
 
 PORTS = ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls")
 INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds")
 BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecureConnection",
-         "authenticationEnabled", "authorizationEnabled", "acknowledgmentAtBatchIndexLevelEnabled",
-         "allowAutoTopicCreation")
+         "authenticationEnabled", "authorizationEnabled")
 LISTS = ("authenticationProviders", "superUserRoles")
 STRINGS = ("bindAddress", "advertisedAddress", "tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath",
            "tokenSecretKey", "tokenPublicKey", "tokenPublicAlg", "tokenAuthClaim",
            "anonymousUserRole", "basicAuthConf", "clusterName")
 USED = INTS + BOOLS + LISTS + STRINGS
+# The store's dynamic settings (brokers update-dynamic-config) given in the file are the
+# defaults serve runs with, under values["dynamic"]; the store's own values still win.
+DYNAMIC = tuple(BROKER_DEFAULTS)
 
 
 def read(path: str) -> tuple[dict, list[str]]:
@@ -34,8 +37,13 @@ def read(path: str) -> tuple[dict, list[str]]:
         if not sep:
             key, _, value = line.partition(" ")
         key, value = key.strip(), value.strip()
+        if key in DYNAMIC and value != "":
+            try:
+                values.setdefault("dynamic", {})[key] = coerce_setting(key, value)
+            except InvalidValue as exc:
+                raise InvalidValue(f"{path}:{n}: {exc.message}") from None
         if key not in USED:
-            if key not in ignored:
+            if key not in DYNAMIC and key not in ignored:
                 ignored.append(key)
             continue
         if value == "":

@@ -53,6 +53,7 @@ async def _start_rest(broker, settings: ServeSettings, server: Server):
 
 
 async def _main(broker, settings: ServeSettings, listening, log):
+    broker.conf_defaults = dict(settings.dynamic)
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,

@@ -24,15 +24,15 @@ from pulsarctl.auth.service import Authentication, common_name
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import (
     AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    MessageTooLarge, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
-    SubscriptionNotFound, TopicNotFound, TopicTerminated,
+    MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
+    SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
-from pulsarctl.broker import consuming
+from pulsarctl.broker import consuming, topics
 from pulsarctl.broker.batches import Spec
 from pulsarctl.broker.targets import topic_name
 
@@ -61,6 +61,8 @@ WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NA
 # pulsarctl's errors as Pulsar's ServerError codes.
 SERVER_ERRORS = [
     (TopicNotFound, api.TopicNotFound), (SubscriptionNotFound, api.SubscriptionNotFound),
+    # a topic in a namespace or tenant that does not exist is a topic not found to a client
+    (NamespaceNotFound, api.TopicNotFound), (TenantNotFound, api.TopicNotFound),
     (NotFound, api.UnknownError), (ConsumerBusy, api.ConsumerBusy),
     (ProducerFenced, api.ProducerFenced), (TopicTerminated, api.TopicTerminatedError),
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
@@ -430,6 +432,7 @@ class Connection:
             else:
                 await s.call(s.broker.partitions_of, c.topic)  # a valid topic name
                 name = name or s.producer_name()
+            await s.call(ensure_topic, s.broker, c.topic)
         except Exception as exc:
             self.error(c.request_id, exc)
             return
@@ -866,11 +869,25 @@ class Connection:
         s = self.server
         try:
             mid = await s.call(s.broker.topics.last_message_id, c.topic)
+            if c.reader:
+                mdp = await s.call(s.broker.read, consuming.mark_delete_position,
+                                   topic_name(c.topic), None, c.next, c.start, c.inclusive)
+            else:
+                mdp = await s.call(s.broker.read, consuming.mark_delete_position,
+                                   topic_name(c.topic), c.sub)
         except Exception as exc:
             self.error(g.request_id, exc)
             return
         self.reply(T.GET_LAST_MESSAGE_ID_RESPONSE, "getLastMessageIdResponse",
-                   request_id=g.request_id, last_message_id=_id_data(mid))
+                   request_id=g.request_id, last_message_id=_id_data(mid),
+                   consumer_mark_delete_position=_id_data(mdp))
+
+
+def ensure_topic(broker, name: str) -> None:
+    """Pulsar creates a topic when a producer attaches to it (allowAutoTopicCreation), not at
+    its first message: a reader, a regex consumer or a lookup sees it at once."""
+    if not broker.topics.exists(name):
+        broker.owner_of(name).write(topics.ensure, topic_name(name))
 
 
 def advertised_host(bind: str) -> str:

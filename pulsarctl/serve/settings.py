@@ -29,6 +29,7 @@ class ServeSettings:
     authorization: Authorization | None = None   # None: authorizationEnabled=false
     cluster: str = "standalone"
     keep_alive_s: int = 30
+    dynamic: dict = field(default_factory=dict)   # dynamic settings' defaults (conf.DYNAMIC)
 
 
 def configure(values: dict, *, bind=None, port=None, http_port=None,
@@ -43,6 +44,7 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
         max_message_size=v.get("maxMessageSize", DEFAULT_MAX_MESSAGE_SIZE),
         cluster=v.get("clusterName") or "standalone",
         keep_alive_s=v.get("keepAliveIntervalSeconds", 30),
+        dynamic=dict(v.get("dynamic", {})),
     )
     for flag, n in (("--port", s.port), ("--http-port", s.http_port)):
         if not 0 <= n <= 65535:
