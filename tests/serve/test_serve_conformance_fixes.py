@@ -1,0 +1,113 @@
+"""What apache/pulsar-client-python's own suites showed serve had to do as Pulsar does: seeks
+that close the consumer (so the client's seek completes and a second one is allowed), readers'
+seeks by id and time, hasMessageAvailable from the mark-delete position, batch-index acks with
+acknowledgmentAtBatchIndexLevelEnabled from --config, topics created by their producer, and a
+missing namespace reported as TopicNotFound."""
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pulsar
+import pytest
+from pulsar import ConsumerType, MessageId
+
+from procs import argv, reap
+from serve_procs import start_serve
+
+pytestmark = pytest.mark.serve
+TM = 10000
+
+
+def _publish(client, topic, n, gap_s=0.0):
+    p = client.create_producer(topic, batching_enabled=False)
+    for i in range(n):
+        if i and gap_s:
+            time.sleep(gap_s)   # distinct publish times, for the seeks by time
+        p.send(b"m-%d" % i)
+    p.close()
+
+
+def test_consecutive_seeks_by_id_and_time(client):
+    topic = "persistent://public/default/seeks"
+    consumer = client.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+    _publish(client, topic, 30, gap_s=0.005)
+    ids, times = [], []
+    for _ in range(30):
+        m = consumer.receive(TM)
+        ids.append(m.message_id())
+        times.append(m.publish_timestamp())
+        consumer.acknowledge(m)
+    consumer.seek(MessageId.earliest)
+    assert consumer.receive(TM).data() == b"m-0"
+    consumer.seek(ids[10])                      # a second seek is allowed: the first completed
+    assert consumer.receive(TM).data() == b"m-11"
+    consumer.seek(times[5])                     # by time after by id: from the time, not the id
+    assert consumer.receive(TM).data() == b"m-5"
+
+
+def test_reader_seeks_by_id_and_time(client):
+    topic = "persistent://public/default/reader-seeks"
+    _publish(client, topic, 20, gap_s=0.005)
+    reader = client.create_reader(topic, MessageId.earliest)
+    got = [reader.read_next(TM) for _ in range(20)]
+    reader.seek(got[7].message_id())
+    assert reader.read_next(TM).data() == b"m-8"
+    reader.seek(got[12].publish_timestamp())
+    assert [reader.read_next(TM).data() for _ in range(2)] == [b"m-12", b"m-13"]
+    reader.seek(MessageId.earliest)
+    assert reader.read_next(TM).data() == b"m-0"
+
+
+def test_has_message_available_and_inclusive_latest(client):
+    topic = "persistent://public/default/has-available"
+    producer = client.create_producer(topic)           # creates the topic
+    reader = client.create_reader(topic, MessageId.latest)
+    assert not reader.has_message_available()
+    mid = producer.send(b"only")
+    assert reader.has_message_available()
+    assert reader.read_next(TM).data() == b"only"
+    assert not reader.has_message_available()
+    inclusive = client.create_reader(topic, MessageId.latest, start_message_id_inclusive=True)
+    assert inclusive.has_message_available()
+    assert inclusive.read_next(TM).message_id() == mid
+
+
+def test_a_producer_creates_its_topic(client, env):
+    client.create_producer("persistent://public/default/made-by-producer")
+    out = subprocess.run(argv("topics", "list", "public/default"), env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert "persistent://public/default/made-by-producer" in out.stdout
+
+
+def test_a_missing_namespace_is_topic_not_found(client):
+    with pytest.raises(pulsar.TopicNotFound):
+        client.create_producer("persistent://nope/nope/t")
+
+
+def test_batch_index_acks_with_the_config_setting(env, tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("acknowledgmentAtBatchIndexLevelEnabled=true\n")
+    s = start_serve(env, "--config", str(conf))
+    c = pulsar.Client(s.url, operation_timeout_seconds=30)
+    try:
+        topic = "persistent://public/default/batch-index-acks"
+        p = c.create_producer(topic, batching_enabled=True, batching_max_messages=100,
+                              batching_max_publish_delay_ms=10000)
+        consumer = c.subscribe(topic, "s", batch_index_ack_enabled=True)
+        for i in range(5):
+            p.send_async(b"b-%d" % i, None)
+        p.flush()
+        got = [consumer.receive(TM) for _ in range(5)]
+        for m in got[:2]:
+            consumer.acknowledge(m)
+        consumer.close()   # the client flushes its grouped acks on close
+        consumer = c.subscribe(topic, "s", batch_index_ack_enabled=True)
+        again = [consumer.receive(TM).data() for _ in range(3)]
+        assert again == [b"b-2", b"b-3", b"b-4"]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(300)
+    finally:
+        c.close()
+        s.stop()
+        reap([s.proc])
