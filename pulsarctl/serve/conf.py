@@ -9,7 +9,7 @@ PORTS = ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServ
 INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds")
 BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecureConnection",
          "authenticationEnabled", "authorizationEnabled")
-LISTS = ("authenticationProviders", "superUserRoles")
+LISTS = ("authenticationProviders", "superUserRoles", "advertisedListeners")
 STRINGS = ("bindAddress", "advertisedAddress", "tlsCertificateFilePath", "tlsKeyFilePath", "tlsTrustCertsFilePath",
            "tokenSecretKey", "tokenPublicKey", "tokenPublicAlg", "tokenAuthClaim",
            "anonymousUserRole", "basicAuthConf", "clusterName")

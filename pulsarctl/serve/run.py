@@ -57,7 +57,7 @@ async def _main(broker, settings: ServeSettings, listening, log):
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,
-                    advertised=settings.advertised)
+                    advertised=settings.advertised, listeners=settings.listeners)
     try:
         url = await server.start()
     except OSError as exc:

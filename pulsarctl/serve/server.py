@@ -152,11 +152,14 @@ class Server:
 
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
                  max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
-                 ssl=None, authentication=None, authorization=None, advertised=None):
+                 ssl=None, authentication=None, authorization=None, advertised=None,
+                 listeners=None):
         self.broker = broker
         self.host = host
         # the host lookups and printed URLs name (advertisedAddress): a client cannot dial 0.0.0.0
         self.advertised = advertised or advertised_host(host)
+        # advertisedListeners: name -> the pulsar:// URL a lookup naming it answers
+        self.listeners = dict(listeners or {})
         self.port = port
         self.tls_port = tls_port if ssl is not None else None
         self.ssl = ssl
@@ -385,13 +388,21 @@ class Connection:
 
     async def on_lookup(self, cmd, meta, payload):
         c = cmd.lookupTopic
+        listener = c.advertised_listener_name if c.HasField("advertised_listener_name") else ""
+        if listener and listener not in self.server.listeners:
+            # as Pulsar's lookup for a listener the broker does not advertise
+            self.reply(T.LOOKUP_RESPONSE, "lookupTopicResponse", request_id=c.request_id,
+                       response=2, error=api.ServiceNotReady,
+                       message=f"the broker do not have {listener} listener")
+            return
         if not await self.allowed(c.topic, "lookup"):
             self.reply(T.LOOKUP_RESPONSE, "lookupTopicResponse", request_id=c.request_id,
                        response=2, error=api.AuthorizationError,
                        message="Client is not authorized to Lookup")
             return
+        url = self.server.listeners.get(listener, self.server.url)
         self.reply(T.LOOKUP_RESPONSE, "lookupTopicResponse", request_id=c.request_id,
-                   brokerServiceUrl=self.server.url, brokerServiceUrlTls=self.server.tls_url,
+                   brokerServiceUrl=url, brokerServiceUrlTls=self.server.tls_url,
                    response=1, authoritative=True)
 
     async def on_partitioned_metadata(self, cmd, meta, payload):

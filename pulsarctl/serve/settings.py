@@ -30,6 +30,7 @@ class ServeSettings:
     cluster: str = "standalone"
     keep_alive_s: int = 30
     dynamic: dict = field(default_factory=dict)   # dynamic settings' defaults (conf.DYNAMIC)
+    listeners: dict = field(default_factory=dict)  # advertisedListeners: name -> pulsar:// URL
 
 
 def configure(values: dict, *, bind=None, port=None, http_port=None,
@@ -45,6 +46,7 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
         cluster=v.get("clusterName") or "standalone",
         keep_alive_s=v.get("keepAliveIntervalSeconds", 30),
         dynamic=dict(v.get("dynamic", {})),
+        listeners=listeners(v.get("advertisedListeners", ())),
     )
     for flag, n in (("--port", s.port), ("--http-port", s.http_port)):
         if not 0 <= n <= 65535:
@@ -58,6 +60,21 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
         s.authorization = Authorization.of(v.get("superUserRoles", ()),
                                            v.get("anonymousUserRole"))
     return s
+
+
+def listeners(entries) -> dict:
+    """advertisedListeners' name:URL entries (internal:pulsar://host:6650, ...); the
+    pulsar:// one of each name (a pulsar+ssl:// one is served by the TLS port)."""
+    out: dict = {}
+    for e in entries:
+        name, sep, url = e.partition(":")
+        if not sep or not url.startswith(("pulsar://", "pulsar+ssl://")):
+            raise InvalidValue(f"advertisedListeners entry {e!r} is not name:pulsar://host:port")
+        if url.startswith("pulsar://"):
+            out[name.strip()] = url
+        else:
+            out.setdefault(name.strip(), None)
+    return {k: v for k, v in out.items() if v}
 
 
 def server_context(v: dict) -> ssl.SSLContext:

@@ -111,3 +111,12 @@ def test_batch_index_acks_with_the_config_setting(env, tmp_path):
         c.close()
         s.stop()
         reap([s.proc])
+
+
+def test_a_listener_the_broker_does_not_advertise_is_refused(served):
+    c = pulsar.Client(served.url, listener_name="test", operation_timeout_seconds=5)
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            c.create_producer("persistent://public/default/via-listener")
+    finally:
+        c.close()
