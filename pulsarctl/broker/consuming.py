@@ -284,6 +284,13 @@ def mark_delete_position(ctx, t: TopicName, sub: str | None = None, next_offset=
     return MessageId(p.ledger_id, p.entry_id, t.partition_index)
 
 
+def failover_active_name(ctx, t: TopicName, sub: str) -> str | None:
+    """The consumer a Failover subscription's cursor names active (consumers.note_active)."""
+    info = topics.lookup(ctx, t)
+    c = subs.get(ctx, info, sub) if info is not None else None
+    return None if c is None else c.props.get("active")
+
+
 def offset_for_publish_time(ctx, t: TopicName, time_ms: int) -> int:
     """A reader's seek(timestamp): the offset of the first message published at or after
     time_ms (the topic's end when there is none)."""

@@ -123,7 +123,7 @@ class Producer:
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
                  "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
-                 "compacted")
+                 "compacted", "active_sent")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -145,6 +145,7 @@ class Consumer:
         self.sub_type = "Exclusive"
         self.priority = 0
         self.epoch = 0   # raised by a seek: what was fetched before it is not sent
+        self.active_sent = None   # Failover: the standing last told (ACTIVE_CONSUMER_CHANGE)
 
 
 class Server:
@@ -234,6 +235,26 @@ class Server:
         """Wake every consumer waiting for messages."""
         ev, self._wake = self._wake, asyncio.Event()
         ev.set()
+
+    async def notify_failover(self, topic: str, sub: str) -> None:
+        """ACTIVE_CONSUMER_CHANGE to each consumer of a Failover subscription on this server
+        whose standing changed (and to a new one at once), as Pulsar's dispatcher notifies
+        them: the active consumer is the one the store's cursor names."""
+        try:
+            active = await self.call(self.broker.read, consuming.failover_active_name,
+                                     topic_name(topic), sub)
+        except Exception as exc:  # the subscription went away meanwhile: nobody to tell
+            self.log(f"failover of {sub} on {topic}: {error_text(exc)}")
+            return
+        for conn in list(self._connections):
+            for o in list(conn.consumers.values()):
+                if o.reader or o.topic != topic or o.sub != sub or o.sub_type != "Failover":
+                    continue
+                is_active = o.name == active
+                if o.active_sent is not is_active:
+                    o.active_sent = is_active
+                    conn.reply(T.ACTIVE_CONSUMER_CHANGE, "active_consumer_change",
+                               consumer_id=o.id, is_active=is_active)
 
     def consumer_name(self, topic, sub, name):
         """Consumer names are unique per subscription in the store; two clients may pick the
@@ -569,6 +590,8 @@ class Connection:
         self.consumers[c.consumer_id] = con
         con.task = asyncio.create_task(self._deliver(con))
         self.reply(T.SUCCESS, "success", request_id=c.request_id)
+        if sub_type == "Failover":
+            await s.notify_failover(c.topic, c.subscription)
 
     async def _subscribe_reader(self, c):
         s = self.server
@@ -774,6 +797,8 @@ class Connection:
         except Exception as exc:
             s.log(f"closing consumer {c.name} on {c.topic}: {error_text(exc)}")
         s._in_use.discard((c.topic, c.sub, c.name))
+        if c.sub_type == "Failover":
+            await s.notify_failover(c.topic, c.sub)
 
     async def on_unsubscribe(self, cmd, meta, payload):
         u = cmd.unsubscribe

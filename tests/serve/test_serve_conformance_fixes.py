@@ -120,3 +120,73 @@ def test_a_listener_the_broker_does_not_advertise_is_refused(served):
             c.create_producer("persistent://public/default/via-listener")
     finally:
         c.close()
+
+
+class _Raw:
+    """A client speaking the protocol with pulsarctl's own frame codec, for what the Python
+    client does not expose (ACTIVE_CONSUMER_CHANGE reaches only a Java/C++ event listener)."""
+
+    def __init__(self, port):
+        import socket
+
+        from pulsarctl.serve import pulsar_api_pb2 as api
+        self.api = api
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.send(type=api.BaseCommand.CONNECT, connect={"client_version": "raw",
+                                                          "protocol_version": 20})
+        assert self.until(api.BaseCommand.CONNECTED)
+
+    def send(self, **fields):
+        from google.protobuf import json_format
+
+        from pulsarctl.serve import frames
+        cmd = json_format.ParseDict({k: v for k, v in fields.items() if k != "type"},
+                                    self.api.BaseCommand())
+        cmd.type = fields["type"]
+        self.sock.sendall(frames.command(cmd))
+
+    def read(self):
+        from pulsarctl.serve import frames
+        head = self._exact(4)
+        body = self._exact(frames.frame_size(head, 10 * 1024 * 1024))
+        return frames.parse(body)[0]
+
+    def _exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            assert chunk, "the server closed the connection"
+            buf += chunk
+        return buf
+
+    def until(self, type_):
+        while True:
+            cmd = self.read()
+            if cmd.type == type_:
+                return cmd
+
+    def subscribe(self, topic, sub, consumer_id, name):
+        self.send(type=self.api.BaseCommand.SUBSCRIBE, subscribe={
+            "topic": topic, "subscription": sub, "subType": "Failover",
+            "consumer_id": consumer_id, "request_id": consumer_id, "consumer_name": name})
+
+
+def test_failover_tells_each_consumer_whether_it_is_active(served, env):
+    # A partition's active consumer is index % count of the sorted names (a non-partitioned
+    # topic's comes from a hash ring): a-consumer is partition 0's while it is there.
+    subprocess.run(argv("topics", "create-partitioned-topic", "persistent://public/default/fo",
+                        "-p", "1"), env=env, check=True, capture_output=True, timeout=60)
+    a = _Raw(served.port)
+    api_t = a.api.BaseCommand
+    topic = "persistent://public/default/fo-partition-0"
+    a.subscribe(topic, "fo", 1, "a-consumer")
+    first = a.until(api_t.ACTIVE_CONSUMER_CHANGE).active_consumer_change
+    assert first.consumer_id == 1 and first.is_active
+    b = _Raw(served.port)
+    b.subscribe(topic, "fo", 2, "b-consumer")       # sorts after a-consumer: stays waiting
+    second = b.until(api_t.ACTIVE_CONSUMER_CHANGE).active_consumer_change
+    assert second.consumer_id == 2 and not second.is_active
+    a.sock.close()                                    # the active one goes: b takes over
+    third = b.until(api_t.ACTIVE_CONSUMER_CHANGE).active_consumer_change
+    assert third.consumer_id == 2 and third.is_active
+    b.sock.close()
