@@ -284,6 +284,19 @@ def mark_delete_position(ctx, t: TopicName, sub: str | None = None, next_offset=
     return MessageId(p.ledger_id, p.entry_id, t.partition_index)
 
 
+def reached_end(ctx, t: TopicName, sub: str | None = None, next_offset=None) -> bool:
+    """Whether a consumer has read everything a terminated topic will ever hold (Pulsar's
+    ReachedEndOfTopic): the subscription's read position (a reader's next offset) is at the
+    topic's end and the topic is terminated."""
+    info = topics.lookup(ctx, t)
+    if info is None or not topics.meta(ctx, t).get("terminated"):
+        return False
+    if sub is None:
+        return next_offset is not None and next_offset >= info.next_offset
+    c = subs.get(ctx, info, sub)
+    return c is not None and c.read_position >= info.next_offset
+
+
 def failover_active_name(ctx, t: TopicName, sub: str) -> str | None:
     """The consumer a Failover subscription's cursor names active (consumers.note_active)."""
     info = topics.lookup(ctx, t)

@@ -123,7 +123,7 @@ class Producer:
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
                  "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
-                 "compacted", "active_sent")
+                 "compacted", "active_sent", "ended")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -146,6 +146,7 @@ class Consumer:
         self.priority = 0
         self.epoch = 0   # raised by a seek: what was fetched before it is not sent
         self.active_sent = None   # Failover: the standing last told (ACTIVE_CONSUMER_CHANGE)
+        self.ended = False        # REACHED_END_OF_TOPIC was sent
 
 
 class Server:
@@ -674,6 +675,9 @@ class Connection:
                 c.permits -= len(msgs)
                 await self.writer.drain()
                 continue
+            if not c.ended and await self._reached_end(c):
+                c.ended = True
+                self.reply(T.REACHED_END_OF_TOPIC, "reachedEndOfTopic", consumer_id=c.id)
             c.kick.clear()
             waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(c.kick.wait())]
             try:
@@ -681,6 +685,14 @@ class Connection:
             finally:
                 for w in waits:
                     w.cancel()
+
+    async def _reached_end(self, c: Consumer) -> bool:
+        s = self.server
+        try:
+            return await s.call(s.broker.read, consuming.reached_end, topic_name(c.topic),
+                                None if c.reader else c.sub, c.next)
+        except Exception:   # a topic deleted meanwhile: the next fetch says so
+            return False
 
     def _send_messages(self, c: Consumer, msgs):
         i = 0

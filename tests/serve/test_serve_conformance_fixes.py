@@ -165,10 +165,11 @@ class _Raw:
             if cmd.type == type_:
                 return cmd
 
-    def subscribe(self, topic, sub, consumer_id, name):
+    def subscribe(self, topic, sub, consumer_id, name, sub_type="Failover", position="Latest"):
         self.send(type=self.api.BaseCommand.SUBSCRIBE, subscribe={
-            "topic": topic, "subscription": sub, "subType": "Failover",
-            "consumer_id": consumer_id, "request_id": consumer_id, "consumer_name": name})
+            "topic": topic, "subscription": sub, "subType": sub_type,
+            "consumer_id": consumer_id, "request_id": consumer_id, "consumer_name": name,
+            "initialPosition": position})
 
 
 def test_failover_tells_each_consumer_whether_it_is_active(served, env):
@@ -190,3 +191,22 @@ def test_failover_tells_each_consumer_whether_it_is_active(served, env):
     third = b.until(api_t.ACTIVE_CONSUMER_CHANGE).active_consumer_change
     assert third.consumer_id == 2 and third.is_active
     b.sock.close()
+
+
+def test_a_terminated_topic_tells_the_consumer_it_reached_the_end(served, env):
+    topic = "persistent://public/default/ends"
+    for args in (("produce", topic, "-m", "one", "-m", "two"), ("topics", "terminate", topic)):
+        subprocess.run(argv(*args), env=env, check=True, capture_output=True, timeout=60)
+    raw = _Raw(served.port)
+    t = raw.api.BaseCommand
+    raw.subscribe(topic, "s", 1, "c", sub_type="Exclusive", position="Earliest")
+    raw.send(type=t.FLOW, flow={"consumer_id": 1, "messagePermits": 10})
+    seen = []
+    while True:
+        cmd = raw.read()
+        if cmd.type in (t.MESSAGE, t.REACHED_END_OF_TOPIC):
+            seen.append(cmd.type)
+        if cmd.type == t.REACHED_END_OF_TOPIC:
+            break
+    assert seen == [t.MESSAGE, t.MESSAGE, t.REACHED_END_OF_TOPIC]
+    raw.sock.close()
