@@ -254,8 +254,24 @@ async def namespace_topics(request):
 
 async def namespace_permissions(request):
     ns = namespace_of(request)
-    await worker(request).run(lambda b: b.namespaces.policies(ns))
-    return ok({})  # no grants are stored yet: nobody has any
+    return ok(await worker(request).run(lambda b: b.namespaces.permissions(ns)))
+
+
+async def namespace_grant(request):
+    """POST .../permissions/{role} with the actions as a JSON list (pulsar-admin's
+    Set<AuthAction>): the role's actions on the namespace become these."""
+    ns, role = namespace_of(request), request.match_info["role"]
+    actions = await body(request, default=[])
+    if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+        raise InvalidValue('the actions are a JSON list such as ["produce", "consume"]')
+    await worker(request).run(lambda b: b.namespaces.grant_permission(ns, role, actions))
+    return done()
+
+
+async def namespace_revoke(request):
+    ns, role = namespace_of(request), request.match_info["role"]
+    await worker(request).run(lambda b: b.namespaces.revoke_permission(ns, role))
+    return done()
 
 
 # A namespace policy over REST: (path, policies field, how a body becomes the stored value).
@@ -638,6 +654,8 @@ def routes() -> list:
         web.delete(NS, namespace_delete),
         web.get(NS + "/topics", namespace_topics),
         web.get(NS + "/permissions", namespace_permissions),
+        web.post(NS + "/permissions/{role}", namespace_grant),
+        web.delete(NS + "/permissions/{role}", namespace_revoke),
     ]
     for kind in NS_POLICIES:
         get, set_, remove = _ns_policy(kind)

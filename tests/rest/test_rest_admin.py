@@ -112,6 +112,11 @@ def test_namespaces_and_their_policies(rest, run_proc):
                                               "retentionSizeInMB": 10}), 400)
     reason_of(rest("POST", ns + "/messageTTL", "soon"), 400)
     assert rest("GET", ns + "/permissions").json() == {}
+    assert rest("POST", ns + "/permissions/alice", ["produce", "consume"]).status_code == 204
+    assert rest("GET", ns + "/permissions").json() == {"alice": ["produce", "consume"]}
+    reason_of(rest("POST", ns + "/permissions/bob", ["fly"]), 400)
+    assert rest("DELETE", ns + "/permissions/alice").status_code == 204
+    assert rest("GET", ns + "/permissions").json() == {}
     reason_of(rest("GET", f"{V2}/namespaces/public/nope/permissions"), 404)
     pol = rest("GET", ns).json()
     assert pol["message_ttl_in_seconds"] == 120 and pol["deduplicationEnabled"] is True
