@@ -729,7 +729,7 @@ _pulsarctl_node() {
             targ="0"
             ;;
         "tokens")
-            subs="create-secret-key create validate show"
+            subs="create-secret-key create-key-pair create validate show"
             opts="-h --help"
             vopts=""
             targ=""
@@ -740,16 +740,22 @@ _pulsarctl_node() {
             vopts="--output -a --signature-algorithm"
             targ=""
             ;;
+        "tokens create-key-pair")
+            subs=""
+            opts="--output-private-key --output-public-key -a --signature-algorithm -h --help"
+            vopts="--output-private-key --output-public-key -a --signature-algorithm"
+            targ=""
+            ;;
         "tokens create")
             subs=""
-            opts="-s --subject -sk --secret-key -e --expiry-time --headers -h --help"
-            vopts="-s --subject -sk --secret-key -e --expiry-time --headers"
+            opts="-s --subject -sk --secret-key -pk --private-key -a --signature-algorithm -e --expiry-time --headers -h --help"
+            vopts="-s --subject -sk --secret-key -pk --private-key -a --signature-algorithm -e --expiry-time --headers"
             targ=""
             ;;
         "tokens validate")
             subs=""
-            opts="-sk --secret-key -i --stdin -f --token-file -h --help"
-            vopts="-sk --secret-key -f --token-file"
+            opts="-sk --secret-key -pk --public-key -a --signature-algorithm -i --stdin -f --token-file -h --help"
+            vopts="-sk --secret-key -pk --public-key -a --signature-algorithm -f --token-file"
             targ=""
             ;;
         "tokens show")

@@ -932,11 +932,12 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_s
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl tokens
-complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'create-secret-key' -d 'Create a new secret key (raw bytes; --base64 to print it as text).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'create' -d 'Create a token signed with a secret key (HS256 for a key of 32 bytes).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'validate' -d 'Check a token against a secret key and show its claims (exit 8 if its signature does not match or it has expired).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -a 'show' -d 'Show a token\'s header and claims, without checking it.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create validate show' -s h -l help -d 'Show this message and exit.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'create-secret-key' -d 'Create a new secret key (raw bytes; --base64 to print it as text).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'create-key-pair' -d 'Create a private and public key pair for RS256 (or ES256...) tokens: the private key signs, the broker\'s tokenPublicKey checks.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'create' -d 'Create a token signed with a secret key (HS256 for a key of 32 bytes) or a private key (RS256, ES256...).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'validate' -d 'Check a token against a secret key or a public key and show its claims (exit 8 if its signature does not match or it has expired).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'show' -d 'Show a token\'s header and claims, without checking it.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl tokens create-secret-key
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -l output -x -a 'text json ndjson' -d 'Write the key to FILE instead of stdout.'
@@ -944,15 +945,25 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -s a -l signature-algorithm -x -d 'HS256, HS384 or HS512.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-secret-key' -s h -l help -d 'Show this message and exit.'
 
+# pulsarctl tokens create-key-pair
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-key-pair' -l output-private-key -x -d 'Write the private key (DER, PKCS#8) to FILE.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-key-pair' -l output-public-key -x -d 'Write the public key (DER, X.509) to FILE.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-key-pair' -s a -l signature-algorithm -x -d 'RS256, RS384, RS512, ES256, ES384 or ES512.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create-key-pair' -s h -l help -d 'Show this message and exit.'
+
 # pulsarctl tokens create
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s s -l subject -x -d 'The role the token authenticates (\'sub\').'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -o sk -l secret-key -x -d 'The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -o pk -l private-key -x -d 'Sign with this private key (file:///PATH, data:;base64,KEY or a path; DER or PEM).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s a -l signature-algorithm -x -d 'With a private or public key: RS256 (default), ES256, ...; with a secret key the key\'s length chooses HS256/384/512.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s e -l expiry-time -x -d 'Expire after this long (1h, 30d, 1y; s, m, h, d, w, y). Default: never.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -l headers -x -d 'A header to add to the token (repeatable).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from create' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl tokens validate
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -o sk -l secret-key -x -d 'The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -o pk -l public-key -x -d 'Check with this public key (file:///PATH, data:;base64,KEY or a path; DER or PEM).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s a -l signature-algorithm -x -d 'With a private or public key: RS256 (default), ES256, ...; with a secret key the key\'s length chooses HS256/384/512.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s i -l stdin -d 'Read the token from standard input.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s f -l token-file -x -d 'Read the token from a file.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from validate' -s h -l help -d 'Show this message and exit.'

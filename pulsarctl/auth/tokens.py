@@ -37,6 +37,33 @@ def create_secret_key(algorithm: str = "HS256") -> bytes:
     return secrets.token_bytes(HMAC[check_algorithm(algorithm, hmac_only=True)])
 
 
+def create_key_pair(algorithm: str = "RS256") -> tuple[bytes, bytes]:
+    """A new (private, public) key pair for a public-key algorithm, DER-encoded (PKCS#8 and
+    X.509 SubjectPublicKeyInfo) as AuthTokenUtils.createKeyPair writes them: RSA 2048 for
+    RS*/PS*, the matching curve for ES*."""
+    algorithm = check_algorithm(algorithm)
+    if algorithm in HMAC:
+        raise InvalidValue(f"{algorithm} signs with a secret key, not a key pair",
+                           hint="use create-secret-key, or -a RS256 / ES256")
+    try:
+        # lazy: only public-key algorithms need cryptography
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa  # lazy: as above
+    except ImportError:
+        raise InvalidValue(f"{algorithm} needs the cryptography package",
+                           hint="pip install cryptography") from None
+    if algorithm.startswith("ES"):
+        curve = {"ES256": ec.SECP256R1, "ES384": ec.SECP384R1, "ES512": ec.SECP521R1}[algorithm]
+        key = ec.generate_private_key(curve())
+    else:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    private = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    public = key.public_key().public_bytes(serialization.Encoding.DER,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return private, public
+
+
 def check_algorithm(name: str, hmac_only: bool = False) -> str:
     known = tuple(HMAC) + (() if hmac_only else PUBLIC_KEY_ALGORITHMS)
     if name not in known:

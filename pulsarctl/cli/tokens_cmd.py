@@ -17,6 +17,18 @@ tokens = typer.Typer(help="Secret keys and tokens for token authentication (puls
 
 Algorithm = Annotated[str, typer.Option("-a", "--signature-algorithm", metavar="ALG",
                                         help="HS256, HS384 or HS512.")]
+PairAlgorithm = Annotated[str, typer.Option("-a", "--signature-algorithm", metavar="ALG",
+                                            help="RS256, RS384, RS512, ES256, ES384 or ES512.")]
+SignAlgorithm = Annotated[Optional[str], typer.Option(
+    "-a", "--signature-algorithm", metavar="ALG", show_default=False,
+    help="With a private or public key: RS256 (default), ES256, ...; with a secret key the "
+    "key's length chooses HS256/384/512.")]
+PrivateKey = Annotated[Optional[str], typer.Option(
+    "-pk", "--private-key", metavar="KEY", show_default=False,
+    help="Sign with this private key (file:///PATH, data:;base64,KEY or a path; DER or PEM).")]
+PublicKey = Annotated[Optional[str], typer.Option(
+    "-pk", "--public-key", metavar="KEY", show_default=False,
+    help="Check with this public key (file:///PATH, data:;base64,KEY or a path; DER or PEM).")]
 SecretKey = Annotated[Optional[str], typer.Option(
     "-sk", "--secret-key", metavar="KEY", show_default=False,
     help="The secret key: file:///PATH, data:;base64,KEY, a path, or the key in base64.")]
@@ -54,6 +66,54 @@ def create_secret_key(
         raise InvalidValue(f"cannot write the key to {output}: {exc.strerror or exc}") from None
 
 
+@tokens.command("create-key-pair", help="Create a private and public key pair for RS256 "
+                "(or ES256...) tokens: the private key signs, the broker's tokenPublicKey "
+                "checks.")
+def create_key_pair(
+    output_private_key: Annotated[str, typer.Option(
+        "--output-private-key", metavar="FILE", show_default=False,
+        help="Write the private key (DER, PKCS#8) to FILE.")],
+    output_public_key: Annotated[str, typer.Option(
+        "--output-public-key", metavar="FILE", show_default=False,
+        help="Write the public key (DER, X.509) to FILE.")],
+    algorithm: PairAlgorithm = "RS256",
+):
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    private, public = auth_tokens.create_key_pair(algorithm)
+    _write_private(output_private_key, private, "private key")
+    _write_private(output_public_key, public, "public key")
+
+
+def _write_private(path: str, data: bytes, what: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        raise InvalidValue(f"cannot write the {what} to {path}: {exc.strerror or exc}") from None
+
+
+def _signing_key(secret_key, private_key, algorithm):
+    """(key bytes, algorithm) from --secret-key or --private-key, exactly one of them."""
+    # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
+    from pulsarctl.auth import tokens as auth_tokens
+
+    if not secret_key and not private_key:
+        raise InvalidValue("no key to sign the token with",
+                           hint="pass --secret-key or --private-key")
+    if secret_key and private_key:
+        raise InvalidValue("give one key to sign with, not two",
+                           hint="pass --secret-key or --private-key")
+    if secret_key:
+        return auth_tokens.read_key(secret_key), None
+    alg = auth_tokens.check_algorithm(algorithm or "RS256")
+    if alg in auth_tokens.HMAC:
+        raise InvalidValue(f"{alg} signs with a secret key", hint="pass --secret-key")
+    return auth_tokens.read_key(private_key), alg
+
+
 def _read_token(token: str | None, stdin: bool, token_file: str | None) -> str:
     if token:
         return token
@@ -82,12 +142,14 @@ def _headers(values: list[str] | None) -> dict:
 
 
 @tokens.command("create", help="Create a token signed with a secret key (HS256 for a key of "
-                "32 bytes).")
+                "32 bytes) or a private key (RS256, ES256...).")
 def create(
     ctx: typer.Context,
     subject: Annotated[str, typer.Option("-s", "--subject", metavar="ROLE", show_default=False,
                                          help="The role the token authenticates ('sub').")],
     secret_key: SecretKey = None,
+    private_key: PrivateKey = None,
+    algorithm: SignAlgorithm = None,
     expiry_time: Annotated[Optional[str], typer.Option(
         "-e", "--expiry-time", metavar="DURATION", show_default=False,
         help="Expire after this long (1h, 30d, 1y; s, m, h, d, w, y). Default: never.")] = None,
@@ -100,24 +162,31 @@ def create(
 
     extra = _headers(headers)
     expires = None if expiry_time is None else wall_ms() + parse_relative_ms(expiry_time)
-    if not secret_key:
-        raise InvalidValue("no key to sign the token with", hint="pass --secret-key")
-    token = auth_tokens.create(auth_tokens.read_key(secret_key), subject, expires, extra)
+    key, alg = _signing_key(secret_key, private_key, algorithm)
+    token = auth_tokens.create(key, subject, expires, extra, algorithm=alg)
     out = fmt(ctx, None)
     render.data({"token": token}, out, text=lambda d: render.outln(d["token"]))
 
 
-@tokens.command("validate", help="Check a token against a secret key and show its claims "
-                "(exit 8 if its signature does not match or it has expired).")
+@tokens.command("validate", help="Check a token against a secret key or a public key and show "
+                "its claims (exit 8 if its signature does not match or it has expired).")
 def validate(ctx: typer.Context, token: TokenArg = None, secret_key: SecretKey = None,
+             public_key: PublicKey = None, algorithm: SignAlgorithm = None,
              stdin: Stdin = False, token_file: TokenFile = None):
     # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
     from pulsarctl.auth import tokens as auth_tokens
 
-    if not secret_key:
-        raise InvalidValue("no key to check the token with", hint="pass --secret-key")
-    key = auth_tokens.read_key(secret_key)
-    claims = auth_tokens.validate(_read_token(token, stdin, token_file), key, wall_ms())
+    if not secret_key and not public_key:
+        raise InvalidValue("no key to check the token with",
+                           hint="pass --secret-key or --public-key")
+    if secret_key and public_key:
+        raise InvalidValue("give one key to check with, not two",
+                           hint="pass --secret-key or --public-key")
+    if secret_key:
+        key, alg = auth_tokens.read_key(secret_key), None
+    else:
+        key, alg = auth_tokens.read_key(public_key), auth_tokens.check_algorithm(algorithm or "RS256")
+    claims = auth_tokens.validate(_read_token(token, stdin, token_file), key, wall_ms(), alg)
     render.data(claims, fmt(ctx, None),
                 text=lambda d: render.outln(render.safe(auth_tokens.claims_text(d))))
 

@@ -102,3 +102,22 @@ def test_bad_inputs_are_usage_errors(cli, tmp_path):
         (("tokens", "validate", "x"), "no key"),
     ):
         assert words in assert_error(cli(*argv), 2, stdout_empty=True), argv
+
+
+def test_rs256_key_pair_signs_and_checks(cli, tmp_path):
+    priv, pub = tmp_path / "private.key", tmp_path / "public.key"
+    ok(cli("tokens", "create-key-pair", "--output-private-key", str(priv),
+           "--output-public-key", str(pub)))
+    assert priv.stat().st_mode & 0o077 == 0
+    assert priv.read_bytes()[:1] == b"\x30" and pub.read_bytes()[:1] == b"\x30"   # DER
+    token = ok(cli("tokens", "create", "--private-key", f"file://{priv}", "-s", "bob")).stdout.strip()
+    assert token.split(".")[0] == "eyJhbGciOiJSUzI1NiJ9"   # {"alg":"RS256"}
+    assert ok(cli("tokens", "validate", "--public-key", f"file://{pub}", token)).stdout == "{sub=bob}\n"
+    other_priv, other_pub = tmp_path / "o.key", tmp_path / "o.pub"
+    ok(cli("tokens", "create-key-pair", "--output-private-key", str(other_priv),
+           "--output-public-key", str(other_pub)))
+    line = assert_error(cli("tokens", "validate", "-pk", str(other_pub), token), 8, stdout_empty=True)
+    assert "signature does not match" in line
+    assert_error(cli("tokens", "create", "-s", "x"), 2)                       # no key at all
+    assert_error(cli("tokens", "create-key-pair", "--output-private-key", str(tmp_path / "a"),
+                     "--output-public-key", str(tmp_path / "b"), "-a", "HS256"), 2)

@@ -252,3 +252,33 @@ def test_missing_tls_files_are_one_line_and_exit_2(tmp_path):
     r = subprocess.run(argv("serve", "--port", "0", "--http-port", "0", "--config", str(conf)),
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "nope.pem" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_rs256_tokens_checked_with_token_public_key(tmp_path):
+    env = dict(os.environ, PULSARCTL_STORE=str(tmp_path / "store"), NO_COLOR="1")
+    priv, pub = tmp_path / "private.key", tmp_path / "public.key"
+    cli(env, "tokens", "create-key-pair", "--output-private-key", str(priv),
+        "--output-public-key", str(pub))
+    good = cli(env, "tokens", "create", "--private-key", f"file://{priv}", "-s", "rs-user").stdout.strip()
+    cli(env, "tokens", "create-secret-key", "--output", str(tmp_path / "secret"))
+    hs = cli(env, "tokens", "create", "--secret-key", f"file://{tmp_path}/secret",
+             "-s", "rs-user").stdout.strip()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"authenticationEnabled=true\nauthenticationProviders=token\n"
+                    f"tokenPublicKey=file://{pub}\ntokenPublicAlg=RS256\n")
+    s = start_serve(env, "--config", str(conf))
+    try:
+        c = client(s.url, pulsar.AuthenticationToken(good))
+        try:
+            roundtrip(c, "persistent://public/default/rs256")
+        finally:
+            c.close()
+        c = client(s.url, pulsar.AuthenticationToken(hs), timeout_s=2)
+        try:
+            with pytest.raises(pulsar.PulsarException):
+                c.create_producer("persistent://public/default/rs256-hs")
+        finally:
+            c.close()
+    finally:
+        s.stop()
+        reap([s.proc])
