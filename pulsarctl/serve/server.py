@@ -663,6 +663,12 @@ class Connection:
                                         min(c.permits, FETCH_MAX))
             except asyncio.CancelledError:
                 raise
+            except (TopicNotFound, SubscriptionNotFound) as exc:
+                # Deleted under it (topics delete, subscriptions delete, by the CLI or REST):
+                # the broker closes the consumer, as Pulsar does; the client reconnects.
+                s.log(f"consumer {c.name} on {c.topic}: {error_text(exc)}; closing it")
+                await self._gone_under(c)
+                return
             except Exception as exc:
                 s.log(f"consumer {c.name} on {c.topic}: {error_text(exc)}")
                 msgs = []
@@ -685,6 +691,16 @@ class Connection:
             finally:
                 for w in waits:
                     w.cancel()
+
+    async def _gone_under(self, c: Consumer) -> None:
+        self._close_by_broker(c)
+        s = self.server
+        if not c.reader:
+            try:
+                await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
+            except Exception:   # nothing left to close
+                pass
+            s._in_use.discard((c.topic, c.sub, c.name))
 
     async def _reached_end(self, c: Consumer) -> bool:
         s = self.server

@@ -210,3 +210,27 @@ def test_a_terminated_topic_tells_the_consumer_it_reached_the_end(served, env):
             break
     assert seen == [t.MESSAGE, t.MESSAGE, t.REACHED_END_OF_TOPIC]
     raw.sock.close()
+
+
+def test_a_topic_deleted_under_a_consumer_closes_it_and_the_client_comes_back(served, client,
+                                                                               env):
+    topic = "persistent://public/default/deleted-under"
+    consumer = client.subscribe(topic, "s")
+    producer = client.create_producer(topic)
+    producer.send(b"before")
+    assert consumer.receive(TM).data() == b"before"
+    subprocess.run(argv("topics", "delete", topic, "--force"), env=env, check=True,
+                   capture_output=True, timeout=60)
+    # serve closes the consumer (CLOSE_CONSUMER); the client subscribes again, which makes the
+    # topic and the subscription anew
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        r = subprocess.run(argv("topics", "subscriptions", topic), env=env, capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode == 0 and "s" in r.stdout.split():
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the consumer did not come back after its topic was deleted")
+    producer.send(b"after")      # the producer re-creates the topic; the consumer re-subscribed
+    assert consumer.receive(TM).data() == b"after"
