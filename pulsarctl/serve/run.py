@@ -6,6 +6,7 @@ import signal
 
 from pulsarctl.errors import PulsarctlError
 from pulsarctl.serve.server import Server
+from pulsarctl.serve.timers import Timers
 
 
 def run(broker, host: str, port: int, max_message_size: int, listening, log,
@@ -58,9 +59,13 @@ async def _main(broker, host, port, max_message_size, listening, log, http_port=
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     listening(url)
+    timers = Timers(server)   # while serve holds the daemon lock
+    timers.start()
     try:
         await stop.wait()
     finally:
+        await timers.stop()
         if runner is not None:
             await runner.cleanup()
         await server.stop()
+        timers.release()
