@@ -178,3 +178,16 @@ def test_serve_still_serves_when_the_lock_file_cannot_be_opened(cli, serves, sto
     timer_lines = [ln for ln in lines if ln.startswith("timers:")]
     assert len(timer_lines) == 1 and "cannot use" in timer_lines[0], lines
     assert not any("Traceback" in ln for ln in lines), lines
+
+
+def test_daemon_stop_stops_serve_when_serve_holds_the_lock(cli, env, serves, store_path):
+    """As the README says: `daemon stop` stops the process holding the lock, serve included,
+    cleanly (exit 0, the lock and daemon.json let go of)."""
+    s = serves()
+    wait_for(lambda: _state(store_path).get("pid") == s.proc.pid, "serve to tick")
+    r = subprocess.run(argv("daemon", "stop"), env=env, capture_output=True, text=True,
+                       timeout=PATIENCE_S)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.strip() == f"stopped daemon {s.proc.pid}"
+    assert s.proc.wait(timeout=PATIENCE_S) == 0
+    assert _status(cli) == (3, None)
