@@ -124,6 +124,38 @@ def _standby_marker(store: str, pid: int) -> str:
     return os.path.join(store, f"daemon.standby.{pid}")
 
 
+def stand_by(store: str) -> str:
+    """Say (in daemon.log and with a marker file that `daemon status` lists) that this process
+    waits for the lock; the marker's path, for stop_standing_by."""
+    log(store, f"standby pid {os.getpid()}")
+    marker = _standby_marker(store, os.getpid())
+    _private(marker, os.O_WRONLY).close()
+    return marker
+
+
+def stop_standing_by(marker: str) -> None:
+    try:
+        os.remove(marker)
+    except FileNotFoundError:
+        pass
+
+
+def took_over(store: str) -> None:
+    """Log that this process, holding the lock now, is the active daemon."""
+    log(store, f"active pid {os.getpid()}")
+
+
+def step_down(store: str, fd: int) -> None:
+    """Leave as a stopping daemon does: daemon.json removed (status then says none runs),
+    a log line, and the lock let go of last."""
+    try:
+        os.remove(paths(store)["state"])
+    except FileNotFoundError:
+        pass
+    log(store, f"stopped pid {os.getpid()}")
+    os.close(fd)
+
+
 def standbys(store: str) -> list[int]:
     """Pids of the standby daemons waiting for the lock (markers of dead ones are dropped)."""
     out = []
@@ -192,9 +224,7 @@ class Daemon:
                            f"(pid {read_state(self.store).get('pid')})",
                            hint="use --standby to wait and take over when it stops")
         if fd is None:
-            log(self.store, f"standby pid {os.getpid()}")
-            marker = _standby_marker(self.store, os.getpid())
-            _private(marker, os.O_WRONLY).close()
+            marker = stand_by(self.store)
             if ready:
                 ready(True)
             try:
@@ -202,26 +232,18 @@ class Daemon:
                     self._sleep()
                     fd = try_lock(self.store)
             finally:
-                try:
-                    os.remove(marker)
-                except FileNotFoundError:
-                    pass
+                stop_standing_by(marker)
             if fd is None:
                 return 0
         elif ready:
             ready(False)
-        log(self.store, f"active pid {os.getpid()}")
+        took_over(self.store)
         try:
             while not self.stopping:
                 self.tick()
                 self._sleep()
         finally:
-            try:
-                os.remove(paths(self.store)["state"])
-            except FileNotFoundError:
-                pass
-            log(self.store, f"stopped pid {os.getpid()}")
-            os.close(fd)
+            step_down(self.store, fd)
         return 0
 
     def _sleep(self) -> None:

@@ -33,6 +33,23 @@ class Served:
         return self.proc.wait(timeout=PATIENCE_S)
 
 
+class _Then(io.RawIOBase):
+    """The bytes head, then what stream gives."""
+
+    def __init__(self, head: bytes, stream):
+        self.head, self.stream = head, stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.head:
+            n = min(len(b), len(self.head))
+            b[:n], self.head = self.head[:n], self.head[n:]
+            return n
+        return self.stream.readinto(b)
+
+
 def start_serve(env, *args) -> Served:
     """Start `pulsarctl serve --port 0 ARGS` and wait (bounded) for its pulsar:// line."""
     if "--http-port" not in args:
@@ -60,7 +77,9 @@ def start_serve(env, *args) -> Served:
             seen.append(line + "\n")
             if line.startswith("pulsar://"):
                 sel.close()
-                proc.stderr = io.TextIOWrapper(proc.stderr, errors="replace")
+                # What came in the same read after the URL line is the start of the rest.
+                proc.stderr = io.TextIOWrapper(io.BufferedReader(_Then(buf, proc.stderr)),
+                                               errors="replace")
                 return Served(proc, line.strip(), "".join(seen[:-1]))
     proc.kill()
     proc.wait()

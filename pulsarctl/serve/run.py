@@ -7,6 +7,7 @@ import signal
 from pulsarctl.errors import PulsarctlError
 from pulsarctl.serve.server import Server
 from pulsarctl.serve.settings import ServeSettings
+from pulsarctl.serve.timers import Timers
 
 
 def run(broker, settings: ServeSettings, listening, log) -> None:
@@ -79,9 +80,13 @@ async def _main(broker, settings: ServeSettings, listening, log):
     if server.tls_url:
         listening(server.tls_url)
     listening(url)
+    timers = Timers(server)   # while serve holds the daemon lock
+    timers.start()
     try:
         await stop.wait()
     finally:
+        await timers.stop()
         if runner is not None:
             await runner.cleanup()
         await server.stop()
+        timers.release()

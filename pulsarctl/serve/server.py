@@ -56,6 +56,12 @@ MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
 SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8", "INT16",
                 "INT32", "INT64", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP", "KEY_VALUE",
                 "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "PROTOBUF_NATIVE")
+# The subscription types whose deliveries carry the redelivery count. Pulsar's Exclusive and
+# Failover dispatchers keep none (RedeliveryTrackerDisabled): their consumers always see 0, and a
+# client's dead letter policy, which acts on that count, never fires there. The store counts for
+# every type; sent to an Exclusive consumer, a count past its policy's limit makes the client ask
+# for redelivery of everything at once, over and over.
+COUNTED = ("Shared", "Key_Shared")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
 # pulsarctl's errors as Pulsar's ServerError codes.
@@ -711,13 +717,14 @@ class Connection:
             return False
 
     def _send_messages(self, c: Consumer, msgs):
+        counted = c.sub_type in COUNTED
         i = 0
         while i < len(msgs):
             m = msgs[i]
             mid = m.id
             if mid.batch_index < 0:
                 c.delivered[(mid.ledger_id, mid.entry_id)] = {-1: mid}
-                self.send(message_frame(c.id, m))
+                self.send(message_frame(c.id, m, counted))
                 i += 1
                 continue
             j = i
@@ -729,7 +736,7 @@ class Connection:
             known = c.delivered.setdefault((mid.ledger_id, mid.entry_id), {})
             for g in group:
                 known[g.id.batch_index] = g.id
-            self.send(batch_frame(c.id, group))
+            self.send(batch_frame(c.id, group, counted))
             i = j
 
     def _ids_of(self, c: Consumer, d: api.MessageIdData) -> list[MessageId]:
@@ -1054,11 +1061,12 @@ def _metadata(m) -> api.MessageMetadata:
     return md
 
 
-def message_frame(consumer_id: int, m) -> bytes:
+def message_frame(consumer_id: int, m, counted: bool = True) -> bytes:
     cmd = api.BaseCommand(type=T.MESSAGE)
     cmd.message.consumer_id = consumer_id
     _id_data(m.id, cmd.message.message_id)
-    cmd.message.redelivery_count = m.redelivery_count_ or 0
+    if counted:
+        cmd.message.redelivery_count = m.redelivery_count_ or 0
     md = _metadata(m)
     _keys_and_properties(md, m)
     if m.deliver_at:
@@ -1079,7 +1087,7 @@ def _keys_and_properties(md, m) -> None:
         md.ordering_key = m.ordering_key_
 
 
-def batch_frame(consumer_id: int, group) -> bytes:
+def batch_frame(consumer_id: int, group, counted: bool = True) -> bytes:
     """The delivered messages of one batch entry as one batch MESSAGE: the batch runs to the
     highest index delivered; indexes not delivered now (acked before, or for another consumer)
     are left out by the ack set."""
@@ -1090,7 +1098,8 @@ def batch_frame(consumer_id: int, group) -> bytes:
     cmd.message.consumer_id = consumer_id
     _id_data(MessageId(first.id.ledger_id, first.id.entry_id, first.id.partition),
              cmd.message.message_id)
-    cmd.message.redelivery_count = max(g.redelivery_count_ or 0 for g in group)
+    if counted:
+        cmd.message.redelivery_count = max(g.redelivery_count_ or 0 for g in group)
     if len(by_index) < size:
         cmd.message.ack_set.extend(_ack_set(by_index, size))
     md = _metadata(first)

@@ -203,6 +203,26 @@ def test_a_negative_ack_comes_back_counted(client):
     consumer.acknowledge(again)
 
 
+def test_an_exclusive_consumer_sees_redelivery_count_0_as_in_pulsar(client, env):
+    """Pulsar's Exclusive and Failover dispatchers count no redeliveries, so a dead letter
+    policy never fires there. A count sent anyway made the client, past its limit, ask for
+    redelivery of everything at once, over and over (hundreds of deliveries a second)."""
+    consumer = client.subscribe(T, "excl", initial_position=pulsar.InitialPosition.Earliest,
+                                negative_ack_redelivery_delay_ms=100,
+                                dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(
+                                    max_redeliver_count=1))
+    client.create_producer(T).send(b"stay")
+    counts = []
+    for _ in range(3):
+        m = consumer.receive(RECEIVE_MS)
+        counts.append((m.data(), m.redelivery_count()))
+        if len(counts) < 3:
+            consumer.negative_acknowledge(m)
+    assert counts == [(b"stay", 0)] * 3
+    consumer.acknowledge(m)
+    assert stats(env)["subscriptions"]["excl"]["msgOutCounter"] == 3
+
+
 def test_seek_by_publish_time(client):
     producer = client.create_producer(T)
     for i in range(5):
