@@ -51,10 +51,12 @@ def is_tenant_admin(ctx, role: str | None, tenant: str) -> bool:
 
 
 def allowed(ctx, role: str | None, topic: str, action: str,
-            settings: Settings = Settings()) -> bool:
+            settings: Settings = Settings(), missing: bool = False) -> bool:
     """Whether role may do action (produce, consume, lookup, functions, ..., or admin) on topic
     (a topic name; for admin, a namespace `tenant/ns` or a tenant name also does). ctx is a
-    broker read context (Broker.read(allowed, role, topic, action, settings))."""
+    broker read context (Broker.read(allowed, role, topic, action, settings)). missing is the
+    answer for a topic whose namespace does not exist (the server lets the operation fail with
+    TopicNotFound, as Pulsar's lookup answers: it can create nothing there)."""
     if action != ADMIN and action not in TOPIC_ACTIONS:
         raise ValueError(f"unknown action {action!r}")
     role = role if role is not None else settings.anonymous_user_role
@@ -71,7 +73,7 @@ def allowed(ctx, role: str | None, topic: str, action: str,
     try:
         auth = tenants.auth_policies(ctx, t.namespace)
     except (NamespaceNotFound, TenantNotFound):
-        return False
+        return missing
     granted = set(auth["namespace_auth"].get(role, ()))
     granted |= set(auth["destination_auth"].get(base, {}).get(role, ()))
     if action == "lookup":

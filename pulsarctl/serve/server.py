@@ -404,7 +404,7 @@ class Connection:
             return True
         try:
             return await s.call(s.broker.read, authorization.allowed, self.role, topic, action,
-                                s.authorization)
+                                s.authorization, True)
         except (InvalidTopicName, ValueError):
             return False
 

@@ -282,3 +282,13 @@ def test_rs256_tokens_checked_with_token_public_key(tmp_path):
     finally:
         s.stop()
         reap([s.proc])
+
+
+def test_a_missing_namespace_is_topic_not_found_also_with_authorization(setup):
+    # as Pulsar's lookup answers (the operation can create nothing there)
+    c = client(setup["served"].url)
+    try:
+        with pytest.raises(pulsar.TopicNotFound):
+            c.create_producer("persistent://tenant/ns/nowhere")
+    finally:
+        c.close()
