@@ -27,6 +27,7 @@ from pulsarctl.errors import (
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
+from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
@@ -155,6 +156,8 @@ class Server:
         self._watcher = None
         self._names = itertools.count()
         self._in_use: set = set()
+        # SENDs that arrive during a commit share the next one (group_commit.py).
+        self.commits = GroupCommit(self.call, broker.publish_many)
 
         self.pid, self.pid_start = this_process()
 
@@ -184,6 +187,7 @@ class Server:
             self._watcher.cancel()
         if self._server is not None:
             await self._server.wait_closed()
+        await self.commits.close()
         self._pool.shutdown(wait=True)
 
     async def _watch_wake(self):
@@ -391,7 +395,7 @@ class Connection:
         kwargs = {"compression": code}
         if batched:
             kwargs["batching"] = Spec(len(messages), 0)
-        fut = s.call(s.broker.publish, p.topic, messages, p.name, **kwargs)
+        fut = s.commits.submit(p.topic, messages, p.name, kwargs)
         p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
 
     async def _receipts(self, p: Producer):
