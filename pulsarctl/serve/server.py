@@ -891,19 +891,19 @@ def batch_frame(consumer_id: int, group) -> bytes:
         cmd.message.ack_set.extend(_ack_set(by_index, size))
     md = _metadata(first)
     md.num_messages_in_batch = size
+    one = frames.batch_message
     parts = []
     for i in range(size):
         g = by_index.get(i)
-        smm = api.SingleMessageMetadata(payload_size=0)
         if g is None:
-            parts.append((smm, b""))
+            parts.append(one(b""))
             continue
-        _keys_and_properties(smm, g)
-        if g.event_time:
-            smm.event_time = g.event_time
-        if g.sequence_id is not None and g.sequence_id >= 0:
-            smm.sequence_id = g.sequence_id
-        parts.append((smm, g.payload if g.payload is not None else b""))
-    payload = frames.batch_payload(parts)
+        seq = g.sequence_id
+        okey = g.ordering_key_
+        parts.append(one(g.payload if g.payload is not None else b"",
+                         seq if seq is not None and seq >= 0 else None, g.event_time,
+                         g.properties_, g.key,
+                         okey.encode() if isinstance(okey, str) else okey))
+    payload = b"".join(parts)
     md.uncompressed_size = len(payload)
     return frames.payload_command(cmd, md, payload)
