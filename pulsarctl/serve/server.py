@@ -574,7 +574,7 @@ class Connection:
             self.send(batch_frame(c.id, group))
             i = j
 
-    def _ids_of(self, c: Consumer, d: api.MessageIdData) -> list[MessageId]:
+    def _ids_of(self, c: Consumer, d: api.MessageIdData, ack: bool = False) -> list[MessageId]:
         """What an acked MessageIdData stands for: the message, or the batch's messages it
         acknowledges (all delivered ones, or those its ack set clears)."""
         key = (d.ledgerId, d.entryId)
@@ -584,6 +584,12 @@ class Connection:
         if -1 in known:
             del c.delivered[key]
             return [known[-1]]
+        if ack and not len(d.ack_set) and d.batch_index < 0:
+            # The batch's own id: the client acks the entry once every message of it is
+            # acked, and Pulsar's broker acks the entry: one id, not one per index (a batch
+            # of 1000 resolved index by index cost its consumer a tenth of its time).
+            one = next(iter(c.delivered.pop(key).values()))
+            return [MessageId(one.ledger_id, one.entry_id, one.partition)]
         if len(d.ack_set):
             size = max(known) + 1 if not d.HasField("batch_size") else d.batch_size
             idx = _acked_indexes(d.ack_set, size)
@@ -612,7 +618,7 @@ class Connection:
                 for key in [k for k in c.delivered if k <= (d.ledgerId, d.entryId)]:
                     c.delivered.pop(key, None)
             else:
-                ids += self._ids_of(c, d)
+                ids += self._ids_of(c, d, ack=True)
         fut = s.call(s.broker.ack, c.topic, c.sub, ids, cumulative=cumulative)
         rid = a.request_id if a.HasField("request_id") else None
         try:

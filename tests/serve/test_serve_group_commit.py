@@ -80,6 +80,41 @@ def test_many_producers_sending_at_once_each_get_their_own_ordered_receipts(serv
         assert stored[name] == [(i, mid) for i, _, mid in got], name
 
 
+
+def stats(env, topic) -> dict:
+    r = pok(subprocess.run(argv("topics", "stats", topic, "-o", "json"), env=env,
+                           capture_output=True, text=True, timeout=PATIENCE_S))
+    return json.loads(r.stdout)
+
+
+def test_a_batch_acked_whole_leaves_no_backlog_and_one_acked_in_part_comes_back(client, env):
+    """The client acks a batch by its entry's id once all its messages are acked (serve acks
+    the entry); a batch with messages left unacked is redelivered."""
+    topic = TOPICS[0]
+    producer = client.create_producer(topic, batching_enabled=True,
+                                      batching_max_messages=50,
+                                      batching_max_publish_delay_ms=1000)
+    for i in range(100):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(int(PATIENCE_S * 1000)) for _ in range(100)]
+    assert [m.data() for m in got] == [f"m{i}".encode() for i in range(100)]
+    for m in got[:50] + got[50:97]:       # the first batch whole, the second but three
+        consumer.acknowledge(m)
+    consumer.close()   # flushes the grouped acks; what is unacked goes back
+    sub = stats(env, topic)["subscriptions"]["s"]
+    assert sub["msgBacklog"] == 1, sub   # entries: the second batch's
+    again = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    back = [again.receive(int(PATIENCE_S * 1000)) for _ in range(50)]
+    # Pulsar's default (no acks at batch index level): the batch comes back whole
+    assert [m.data() for m in back] == [f"m{i}".encode() for i in range(50, 100)]
+    for m in back:
+        again.acknowledge(m)
+    again.close()
+    assert stats(env, topic)["subscriptions"]["s"]["msgBacklog"] == 0
+
 # -- GroupCommit alone -------------------------------------------------------------------------
 class FakeWorker:
     """Server.call's shape: fn runs when the test lets it (one call at a time, in order)."""
