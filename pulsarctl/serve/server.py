@@ -553,25 +553,31 @@ class Connection:
                     w.cancel()
 
     def _send_messages(self, c: Consumer, msgs):
-        i = 0
-        while i < len(msgs):
+        """Each plain message as a MESSAGE, each batch's run of messages as one batch MESSAGE;
+        what went out is kept (c.delivered) to read the acks by."""
+        i, n = 0, len(msgs)
+        delivered = c.delivered
+        while i < n:
             m = msgs[i]
             mid = m.id
             if mid.batch_index < 0:
-                c.delivered[(mid.ledger_id, mid.entry_id)] = {-1: mid}
+                delivered[(mid.ledger_id, mid.entry_id)] = {-1: mid}
                 self.send(message_frame(c.id, m))
                 i += 1
                 continue
-            j = i
-            group = []
-            while j < len(msgs) and (msgs[j].id.ledger_id, msgs[j].id.entry_id) == \
-                    (mid.ledger_id, mid.entry_id) and msgs[j].id.batch_index >= 0:
-                group.append(msgs[j])
+            lid, eid = mid.ledger_id, mid.entry_id
+            j = i + 1
+            while j < n:
+                x = msgs[j].id
+                if x.entry_id != eid or x.ledger_id != lid or x.batch_index < 0:
+                    break
                 j += 1
-            known = c.delivered.setdefault((mid.ledger_id, mid.entry_id), {})
-            for g in group:
-                known[g.id.batch_index] = g.id
-            self.send(batch_frame(c.id, group))
+            group = msgs[i:j]
+            by_index = {g.id.batch_index: g for g in group}
+            known = delivered.setdefault((lid, eid), {})
+            for k, g in by_index.items():
+                known[k] = g.id
+            self.send(batch_frame(c.id, group, by_index))
             i = j
 
     def _ids_of(self, c: Consumer, d: api.MessageIdData, ack: bool = False) -> list[MessageId]:
@@ -881,13 +887,14 @@ def _keys_and_properties(md, m) -> None:
         md.ordering_key = m.ordering_key_
 
 
-def batch_frame(consumer_id: int, group) -> bytes:
+def batch_frame(consumer_id: int, group, by_index: dict | None = None) -> bytes:
     """The delivered messages of one batch entry as one batch MESSAGE: the batch runs to the
     highest index delivered; indexes not delivered now (acked before, or for another consumer)
-    are left out by the ack set."""
+    are left out by the ack set. by_index: group by batch index, if the caller has it."""
     first = group[0]
-    size = max(g.id.batch_index for g in group) + 1
-    by_index = {g.id.batch_index: g for g in group}
+    if by_index is None:
+        by_index = {g.id.batch_index: g for g in group}
+    size = max(by_index) + 1
     cmd = api.BaseCommand(type=T.MESSAGE)
     cmd.message.consumer_id = consumer_id
     _id_data(MessageId(first.id.ledger_id, first.id.entry_id, first.id.partition),
