@@ -8,12 +8,12 @@ from store.errors import (
     StoreDamaged, StoreDiskFull, LedgerError,
 )
 from store.position import Position
-from store.env import Env, FORMAT_VERSION, lmdb_version
+from store.env import Env, FORMAT_VERSION, MapFullError, lmdb_version
 from store.ledger import ManagedLedgers, LedgerInfo
 from store.cursor import Cursors, CursorState
 
 __all__ = [
     "Env", "FORMAT_VERSION", "lmdb_version", "ManagedLedgers", "LedgerInfo", "Cursors", "CursorState", "Position",
     "StoreError", "StoreNotFound", "StoreNotAStore", "StoreReadOnly", "StoreFormatError",
-    "StoreLocked", "StoreDamaged", "StoreDiskFull", "LedgerError",
+    "StoreLocked", "StoreDamaged", "StoreDiskFull", "LedgerError", "MapFullError",
 ]

@@ -224,6 +224,35 @@ class Env:
                 txn.abort()
                 raise
 
+    def nested(self, parent, fn, *args, **kwargs):
+        """Run fn(txn, ...) in a transaction nested in the write transaction parent (one of
+        write()'s): its writes join parent's when fn returns, and are undone alone when fn
+        raises, the parent going on without them. A full map (MapFullError) goes up to
+        write(), which grows the map and runs everything again; any other LMDB error is the
+        store's, a StoreError."""
+        try:
+            txn = self._env.begin(write=True, parent=parent)
+        except lmdb.MapFullError:
+            raise
+        except lmdb.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            result = fn(txn, *args, **kwargs)
+            txn.commit()
+            return result
+        except lmdb.MapFullError:
+            txn.abort()
+            raise
+        except lmdb.Error as exc:
+            txn.abort()
+            raise _translate(exc, self.path) from exc
+        except codec.CorruptValue as exc:
+            txn.abort()
+            raise self._undecodable(None, None, exc) from exc
+        except BaseException:
+            txn.abort()
+            raise
+
     def _grow(self) -> None:
         size = self._env.info()["map_size"]
         if size >= MAX_MAP_SIZE:

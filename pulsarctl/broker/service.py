@@ -15,7 +15,7 @@ import functools
 import os
 
 from store import (
-    Env, LedgerError, ManagedLedgers, Cursors, StoreDamaged, StoreDiskFull, StoreError,
+    Env, LedgerError, MapFullError, ManagedLedgers, Cursors, StoreDamaged, StoreDiskFull, StoreError,
     StoreNotFound, StoreReadOnly,
 )
 from pulsarctl import clock as clocks
@@ -27,7 +27,7 @@ from pulsarctl.broker.routing import PartitionRouter
 from pulsarctl.config import BROKER_DEFAULTS
 from pulsarctl.errors import DamagedStore, DiskFull, StoreUnavailable
 from pulsarctl.names import topic_name
-from pulsarctl.wake import wakes
+from pulsarctl.wake import notify, wakes
 from pulsarctl.compression import compress
 
 
@@ -37,6 +37,52 @@ def _consuming():
     from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
 
     return consuming
+
+
+def _publish(ctx, name, messages, producer_name=None, route=None, compression=0, schema=None,
+             chunking=False, batching=None):
+    """Broker.publish's transaction body (see there)."""
+    t = topic_name(name)
+    n = partitions.get(ctx, t) if not t.is_partition else 0
+    if not n:
+        return producers.publish(ctx, t, messages, producer_name, t.partition_index,
+                                 compression=compression, schema=schema, chunking=chunking,
+                                 batching=batching)
+    chooser = PartitionRouter(n).choose if route is None else route(n)
+    groups: dict[int, list] = {}
+    order = []
+    for m in messages:
+        i = chooser(m.key, ctx.now)
+        groups.setdefault(i, []).append(m)
+        order.append(i)
+    name_out = producer_name
+    ids_by: dict[int, list] = {}
+    if name_out is None:
+        name_out = producers.new_producer_name(ctx)
+    for i, msgs in groups.items():
+        _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
+                                   compression=compression, schema=schema, chunking=chunking,
+                                   batching=batching)
+        ids_by[i] = ids[::-1]
+    return name_out, [ids_by[i].pop() for i in order]
+
+
+def _publish_jobs(ctx, jobs) -> list:
+    """Broker.publish_many's transaction body: each job in its own nested transaction, with its
+    own Ctx (nothing a failed job cached is seen by the next). A store failure (a full map
+    included, which write() grows and runs again) ends them all."""
+    out = []
+    for name, messages, producer_name, kwargs in jobs:
+        def job(txn, name=name, messages=messages, producer_name=producer_name, kwargs=kwargs):
+            return _publish(Ctx(ctx.broker, txn, ctx.now, True), name, messages, producer_name,
+                            **kwargs)
+        try:
+            out.append(ctx.env.nested(ctx.txn, job))
+        except (StoreError, LedgerError, MapFullError):
+            raise
+        except Exception as exc:
+            out.append(exc)
+    return out
 
 
 def _store_failure(exc: StoreError):
@@ -249,35 +295,35 @@ class Broker:
         back in message order. compression: a pulsarctl.compression code. chunking: split
         messages over maxMessageSize into chunks (a chunked message's id is its last chunk's).
         batching: a batches.Spec: the messages go into batch entries, per partition."""
-        t = topic_name(name)
+        return self.write(_publish, name, messages, producer_name, route, compression, schema,
+                          chunking, batching)
 
-        def run(ctx):
-            n = partitions.get(ctx, t) if not t.is_partition else 0
-            if not n:
-                return producers.publish(ctx, t, messages, producer_name, t.partition_index,
-                                         compression=compression, schema=schema,
-                                         chunking=chunking, batching=batching)
-            if route is None:
-                chooser = PartitionRouter(n).choose
-            else:
-                chooser = route(n)
-            groups: dict[int, list] = {}
-            order = []
-            for m in messages:
-                i = chooser(m.key, ctx.now)
-                groups.setdefault(i, []).append(m)
-                order.append(i)
-            name_out = producer_name
-            ids_by: dict[int, list] = {}
-            if name_out is None:
-                name_out = producers.new_producer_name(ctx)
-            for i, msgs in groups.items():
-                _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
-                                           compression=compression, schema=schema,
-                                           chunking=chunking, batching=batching)
-                ids_by[i] = ids[::-1]
-            return name_out, [ids_by[i].pop() for i in order]
-        return self.write(run)
+    def publish_many(self, jobs) -> list:
+        """Group commit: publish several producers' sends, each a (topic, messages, producer
+        name, publish's keyword arguments) job, in one write transaction per store (one fsync
+        for all of them). Each job runs in a transaction nested in it, so a job that fails
+        (a quota, a terminated topic, a bad name) is undone alone and the others commit.
+        Returns, in job order, what publish would have returned, or the job's exception.
+        Jobs run in the order given: one producer's ids increase in its send order."""
+        results: list = [None] * len(jobs)
+        owners: dict[int, tuple] = {}
+        for i, (name, *_rest) in enumerate(jobs):
+            try:
+                owner = self.owner_of(name)
+            except Exception as exc:
+                results[i] = exc
+                continue
+            owners.setdefault(id(owner), (owner, []))[1].append(i)
+        for owner, idx in owners.values():
+            try:
+                got = owner.write(_publish_jobs, [jobs[i] for i in idx])
+            except Exception as exc:  # the transaction itself failed: every job of it did
+                got = [exc] * len(idx)
+            for i, r in zip(idx, got):
+                results[i] = r
+            if any(not isinstance(r, Exception) for r in got):
+                notify(owner.wake_path)
+        return results
 
     @routed
     def producer_acquire(self, name, producer_name, mode, pid, pid_start):

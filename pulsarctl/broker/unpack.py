@@ -99,12 +99,28 @@ def messages(rec: list, ledger_id: int, entry_id: int, partition: int, topic: st
         r = record(rec, f"{ledger_id}:{entry_id}:{partition}", pieces)
         return [message_from_entry(r, MessageId(ledger_id, entry_id, partition), topic,
                                    redelivery_count, subscription, consumer)]
+    return _batch_messages(rec, ledger_id, entry_id, partition, topic, redelivery_count,
+                           subscription, consumer, skip)
+
+
+def _batch_messages(rec, ledger_id, entry_id, partition, topic, redelivery_count,
+                    subscription, consumer, skip) -> list[Message]:
+    """A batch's Messages straight from its columns: what expand and message_from_entry make
+    (an expanded record is never compressed nor a chunk), without the record per message in
+    between; a batched consumer's fetch builds 1000 of them per batch, and this way takes
+    0.6 of the time (tests/broker/test_unpack.py compares the two)."""
+    pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
+    sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
+    payloads, props, keys_, okeys, events, seqs = batch_columns(rec, f"{ledger_id}:{entry_id}")
     out = []
-    for i, r in enumerate(expand(rec, f"{ledger_id}:{entry_id}")):
+    for i, data in enumerate(payloads):
         if skip and i in skip:
             continue
-        out.append(message_from_entry(r, MessageId(ledger_id, entry_id, partition, i), topic,
-                                      redelivery_count, subscription, consumer))
+        out.append(Message(pt, producer, seqs[i] if seqs else first + i, data,
+                           props[i] if props else None, keys_[i] if keys_ else None,
+                           okeys[i] if okeys else None, events[i] if events else 0, 0,
+                           MessageId(ledger_id, entry_id, partition, i), topic,
+                           redelivery_count, subscription, consumer, sv))
     return out
 
 

@@ -52,6 +52,54 @@ def batch_payload(messages) -> bytes:
     return b"".join(parts)
 
 
+def _varint(n: int) -> bytes:
+    if n < 0x80:
+        return _SMALL[n]
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL = [bytes((i,)) for i in range(0x80)]
+
+
+def _text(tag: bytes, data: bytes) -> bytes:
+    return tag + _varint(len(data)) + data
+
+
+def batch_message(payload: bytes, sequence_id: int | None = None, event_time: int = 0,
+                  properties: dict | None = None, key: str | None = None,
+                  ordering_key: bytes | None = None) -> bytes:
+    """One message of a batch's payload: [size u32][SingleMessageMetadata][payload]. The
+    metadata is written here field by field, in field-number order, byte for byte what
+    SingleMessageMetadata.SerializeToString writes (tests/serve/test_frames.py): building a
+    protobuf object per message was a third of a batched consumer's delivery time."""
+    if not properties and key is None and not event_time and ordering_key is None:
+        # The common case, in one expression.
+        meta = b"\x18" + _varint(len(payload)) + (
+            b"" if sequence_id is None else b"\x40" + _varint(sequence_id))
+        return _U32.pack(len(meta)) + meta + payload
+    parts = []
+    if properties:
+        for k, v in properties.items():
+            kv = _text(b"\x0a", k.encode()) + _text(b"\x12", v.encode())
+            parts.append(b"\x0a" + _varint(len(kv)) + kv)        # 1: properties
+    if key is not None:
+        parts.append(_text(b"\x12", key.encode()))               # 2: partition_key
+    parts.append(b"\x18" + _varint(len(payload)))                # 3: payload_size
+    if event_time:
+        parts.append(b"\x28" + _varint(event_time))              # 5: event_time
+    if ordering_key is not None:
+        parts.append(_text(b"\x3a", ordering_key))               # 7: ordering_key
+    if sequence_id is not None:
+        parts.append(b"\x40" + _varint(sequence_id))             # 8: sequence_id
+    meta = b"".join(parts)
+    return _U32.pack(len(meta)) + meta + payload
+
+
 # -- reading ---------------------------------------------------------------------------------
 def frame_size(head: bytes, limit: int) -> int:
     """The totalSize of a frame from its first 4 bytes; ProtocolError past limit or under 4."""

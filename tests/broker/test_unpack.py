@@ -84,3 +84,32 @@ def test_the_scan_and_the_message_path_see_the_same_messages(broker):
     assert [r[F_PAYLOAD] for r in recs] == [m.data() for m in ms]
     assert [m.data() for m in ms] == [b"plain", TEXT, b"b0", b"b1", b"b2", b"b3", TEXT * 2]
     assert [len(r) > 4 and r[4] for r in rows][2:6] == [0, 1, 2, 3]
+
+
+
+def test_a_batch_messages_are_what_expand_and_message_from_entry_make():
+    """unpack.messages builds a batch's Messages from its columns directly: the same Messages
+    as its records through message_from_entry, whatever columns the batch has."""
+    from pulsarctl.messages import Message, MessageId, message_from_entry
+
+    def variants(sv):
+        return [
+            [OutgoingMessage(b"a", schema_version=sv), OutgoingMessage(b"b")],
+            [OutgoingMessage(b"m%d" % i, {"i": str(i)}, f"k{i}", b"o%d" % i, 100 + i,
+                             schema_version=sv) for i in range(3)],
+            [OutgoingMessage(b"x", key="only-one", schema_version=sv), OutgoingMessage(b"y")],
+        ]
+
+    def fields(ms):
+        return [[getattr(m, a) for a in Message.__slots__] for m in ms]
+
+    for sv in (None, 3):
+        for msgs in variants(sv):
+            for seqs in (list(range(5, 5 + len(msgs))), [5, 9, 11][:len(msgs)]):
+                for code in (0, LZ4):
+                    rec = batches.build_entry(1, "p", msgs, seqs, code)
+                    got = unpack.messages(rec, 7, 8, 2, "t", 4, "s", "c", skip={1})
+                    want = [message_from_entry(r, MessageId(7, 8, 2, i), "t", 4, "s", "c")
+                            for i, r in enumerate(unpack.expand(rec)) if i != 1]
+                    assert fields(got) == fields(want)
+                    assert len(got) == len(msgs) - 1

@@ -39,6 +39,35 @@ def test_a_payload_command_reads_back_and_its_checksum_is_checked():
         frames.parse(bad[4:])
 
 
+_text = st.text(max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(payload=st.binary(max_size=300), seq=st.none() | st.integers(0, 2**64 - 1),
+       event_time=st.integers(0, 2**64 - 1),
+       properties=st.none() | st.dictionaries(_text, _text, max_size=3),
+       key=st.none() | _text, ordering_key=st.none() | st.binary(max_size=20))
+def test_batch_message_writes_what_protobuf_writes(payload, seq, event_time, properties, key,
+                                                    ordering_key):
+    """The hand-written SingleMessageMetadata is the protobuf's, byte for byte."""
+    smm = api.SingleMessageMetadata(payload_size=len(payload))
+    for k, v in (properties or {}).items():
+        smm.properties.add(key=k, value=v)
+    if key is not None:
+        smm.partition_key = key
+    if event_time:
+        smm.event_time = event_time
+    if ordering_key is not None:
+        smm.ordering_key = ordering_key
+    if seq is not None:
+        smm.sequence_id = seq
+    raw = smm.SerializeToString()
+    got = frames.batch_message(payload, seq, event_time, properties, key, ordering_key)
+    assert got == struct.pack(">I", len(raw)) + raw + payload
+    ((back, data),) = frames.split_batch(got, 1)
+    assert (back, data) == (smm, payload)
+
+
 def test_a_batch_payload_splits_into_its_messages():
     msgs = [(api.SingleMessageMetadata(payload_size=0, partition_key=f"k{i}"), f"m{i}".encode())
             for i in range(3)]
