@@ -34,6 +34,8 @@ def required(request) -> tuple[str, str]:
     """(action, target) the route needs: action is one of authorization's actions, SUPER or
     OPEN; target a topic, `tenant/ns` or a tenant."""
     m = request.match_info
+    if getattr(m, "http_exception", None) is not None:
+        return OPEN, ""   # no such route (404/405): the router's answer, whoever asks
     path, method = request.path, request.method
     tenant, ns = m.get("tenant"), m.get("ns")
     if path.startswith("/lookup/"):
@@ -50,7 +52,7 @@ def required(request) -> tuple[str, str]:
     if path.startswith("/admin/v2/namespaces/"):
         if ns is not None and method == "GET" and path.endswith("/topics"):
             return "lookup", f"persistent://{tenant}/{ns}/-"
-        return authorization.ADMIN, tenant
+        return (authorization.ADMIN, tenant) if tenant else (SUPER, "")
     if "domain" in m and "topic" not in m:   # a namespace's topics (and partitioned topics)
         return "lookup", f"{m['domain']}://{tenant}/{ns}/-"
     if "topic" in m:

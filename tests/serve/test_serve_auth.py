@@ -292,3 +292,9 @@ def test_a_missing_namespace_is_topic_not_found_also_with_authorization(setup):
             c.create_producer("persistent://tenant/ns/nowhere")
     finally:
         c.close()
+
+
+def test_rest_an_unknown_route_is_404_also_with_authorization(setup):
+    base = setup["served"].http_url
+    assert _get(base + "/admin/v2/namespaces/public/default/noSuchPolicy")[0] == 404
+    assert _get(base + "/admin/v2/nothing/here")[0] == 404
