@@ -47,4 +47,4 @@ def serve(ctx: typer.Context, bind: Bind = None, port: Port = None, http_port: H
         if not 0 <= n <= 65535:
             raise InvalidValue(f"{flag} {n} is no TCP port", hint="give 0 to 65535 (0: any free one)")
     run(state(ctx).broker(), host, port, max_size, listening=render.err, log=render.err,
-        http_port=web)
+        http_port=web, keep_alive_s=values.get("keepAliveIntervalSeconds", 30))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pulsarctl.errors import InvalidValue
 
-USED = ("brokerServicePort", "bindAddress", "maxMessageSize", "webServicePort")
-INTS = ("brokerServicePort", "maxMessageSize", "webServicePort")
+USED = ("brokerServicePort", "bindAddress", "maxMessageSize", "webServicePort",
+        "keepAliveIntervalSeconds")
+INTS = ("brokerServicePort", "maxMessageSize", "webServicePort", "keepAliveIntervalSeconds")
+PORTS = ("brokerServicePort", "webServicePort")
 
 
 def read(path: str) -> tuple[dict, list[str]]:
@@ -37,7 +39,7 @@ def read(path: str) -> tuple[dict, list[str]]:
                 values[key] = int(value)
             except ValueError:
                 raise InvalidValue(f"{path}:{n}: {key} must be a whole number, not {value!r}") from None
-            if values[key] < 0 or (key != "maxMessageSize" and values[key] > 65535):
+            if values[key] < 0 or (key in PORTS and values[key] > 65535):
                 raise InvalidValue(f"{path}:{n}: {key} {value} is out of range")
         else:
             values[key] = value

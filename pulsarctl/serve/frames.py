@@ -24,6 +24,16 @@ _U16 = struct.Struct(">H")
 PADDING = 10 * 1024
 
 
+class ChecksumMismatch(ProtocolError):
+    """A payload whose CRC32C is not the one it carries. Its command parsed (cmd): Pulsar answers
+    a SEND's with SEND_ERROR ChecksumError and keeps the connection (Producer.checkAndStartPublish);
+    anything else that carries a payload is a frame that cannot be read."""
+
+    def __init__(self, cmd, message: str = "checksum mismatch"):
+        super().__init__(message)
+        self.cmd = cmd
+
+
 def crc32c(data: bytes) -> int:
     return google_crc32c.value(data)
 
@@ -63,7 +73,9 @@ def frame_size(head: bytes, limit: int) -> int:
 
 def parse(frame: bytes):
     """A frame's bytes after totalSize -> (BaseCommand, MessageMetadata or None, payload).
-    ProtocolError when it does not parse or its checksum is wrong."""
+    ProtocolError when it does not parse, ChecksumMismatch (one) when its checksum is wrong. A
+    payload without the CRC32C magic number is read unchecked, as Pulsar's
+    Commands.hasChecksum/skipChecksumIfPresent do."""
     if len(frame) < 4:
         raise ProtocolError("frame shorter than its command size")
     (size,) = _U32.unpack_from(frame, 0)
@@ -85,12 +97,19 @@ def parse(frame: bytes):
         if len(rest) < 6:
             raise ProtocolError("truncated broker entry metadata")
         pos = 6 + _U32.unpack_from(rest, 2)[0]
-    if len(rest) - pos < 10 or _U16.unpack_from(rest, pos)[0] != MAGIC_CRC32C:
-        raise ProtocolError("payload without the CRC32C magic number")
-    (checksum,) = _U32.unpack_from(rest, pos + 2)
-    checked = rest[pos + 6:]
-    if crc32c(checked) != checksum:
-        raise ProtocolError("checksum mismatch")
+        if pos > len(rest):
+            raise ProtocolError("broker entry metadata longer than its frame")
+    if len(rest) - pos >= 2 and _U16.unpack_from(rest, pos)[0] == MAGIC_CRC32C:
+        if len(rest) - pos < 10:
+            raise ProtocolError("payload shorter than its checksum and metadata size")
+        (checksum,) = _U32.unpack_from(rest, pos + 2)
+        checked = rest[pos + 6:]
+        if crc32c(checked) != checksum:
+            raise ChecksumMismatch(cmd)
+    else:
+        checked = rest[pos:]
+        if len(checked) < 4:
+            raise ProtocolError("payload shorter than its metadata size")
     (msize,) = _U32.unpack_from(checked, 0)
     if msize > len(checked) - 4:
         raise ProtocolError(f"metadata of {msize} bytes in a payload of {len(checked)}")

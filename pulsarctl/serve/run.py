@@ -5,14 +5,18 @@ import asyncio
 import signal
 
 from pulsarctl.errors import PulsarctlError
+from pulsarctl.serve import limits
 from pulsarctl.serve.server import Server
 
 
 def run(broker, host: str, port: int, max_message_size: int, listening, log,
-        http_port: int | None = None) -> None:
+        http_port: int | None = None, keep_alive_s: int = 30) -> None:
     """Serve until SIGTERM or SIGINT; listening(url) once connections are accepted, for the
-    admin REST API's http:// URL (when http_port is given) and then the pulsar:// one."""
-    asyncio.run(_main(broker, host, port, max_message_size, listening, log, http_port))
+    admin REST API's http:// URL (when http_port is given) and then the pulsar:// one.
+    keep_alive_s: Pulsar's keepAliveIntervalSeconds (0: no keep-alive checks)."""
+    limits.raise_open_files()
+    asyncio.run(_main(broker, host, port, max_message_size, listening, log, http_port,
+                      keep_alive_s))
 
 
 async def _start_rest(broker, host, http_port, service_url):
@@ -38,8 +42,10 @@ async def _start_rest(broker, host, http_port, service_url):
     return runner, app[SETTINGS]["web_url"]
 
 
-async def _main(broker, host, port, max_message_size, listening, log, http_port=None):
-    server = Server(broker, host, port, max_message_size, log=log)
+async def _main(broker, host, port, max_message_size, listening, log, http_port=None,
+                keep_alive_s=30):
+    limits.log_accept_errors_once(asyncio.get_running_loop(), log)
+    server = Server(broker, host, port, max_message_size, log=log, keep_alive_s=keep_alive_s)
     try:
         url = await server.start()
     except OSError as exc:

@@ -7,8 +7,12 @@ synchronous (one LMDB transaction per call), so every call runs in one worker th
 order the commands came: a SEND_RECEIPT goes out only after its publish committed. A consumer
 with flow permits fetches until they run out or nothing is left, then waits for the store's
 wake file (pulsarctl/wake.py), which every publish, nack and closed consumer touches, the CLI's
-included. A frame that cannot be read closes its connection (and only it); a command that fails
-gets Pulsar's error response."""
+included. A frame that cannot be read closes its connection (and only it) with one line on the
+log; a command that fails gets Pulsar's error response; a SEND whose checksum is wrong gets
+SEND_ERROR ChecksumError and the connection goes on. As Pulsar's PulsarHandler, every
+keepAliveIntervalSeconds a connection that has not sent CONNECT is closed, and a connected one
+is sent a PING, and closed at the next check if nothing came back in between. Nothing is fetched
+for a consumer while its connection's write buffer is over asyncio's high-water mark."""
 from __future__ import annotations
 
 import asyncio
@@ -59,7 +63,7 @@ SERVER_ERRORS = [
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
-    (MessageTooLarge, api.NotAllowedError),
+    (MessageTooLarge, api.NotAllowedError), (frames.ChecksumMismatch, api.ChecksumError),
 ]
 
 
@@ -141,8 +145,9 @@ class Server:
     """Pulsar's binary protocol over broker, on host:port (127.0.0.1 unless told otherwise)."""
 
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
-                 max_message_size: int = 5 * 1024 * 1024, log=None):
+                 max_message_size: int = 5 * 1024 * 1024, log=None, keep_alive_s: int = 30):
         self.broker = broker
+        self.keep_alive_s = keep_alive_s  # keepAliveIntervalSeconds; 0: no checks
         self.host = host
         self.port = port
         self.max_message_size = max_message_size
@@ -229,6 +234,8 @@ class Connection:
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self.closed = False
+        self.awaiting_pong = False   # a PING went out and nothing has come in since
+        self._keeper = None          # the keep-alive task
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
@@ -253,39 +260,128 @@ class Connection:
         text = message if message is not None else error_text(exc_or_code)
         self.reply(T.ERROR, "error", request_id=request_id, error=code, message=text)
 
+    async def drained(self) -> bool:
+        """Wait while the write buffer is over its high-water mark (the client reads slower than
+        we write); False once the connection is gone."""
+        try:
+            await self.writer.drain()
+        except (ConnectionError, RuntimeError):
+            return False
+        return not self.closed
+
     # -- reading -------------------------------------------------------------------------------
     async def run(self):
-        limit = self.server.max_message_size + frames.PADDING
+        if self.server.keep_alive_s > 0:
+            self._keeper = asyncio.create_task(self._keep_alive(self.server.keep_alive_s))
         try:
             while not self.closed:
-                head = await self.reader.readexactly(4)
-                body = await self.reader.readexactly(frames.frame_size(head, limit))
-                cmd, meta, payload = frames.parse(body)
+                try:
+                    frame = await self._read_frame()
+                except frames.ChecksumMismatch as exc:
+                    if exc.cmd.type != T.SEND or not self.connected:
+                        raise
+                    self.awaiting_pong = False
+                    self._refuse_send(exc.cmd.send)
+                    await self.drained()
+                    continue
+                if frame is None:
+                    return
+                self.awaiting_pong = False   # PulsarHandler.messageReceived: any frame will do
+                cmd, meta, payload = frame
                 if not self.connected and cmd.type != T.CONNECT:
                     raise ProtocolError(f"{T.Type.Name(cmd.type)} before CONNECT")
                 await self.dispatch(cmd, meta, payload)
-                await self.writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+                await self.drained()
         except ProtocolError as exc:
-            self.server.log(f"closing connection from {self.peer}: {exc.message}")
-        except asyncio.CancelledError:
+            self._refused(exc.message)
+        except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception as exc:  # a bad client must never take the server down
-            self.server.log(f"closing connection from {self.peer}: {error_text(exc)}")
+            self._refused(error_text(exc))
         finally:
             await self.close()
+
+    def _refused(self, why: str) -> None:
+        """The one line of a connection closed for what its client did (none when the
+        connection was already closed: by the keep-alive check, or the server stopping)."""
+        if not self.closed:
+            self.server.log(f"closing connection from {self.peer}: {why}")
+
+    async def _read_frame(self):
+        """The next frame as (command, metadata, payload); None when the client closed the
+        connection between frames; ProtocolError for one that is too large, cut short by the
+        end of the connection, or unreadable (nothing of a cut frame is acted on)."""
+        try:
+            head = await self.reader.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None
+            raise ProtocolError(f"frame cut short: the connection ended after "
+                                f"{len(exc.partial)} of its 4 size bytes") from None
+        total = frames.frame_size(head, self.server.max_message_size + frames.PADDING)
+        try:
+            body = await self.reader.readexactly(total)
+        except asyncio.IncompleteReadError as exc:
+            raise ProtocolError(f"frame cut short: the connection ended after "
+                                f"{len(exc.partial)} of its {total} bytes") from None
+        except ConnectionError as exc:
+            raise ProtocolError(f"frame cut short: {exc.strerror or exc} before its "
+                                f"{total} bytes arrived") from None
+        return frames.parse(body)
+
+    def _refuse_send(self, send) -> None:
+        """A SEND whose checksum failed: SEND_ERROR ChecksumError, in its place among the
+        producer's receipts (the client matches it to its oldest pending message), and one line
+        on the log; the connection goes on (Producer.checkAndStartPublish)."""
+        p = self.producers.get(send.producer_id)
+        self.server.log(f"checksum mismatch on a SEND from {self.peer} (producer "
+                        f"{send.producer_id}, sequence {send.sequence_id}): answered ChecksumError")
+        exc = frames.ChecksumMismatch(send, "Checksum failed on the broker")
+        if p is None:
+            self.reply(T.SEND_ERROR, "send_error", producer_id=send.producer_id,
+                       sequence_id=send.sequence_id, error=api.ChecksumError, message=exc.message)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_exception(exc)
+        fut.exception()   # retrieved: no "never retrieved" warning if the connection ends first
+        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut))
+
+    async def _keep_alive(self, interval: float):
+        """PulsarHandler.handleKeepAliveTimeout, every interval seconds."""
+        while not self.closed:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            if not self.connected:
+                why = f"no CONNECT within {interval:g} s (keepAliveIntervalSeconds)"
+            elif self.awaiting_pong:
+                why = f"no answer to PING within {interval:g} s (keepAliveIntervalSeconds)"
+            else:
+                self.awaiting_pong = True
+                ping = api.BaseCommand(type=T.PING)
+                ping.ping.SetInParent()
+                self.send(frames.command(ping))
+                continue
+            self._refused(why)
+            await self.close()
+            return
 
     async def close(self):
         if self.closed:
             return
         self.closed = True
+        if self._keeper is not None and self._keeper is not asyncio.current_task():
+            self._keeper.cancel()
         for c in list(self.consumers.values()):
             await self._drop_consumer(c)
         for p in list(self.producers.values()):
             await self._drop_producer(p)
         try:
             self.writer.close()
+            # What a client that stopped reading left in the buffer would hold the socket open
+            # until its TCP gave up: drop it.
+            if self.writer.transport.get_write_buffer_size():
+                self.writer.transport.abort()
         except Exception:
             pass
 
@@ -413,7 +509,7 @@ class Connection:
             mid = MessageId(first.ledger_id, first.entry_id, first.partition)
             self.reply(T.SEND_RECEIPT, "send_receipt", producer_id=p.id, sequence_id=seq,
                        message_id=_id_data(mid), highest_sequence_id=highest)
-            await self.writer.drain()
+            await self.drained()
 
     async def on_close_producer(self, cmd, meta, payload):
         c = cmd.close_producer
@@ -518,6 +614,9 @@ class Connection:
                 c.kick.clear()
                 await c.kick.wait()
                 continue
+            # Nothing more is fetched for a client that is not reading what it was sent.
+            if not await self.drained():
+                return
             wake = s._wake
             epoch = c.epoch
             try:
@@ -538,7 +637,8 @@ class Connection:
             if msgs:
                 self._send_messages(c, msgs)
                 c.permits -= len(msgs)
-                await self.writer.drain()
+                if not await self.drained():
+                    return
                 continue
             c.kick.clear()
             waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(c.kick.wait())]
