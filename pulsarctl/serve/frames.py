@@ -86,6 +86,9 @@ def parse(frame: bytes):
         cmd.ParseFromString(frame[4:4 + size])
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ProtocolError(f"command does not parse: {exc}") from None
+    if not cmd.HasField("type"):
+        # An enum value this protocol version does not define is kept as an unknown field.
+        raise ProtocolError("command of a type pulsarctl serve does not know (or of none)")
     if not cmd.IsInitialized():
         raise ProtocolError(f"command without its required fields: "
                             f"{', '.join(cmd.FindInitializationErrors())}")

@@ -19,6 +19,7 @@ import asyncio
 import dataclasses
 import itertools
 import os
+import socket
 import struct
 from concurrent.futures import ThreadPoolExecutor
 
@@ -45,6 +46,9 @@ FETCH_MAX = 1000
 IDLE_POLL_S = 0.5     # a waiting consumer fetches at least this often (timers, other brokers)
 WAKE_POLL_S = 0.005   # how often the wake file is looked at
 _U64 = struct.Struct(">q")
+# The listen queue, as netty's (Pulsar's) default: the kernel's somaxconn. asyncio's 100 drops
+# the SYNs of a burst of clients beyond it, each then waiting a second to try again.
+LISTEN_BACKLOG = socket.SOMAXCONN
 # A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
 # the store then redelivers after the shortest delay it allows, not its default minute.
 MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
@@ -172,7 +176,7 @@ class Server:
     async def start(self):
         self._wake = asyncio.Event()
         self._server = await asyncio.start_server(self._connected, self.host, self.port,
-                                                  reuse_address=True)
+                                                  reuse_address=True, backlog=LISTEN_BACKLOG)
         sock = self._server.sockets[0].getsockname()
         self.port = sock[1]
         host = self.host if ":" not in self.host else f"[{self.host}]"
