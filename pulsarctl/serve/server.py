@@ -245,7 +245,9 @@ class Connection:
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        if not self.closed:
+        # Not to a transport that is closing (the client went away and a write failed):
+        # asyncio would warn on stderr for every write after the fifth.
+        if not self.closed and not self.writer.transport.is_closing():
             self.writer.write(data)
 
     def reply(self, type_, field: str, **values):

@@ -214,6 +214,7 @@ def test_a_payload_without_the_checksum_magic_is_read_unchecked():
     body = cmd.SerializeToString()
     meta = api.MessageMetadata(producer_name="p", sequence_id=2, publish_time=0)
     raw_meta = meta.SerializeToString()
-    frame = struct.pack(">I", len(body)) + body + struct.pack(">I", len(raw_meta)) + raw_meta + b"hi"
+    frame = (struct.pack(">I", len(body)) + body + struct.pack(">I", len(raw_meta)) + raw_meta
+             + b"hi")
     got, got_meta, payload = frames.parse(frame)
     assert (got.send.sequence_id, got_meta.producer_name, payload) == (2, "p", b"hi")
