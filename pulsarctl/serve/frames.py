@@ -12,7 +12,7 @@ import struct
 import google_crc32c
 from google.protobuf.message import DecodeError
 
-from pulsarctl.errors import ProtocolError
+from pulsarctl.errors import ChecksumMismatch, ProtocolError
 from pulsarctl.serve import pulsar_api_pb2 as api
 
 MAGIC_CRC32C = 0x0E01
@@ -22,16 +22,6 @@ _U16 = struct.Struct(">H")
 # What a frame may carry beyond maxMessageSize: the command and the metadata (Pulsar allows
 # maxMessageSize + 10 KiB, Commands.MESSAGE_SIZE_FRAME_PADDING).
 PADDING = 10 * 1024
-
-
-class ChecksumMismatch(ProtocolError):
-    """A payload whose CRC32C is not the one it carries. Its command parsed (cmd): Pulsar answers
-    a SEND's with SEND_ERROR ChecksumError and keeps the connection (Producer.checkAndStartPublish);
-    anything else that carries a payload is a frame that cannot be read."""
-
-    def __init__(self, cmd, message: str = "checksum mismatch"):
-        super().__init__(message)
-        self.cmd = cmd
 
 
 def crc32c(data: bytes) -> int:

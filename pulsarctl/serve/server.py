@@ -30,6 +30,7 @@ from pulsarctl.errors import (
     MessageTooLarge, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
     SubscriptionNotFound, TopicNotFound, TopicTerminated,
 )
+from pulsarctl.errors import ChecksumMismatch
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -67,7 +68,7 @@ SERVER_ERRORS = [
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
-    (MessageTooLarge, api.NotAllowedError), (frames.ChecksumMismatch, api.ChecksumError),
+    (MessageTooLarge, api.NotAllowedError), (ChecksumMismatch, api.ChecksumError),
 ]
 
 
@@ -283,7 +284,7 @@ class Connection:
             while not self.closed:
                 try:
                     frame = await self._read_frame()
-                except frames.ChecksumMismatch as exc:
+                except ChecksumMismatch as exc:
                     if exc.cmd.type != T.SEND or not self.connected:
                         raise
                     self.awaiting_pong = False
@@ -342,7 +343,7 @@ class Connection:
         p = self.producers.get(send.producer_id)
         self.server.log(f"checksum mismatch on a SEND from {self.peer} (producer "
                         f"{send.producer_id}, sequence {send.sequence_id}): answered ChecksumError")
-        exc = frames.ChecksumMismatch(send, "Checksum failed on the broker")
+        exc = ChecksumMismatch(send, "Checksum failed on the broker")
         if p is None:
             self.reply(T.SEND_ERROR, "send_error", producer_id=send.producer_id,
                        sequence_id=send.sequence_id, error=api.ChecksumError, message=exc.message)

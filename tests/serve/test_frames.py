@@ -8,7 +8,7 @@ import struct
 import pytest
 from hypothesis import event, given, settings, strategies as st
 
-from pulsarctl.errors import ProtocolError
+from pulsarctl.errors import ChecksumMismatch, ProtocolError
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from serve_raw import corpus
@@ -179,7 +179,7 @@ def test_fuzz_sizes_and_checksums(case):
     data, (msize, raw_meta, crc, checked, magic, csize, body, total, rest, meta, payload) = case
     try:
         got = decode_stream(data)
-    except frames.ChecksumMismatch as exc:
+    except ChecksumMismatch as exc:
         # Only a frame whose command parsed and whose checksum is wrong (for the bytes the
         # frame holds: a wrong totalSize cuts them) says so.
         assert exc.cmd is not None and magic == frames.MAGIC_CRC32C
@@ -203,7 +203,7 @@ def test_fuzz_sizes_and_checksums(case):
 def test_a_checksum_mismatch_carries_its_command():
     bad = bytearray(SEEDS[6])               # a SEND
     bad[-1] ^= 1
-    with pytest.raises(frames.ChecksumMismatch) as caught:
+    with pytest.raises(ChecksumMismatch) as caught:
         frames.parse(bytes(bad[4:]))
     assert caught.value.cmd.type == api.BaseCommand.SEND
 
