@@ -36,6 +36,16 @@ class ProtocolError(PulsarctlError):
     hint = "check that the client speaks Pulsar's binary protocol"
 
 
+class ChecksumMismatch(ProtocolError):
+    """A payload whose CRC32C is not the one it carries. Its command parsed (cmd): Pulsar answers
+    a SEND's with SEND_ERROR ChecksumError and keeps the connection (Producer.checkAndStartPublish);
+    anything else that carries a payload is a frame that cannot be read."""
+
+    def __init__(self, cmd, message: str = "checksum mismatch"):
+        super().__init__(message)
+        self.cmd = cmd
+
+
 class NotSupportedYet(PulsarctlError):
     pass
 

@@ -12,7 +12,7 @@ import struct
 import google_crc32c
 from google.protobuf.message import DecodeError
 
-from pulsarctl.errors import ProtocolError
+from pulsarctl.errors import ChecksumMismatch, ProtocolError
 from pulsarctl.serve import pulsar_api_pb2 as api
 
 MAGIC_CRC32C = 0x0E01
@@ -111,7 +111,9 @@ def frame_size(head: bytes, limit: int) -> int:
 
 def parse(frame: bytes):
     """A frame's bytes after totalSize -> (BaseCommand, MessageMetadata or None, payload).
-    ProtocolError when it does not parse or its checksum is wrong."""
+    ProtocolError when it does not parse, ChecksumMismatch (one) when its checksum is wrong. A
+    payload without the CRC32C magic number is read unchecked, as Pulsar's
+    Commands.hasChecksum/skipChecksumIfPresent do."""
     if len(frame) < 4:
         raise ProtocolError("frame shorter than its command size")
     (size,) = _U32.unpack_from(frame, 0)
@@ -122,6 +124,9 @@ def parse(frame: bytes):
         cmd.ParseFromString(frame[4:4 + size])
     except (DecodeError, RuntimeError, ValueError) as exc:
         raise ProtocolError(f"command does not parse: {exc}") from None
+    if not cmd.HasField("type"):
+        # An enum value this protocol version does not define is kept as an unknown field.
+        raise ProtocolError("command of a type pulsarctl serve does not know (or of none)")
     if not cmd.IsInitialized():
         raise ProtocolError(f"command without its required fields: "
                             f"{', '.join(cmd.FindInitializationErrors())}")
@@ -133,12 +138,19 @@ def parse(frame: bytes):
         if len(rest) < 6:
             raise ProtocolError("truncated broker entry metadata")
         pos = 6 + _U32.unpack_from(rest, 2)[0]
-    if len(rest) - pos < 10 or _U16.unpack_from(rest, pos)[0] != MAGIC_CRC32C:
-        raise ProtocolError("payload without the CRC32C magic number")
-    (checksum,) = _U32.unpack_from(rest, pos + 2)
-    checked = rest[pos + 6:]
-    if crc32c(checked) != checksum:
-        raise ProtocolError("checksum mismatch")
+        if pos > len(rest):
+            raise ProtocolError("broker entry metadata longer than its frame")
+    if len(rest) - pos >= 2 and _U16.unpack_from(rest, pos)[0] == MAGIC_CRC32C:
+        if len(rest) - pos < 10:
+            raise ProtocolError("payload shorter than its checksum and metadata size")
+        (checksum,) = _U32.unpack_from(rest, pos + 2)
+        checked = rest[pos + 6:]
+        if crc32c(checked) != checksum:
+            raise ChecksumMismatch(cmd)
+    else:
+        checked = rest[pos:]
+        if len(checked) < 4:
+            raise ProtocolError("payload shorter than its metadata size")
     (msize,) = _U32.unpack_from(checked, 0)
     if msize > len(checked) - 4:
         raise ProtocolError(f"metadata of {msize} bytes in a payload of {len(checked)}")

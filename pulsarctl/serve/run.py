@@ -5,6 +5,7 @@ import asyncio
 import signal
 
 from pulsarctl.errors import PulsarctlError
+from pulsarctl.serve import limits
 from pulsarctl.serve.server import Server
 from pulsarctl.serve.settings import ServeSettings
 from pulsarctl.serve.timers import Timers
@@ -14,6 +15,7 @@ def run(broker, settings: ServeSettings, listening, log) -> None:
     """Serve until SIGTERM or SIGINT; listening(url) once connections are accepted, for the
     admin REST API's URLs (http://, then https:// when configured) and then the binary
     protocol's (pulsar://, then pulsar+ssl://)."""
+    limits.raise_open_files()
     asyncio.run(_main(broker, settings, listening, log))
 
 
@@ -54,11 +56,13 @@ async def _start_rest(broker, settings: ServeSettings, server: Server):
 
 
 async def _main(broker, settings: ServeSettings, listening, log):
+    limits.log_accept_errors_once(asyncio.get_running_loop(), log)
     broker.conf_defaults = dict(settings.dynamic)
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,
-                    advertised=settings.advertised, listeners=settings.listeners)
+                    advertised=settings.advertised, listeners=settings.listeners,
+                    keep_alive_s=settings.keep_alive_s)
     try:
         url = await server.start()
     except OSError as exc:

@@ -7,14 +7,19 @@ synchronous (one LMDB transaction per call), so every call runs in one worker th
 order the commands came: a SEND_RECEIPT goes out only after its publish committed. A consumer
 with flow permits fetches until they run out or nothing is left, then waits for the store's
 wake file (pulsarctl/wake.py), which every publish, nack and closed consumer touches, the CLI's
-included. A frame that cannot be read closes its connection (and only it); a command that fails
-gets Pulsar's error response."""
+included. A frame that cannot be read closes its connection (and only it) with one line on the
+log; a command that fails gets Pulsar's error response; a SEND whose checksum is wrong gets
+SEND_ERROR ChecksumError and the connection goes on. As Pulsar's PulsarHandler, every
+keepAliveIntervalSeconds a connection that has not sent CONNECT is closed, and a connected one
+is sent a PING, and closed at the next check if nothing came back in between. Nothing is fetched
+for a consumer while its connection's write buffer is over asyncio's high-water mark."""
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import itertools
 import os
+import socket
 import struct
 from concurrent.futures import ThreadPoolExecutor
 
@@ -27,6 +32,7 @@ from pulsarctl.errors import (
     MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
     SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
 )
+from pulsarctl.errors import ChecksumMismatch
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
 from pulsarctl.serve.group_commit import GroupCommit
@@ -49,6 +55,9 @@ HANDSHAKE_TIMEOUT_S = 10.0   # a TLS client that does not finish its handshake i
 # CommandConnect.auth_method (deprecated AuthMethod enum) as method names.
 LEGACY_AUTH_METHODS = {0: "none", 1: "yca", 2: "athens"}
 _U64 = struct.Struct(">q")
+# The listen queue, as netty's (Pulsar's) default: the kernel's somaxconn. asyncio's 100 drops
+# the SYNs of a burst of clients beyond it, each then waiting a second to try again.
+LISTEN_BACKLOG = socket.SOMAXCONN
 # A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
 # the store then redelivers after the shortest delay it allows, not its default minute.
 MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
@@ -76,7 +85,7 @@ SERVER_ERRORS = [
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
     (MessageTooLarge, api.NotAllowedError), (AuthenticationFailed, api.AuthenticationError),
-    (NotAuthorized, api.AuthorizationError),
+    (NotAuthorized, api.AuthorizationError), (ChecksumMismatch, api.ChecksumError),
 ]
 
 
@@ -162,8 +171,9 @@ class Server:
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
                  max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
                  ssl=None, authentication=None, authorization=None, advertised=None,
-                 listeners=None):
+                 listeners=None, keep_alive_s: int = 30):
         self.broker = broker
+        self.keep_alive_s = keep_alive_s  # keepAliveIntervalSeconds; 0: no checks
         self.host = host
         # the host lookups and printed URLs name (advertisedAddress): a client cannot dial 0.0.0.0
         self.advertised = advertised or advertised_host(host)
@@ -202,7 +212,7 @@ class Server:
     async def start(self):
         self._wake = asyncio.Event()
         self._server = await asyncio.start_server(self._connected, self.host, self.port,
-                                                  reuse_address=True)
+                                                  reuse_address=True, backlog=LISTEN_BACKLOG)
         self.port = self._server.sockets[0].getsockname()[1]
         host = self.advertised if ":" not in self.advertised else f"[{self.advertised}]"
         self.url = f"pulsar://{host}:{self.port}"
@@ -210,6 +220,7 @@ class Server:
             try:
                 self._tls_server = await asyncio.start_server(
                     self._connected, self.host, self.tls_port, reuse_address=True, ssl=self.ssl,
+                    backlog=LISTEN_BACKLOG,
                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S)
             except OSError:
                 self._server.close()
@@ -298,6 +309,8 @@ class Connection:
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self.closed = False
+        self.awaiting_pong = False   # a PING went out and nothing has come in since
+        self._keeper = None          # the keep-alive task
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = writer.get_extra_info("sslcontext") is not None
@@ -307,7 +320,9 @@ class Connection:
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        if not self.closed:
+        # Not to a transport that is closing (the client went away and a write failed):
+        # asyncio would warn on stderr for every write after the fifth.
+        if not self.closed and not self.writer.transport.is_closing():
             self.writer.write(data)
 
     def reply(self, type_, field: str, **values):
@@ -326,39 +341,128 @@ class Connection:
         text = message if message is not None else error_text(exc_or_code)
         self.reply(T.ERROR, "error", request_id=request_id, error=code, message=text)
 
+    async def drained(self) -> bool:
+        """Wait while the write buffer is over its high-water mark (the client reads slower than
+        we write); False once the connection is gone."""
+        try:
+            await self.writer.drain()
+        except (ConnectionError, RuntimeError):
+            return False
+        return not self.closed
+
     # -- reading -------------------------------------------------------------------------------
     async def run(self):
-        limit = self.server.max_message_size + frames.PADDING
+        if self.server.keep_alive_s > 0:
+            self._keeper = asyncio.create_task(self._keep_alive(self.server.keep_alive_s))
         try:
             while not self.closed:
-                head = await self.reader.readexactly(4)
-                body = await self.reader.readexactly(frames.frame_size(head, limit))
-                cmd, meta, payload = frames.parse(body)
+                try:
+                    frame = await self._read_frame()
+                except ChecksumMismatch as exc:
+                    if exc.cmd.type != T.SEND or not self.connected:
+                        raise
+                    self.awaiting_pong = False
+                    self._refuse_send(exc.cmd.send)
+                    await self.drained()
+                    continue
+                if frame is None:
+                    return
+                self.awaiting_pong = False   # PulsarHandler.messageReceived: any frame will do
+                cmd, meta, payload = frame
                 if not self.connected and cmd.type != T.CONNECT:
                     raise ProtocolError(f"{T.Type.Name(cmd.type)} before CONNECT")
                 await self.dispatch(cmd, meta, payload)
-                await self.writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+                await self.drained()
         except ProtocolError as exc:
-            self.server.log(f"closing connection from {self.peer}: {exc.message}")
-        except asyncio.CancelledError:
+            self._refused(exc.message)
+        except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception as exc:  # a bad client must never take the server down
-            self.server.log(f"closing connection from {self.peer}: {error_text(exc)}")
+            self._refused(error_text(exc))
         finally:
             await self.close()
+
+    def _refused(self, why: str) -> None:
+        """The one line of a connection closed for what its client did (none when the
+        connection was already closed: by the keep-alive check, or the server stopping)."""
+        if not self.closed:
+            self.server.log(f"closing connection from {self.peer}: {why}")
+
+    async def _read_frame(self):
+        """The next frame as (command, metadata, payload); None when the client closed the
+        connection between frames; ProtocolError for one that is too large, cut short by the
+        end of the connection, or unreadable (nothing of a cut frame is acted on)."""
+        try:
+            head = await self.reader.readexactly(4)
+        except asyncio.IncompleteReadError as exc:
+            if not exc.partial:
+                return None
+            raise ProtocolError(f"frame cut short: the connection ended after "
+                                f"{len(exc.partial)} of its 4 size bytes") from None
+        total = frames.frame_size(head, self.server.max_message_size + frames.PADDING)
+        try:
+            body = await self.reader.readexactly(total)
+        except asyncio.IncompleteReadError as exc:
+            raise ProtocolError(f"frame cut short: the connection ended after "
+                                f"{len(exc.partial)} of its {total} bytes") from None
+        except ConnectionError as exc:
+            raise ProtocolError(f"frame cut short: {exc.strerror or exc} before its "
+                                f"{total} bytes arrived") from None
+        return frames.parse(body)
+
+    def _refuse_send(self, send) -> None:
+        """A SEND whose checksum failed: SEND_ERROR ChecksumError, in its place among the
+        producer's receipts (the client matches it to its oldest pending message), and one line
+        on the log; the connection goes on (Producer.checkAndStartPublish)."""
+        p = self.producers.get(send.producer_id)
+        self.server.log(f"checksum mismatch on a SEND from {self.peer} (producer "
+                        f"{send.producer_id}, sequence {send.sequence_id}): answered ChecksumError")
+        exc = ChecksumMismatch(send, "Checksum failed on the broker")
+        if p is None:
+            self.reply(T.SEND_ERROR, "send_error", producer_id=send.producer_id,
+                       sequence_id=send.sequence_id, error=api.ChecksumError, message=exc.message)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        fut.set_exception(exc)
+        fut.exception()   # retrieved: no "never retrieved" warning if the connection ends first
+        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut))
+
+    async def _keep_alive(self, interval: float):
+        """PulsarHandler.handleKeepAliveTimeout, every interval seconds."""
+        while not self.closed:
+            await asyncio.sleep(interval)
+            if self.closed:
+                return
+            if not self.connected:
+                why = f"no CONNECT within {interval:g} s (keepAliveIntervalSeconds)"
+            elif self.awaiting_pong:
+                why = f"no answer to PING within {interval:g} s (keepAliveIntervalSeconds)"
+            else:
+                self.awaiting_pong = True
+                ping = api.BaseCommand(type=T.PING)
+                ping.ping.SetInParent()
+                self.send(frames.command(ping))
+                continue
+            self._refused(why)
+            await self.close()
+            return
 
     async def close(self):
         if self.closed:
             return
         self.closed = True
+        if self._keeper is not None and self._keeper is not asyncio.current_task():
+            self._keeper.cancel()
         for c in list(self.consumers.values()):
             await self._drop_consumer(c)
         for p in list(self.producers.values()):
             await self._drop_producer(p)
         try:
             self.writer.close()
+            # What a client that stopped reading left in the buffer would hold the socket open
+            # until its TCP gave up: drop it.
+            if self.writer.transport.get_write_buffer_size():
+                self.writer.transport.abort()
         except Exception:
             pass
 
@@ -539,7 +643,7 @@ class Connection:
             mid = MessageId(first.ledger_id, first.entry_id, first.partition)
             self.reply(T.SEND_RECEIPT, "send_receipt", producer_id=p.id, sequence_id=seq,
                        message_id=_id_data(mid), highest_sequence_id=highest)
-            await self.writer.drain()
+            await self.drained()
 
     async def on_close_producer(self, cmd, meta, payload):
         c = cmd.close_producer
@@ -663,6 +767,9 @@ class Connection:
                 c.kick.clear()
                 await c.kick.wait()
                 continue
+            # Nothing more is fetched for a client that is not reading what it was sent.
+            if not await self.drained():
+                return
             wake = s._wake
             epoch = c.epoch
             try:
@@ -689,7 +796,8 @@ class Connection:
             if msgs:
                 self._send_messages(c, msgs)
                 c.permits -= len(msgs)
-                await self.writer.drain()
+                if not await self.drained():
+                    return
                 continue
             if not c.ended and await self._reached_end(c):
                 c.ended = True
