@@ -39,6 +39,10 @@ def log_accept_errors_once(loop, log) -> None:
                 log(f"cannot accept more connections: {exc.strerror} (open-file limit {soft}); "
                     f"new clients wait until others leave; raise the limit with `ulimit -n`")
             return
+        if isinstance(exc, ValueError) and "_start_serving" in repr(context.get("handle")):
+            # asyncio's retry of an accept that failed for want of descriptors, firing after
+            # the server closed its socket (at stop): nothing to serve, nothing to say
+            return
         loop.default_exception_handler(context)
 
     loop.set_exception_handler(handler)
