@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
+from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
 from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
@@ -307,6 +308,33 @@ def _ns_policy(kind):
         await worker(request).run(lambda b: b.policies.remove("namespace", ns, field))
         return done()
     return get, set_, remove
+
+
+async def ns_schema_strategy_get(request):
+    """The namespace's schema compatibility strategy, or the broker's when it sets none."""
+    ns = namespace_of(request)
+    b_field = policies.SCHEMA_STRATEGY
+
+    def run(b):
+        return b.policies.get("namespace", ns, b_field) or \
+            b.policies.settings()["schemaCompatibilityStrategy"]
+    return ok(await worker(request).run(run))
+
+
+async def ns_schema_strategy_set(request):
+    """PUT a strategy (a JSON string, Pulsar's SchemaCompatibilityStrategy); UNDEFINED goes
+    back to the broker's."""
+    ns = namespace_of(request)
+    doc = await body(request)
+    if not isinstance(doc, str):
+        raise InvalidValue("schemaCompatibilityStrategy takes a JSON string, e.g. \"FULL\"")
+    if doc.upper() == "UNDEFINED":
+        await worker(request).run(
+            lambda b: b.policies.remove("namespace", ns, policies.SCHEMA_STRATEGY))
+    else:
+        await worker(request).run(
+            lambda b: b.policies.set("namespace", ns, policies.SCHEMA_STRATEGY, doc))
+    return done()
 
 
 # -- topics ----------------------------------------------------------------------------------------
@@ -639,6 +667,8 @@ def routes() -> list:
         web.get(NS + "/topics", namespace_topics),
         web.get(NS + "/permissions", namespace_permissions),
     ]
+    r += [web.get(NS + "/schemaCompatibilityStrategy", ns_schema_strategy_get),
+          web.put(NS + "/schemaCompatibilityStrategy", ns_schema_strategy_set)]
     for kind in NS_POLICIES:
         get, set_, remove = _ns_policy(kind)
         r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),

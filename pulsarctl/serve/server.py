@@ -28,7 +28,7 @@ from pulsarctl.errors import (
     SubscriptionNotFound, TopicNotFound, TopicTerminated,
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
-from pulsarctl.serve import frames
+from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
@@ -535,6 +535,8 @@ class Connection:
                                    "persistent subscriptions")
                 return
             policy = dataclasses.replace(WIRE_POLICY, read_compacted=True)
+        if not await schema_commands.subscribe_schema(self, c):
+            return
         name = s.consumer_name(c.topic, c.subscription, c.consumer_name)
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
@@ -556,6 +558,9 @@ class Connection:
             start = _message_id(c.start_message_id)
         else:
             start = MessageId.earliest if c.initialPosition == 1 else MessageId.latest
+        if not await schema_commands.subscribe_schema(self, c):
+            return
+        await schema_commands.reader_topic(self, c)
         try:
             await s.call(s.broker.read_entries, c.topic, None, 0, after_id=start)
         except Exception as exc:
@@ -882,6 +887,8 @@ HANDLERS = {
     T.GET_LAST_MESSAGE_ID: Connection.on_get_last_message_id,
     T.SEEK: Connection.on_seek,
     T.GET_TOPICS_OF_NAMESPACE: Connection.on_topics_of_namespace,
+    T.GET_SCHEMA: schema_commands.on_get_schema,
+    T.GET_OR_CREATE_SCHEMA: schema_commands.on_get_or_create_schema,
 }
 
 
