@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 
-from pulsarctl.broker import policies
+from pulsarctl.broker import policies, tenants
 from pulsarctl.broker.schema_compat import compatible
 from pulsarctl.errors import IncompatibleSchema, InvalidValue
 from pulsarctl.names import TopicName
@@ -146,6 +146,7 @@ def for_typed_consumer(ctx, topic: TopicName, typ: str, definition="", propertie
     text = _text(definition)
     vs = versions(ctx, topic)
     if not vs:
+        tenants.get_namespace(ctx, topic.namespace)  # no schema left behind in no namespace
         return register(ctx, topic, typ, text, properties)
     latest_ = vs[-1]
     if latest_["type"] == typ and (latest_.get("schema") or "") == text:
