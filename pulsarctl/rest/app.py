@@ -313,10 +313,9 @@ def _ns_policy(kind):
 async def ns_schema_strategy_get(request):
     """The namespace's schema compatibility strategy, or the broker's when it sets none."""
     ns = namespace_of(request)
-    b_field = policies.SCHEMA_STRATEGY
 
     def run(b):
-        return b.policies.get("namespace", ns, b_field) or \
+        return b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY) or \
             b.policies.settings()["schemaCompatibilityStrategy"]
     return ok(await worker(request).run(run))
 
@@ -614,8 +613,7 @@ async def schema_compatibility(request):
     typ, definition, _props = _schema_payload(await body(request))
 
     def run(b):
-        return b.schemas.check(t, typ, definition), b.policies.settings().get(
-            "schemaCompatibilityStrategy")
+        return b.schemas.check(t, typ, definition), b.schemas.strategy(t)
     why, strategy = await worker(request).run(run)
     return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy})
 

@@ -13,6 +13,7 @@ import struct
 
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
+from pulsarctl.serve.wire_errors import error_text, server_error
 
 T = api.BaseCommand
 _U64 = struct.Struct(">q")
@@ -73,7 +74,7 @@ async def on_get_schema(conn, cmd, meta, payload):
     try:
         v = await s.call(s.broker.schemas.version, g.topic, number)
     except Exception as exc:
-        error(_code(exc), _text(exc))
+        error(server_error(exc), error_text(exc))
         return
     if v is None:
         error(api.TopicNotFound, f"Topic not found or no-schema {g.topic}")
@@ -113,7 +114,7 @@ async def on_get_or_create_schema(conn, cmd, meta, payload):
         version = await s.call(s.broker.schemas.register, g.topic, typ, g.schema.schema_data,
                                _properties(g.schema))
     except Exception as exc:
-        answer(error_code=_code(exc), error_message=_text(exc))
+        answer(error_code=server_error(exc), error_message=error_text(exc))
         return
     answer(schema_version=_U64.pack(version))
 
@@ -149,16 +150,4 @@ async def reader_topic(conn, c) -> None:
             return
         await s.call(s.broker.topics.create, c.topic)
     except Exception as exc:
-        s.log(f"reader of {c.topic}: the topic was not created: {_text(exc)}")
-
-
-def _code(exc) -> int:
-    # lazy: server.py imports this module at its top (HANDLERS); the error table lives there.
-    from pulsarctl.serve.server import server_error
-    return server_error(exc)
-
-
-def _text(exc) -> str:
-    # lazy: server.py imports this module at its top (HANDLERS); the error text lives there.
-    from pulsarctl.serve.server import error_text
-    return error_text(exc)
+        s.log(f"reader of {c.topic}: the topic was not created: {error_text(exc)}")

@@ -23,13 +23,12 @@ from pulsarctl.auth import authorization
 from pulsarctl.auth.service import Authentication, common_name
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import (
-    AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    MessageTooLarge, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
-    SubscriptionNotFound, TopicNotFound, TopicTerminated,
+    AuthenticationFailed, InvalidTopicName, NotFound, ProtocolError, PulsarctlError,
 )
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve import pulsar_api_pb2 as api
+from pulsarctl.serve.wire_errors import SERVER_ERRORS, error_text, server_error  # noqa: F401
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker.batches import Spec
@@ -55,30 +54,6 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
                 "INT32", "INT64", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP", "KEY_VALUE",
                 "INSTANT", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "PROTOBUF_NATIVE")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
-
-# pulsarctl's errors as Pulsar's ServerError codes.
-SERVER_ERRORS = [
-    (TopicNotFound, api.TopicNotFound), (SubscriptionNotFound, api.SubscriptionNotFound),
-    (NotFound, api.UnknownError), (ConsumerBusy, api.ConsumerBusy),
-    (ProducerFenced, api.ProducerFenced), (TopicTerminated, api.TopicTerminatedError),
-    (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
-    (ConsumerAssignError, api.ConsumerAssignError),
-    (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
-    (MessageTooLarge, api.NotAllowedError), (AuthenticationFailed, api.AuthenticationError),
-    (NotAuthorized, api.AuthorizationError),
-]
-
-
-def server_error(exc: BaseException) -> int:
-    for cls, code in SERVER_ERRORS:
-        if isinstance(exc, cls):
-            return code
-    return api.UnknownError
-
-
-def error_text(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, PulsarctlError) else f"{type(exc).__name__}: {exc}"
-
 
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
     d = out if out is not None else api.MessageIdData()

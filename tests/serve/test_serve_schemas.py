@@ -109,6 +109,14 @@ def test_schema_evolution_under_the_namespaces_strategy(client, served):
         client.create_producer(topic, schema=AvroSchema(User2))
     assert _put_json(url, "FORWARD") == 204
     assert _get_json(url) == "FORWARD"
+    check = urllib.request.Request(
+        f"{served.http_url}/admin/v2/schemas/{NS}/serve-evolve/compatibility", method="POST",
+        data=json.dumps({"type": "AVRO", "schema": json.dumps(User2.schema()),
+                         "properties": {}}).encode(),
+        headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(check, timeout=PATIENCE_S) as r:
+        assert json.loads(r.read()) == {"isCompatibility": True,
+                                        "schemaCompatibilityStrategy": "FORWARD"}
     producer2 = client.create_producer(topic, schema=AvroSchema(User2))
     for i in range(3):
         producer1.send(User1(name=f"one {i}", age=100 + i))

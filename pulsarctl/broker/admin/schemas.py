@@ -51,6 +51,11 @@ class Schemas(Noun):
         return self._broker.write(lambda ctx: schemas.delete(ctx, topic_name(name)))
 
     @routed
+    def strategy(self, name) -> str:
+        """The compatibility strategy in force on the topic (its namespace's, or the setting)."""
+        return self._broker.read(lambda ctx: schemas.strategy(ctx, topic_name(name)))
+
+    @routed
     def version(self, name, number: int | None = None) -> dict | None:
         """One version of the topic's schema (the latest when number is None), or None."""
         return self._broker.read(lambda ctx: schemas.version(ctx, topic_name(name), number))
