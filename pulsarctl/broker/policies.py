@@ -7,6 +7,7 @@ stored under pulsar-admin's Policies field names, so `namespaces policies` reads
 from __future__ import annotations
 
 from pulsarctl.broker import tenants, topics, partitions
+from pulsarctl.config import SCHEMA_STRATEGIES
 from pulsarctl.errors import InvalidValue, TopicNotFound
 from pulsarctl.names import TopicName, parse_topic
 
@@ -18,6 +19,9 @@ DELAYED = "delayed_delivery_policies"
 DEAD_LETTER = "deadLetterPolicy"
 MAX_UNACKED_CONSUMER = "max_unacked_messages_per_consumer"
 MAX_UNACKED_SUBSCRIPTION = "max_unacked_messages_per_subscription"
+# A namespace's schema compatibility strategy (REST namespaces/{ns}/schemaCompatibilityStrategy;
+# no command of its own yet, so it is not in NAMES); the broker's setting when not set.
+SCHEMA_STRATEGY = "schema_compatibility_strategy"
 
 # The command-line name of each policy (set-<name>, get-<name>, remove-<name>) and its field.
 NAMES = {
@@ -56,6 +60,8 @@ def broker_default(ctx, field: str):
         return ctx.setting("maxUnackedMessagesPerConsumer")
     if field == MAX_UNACKED_SUBSCRIPTION:
         return ctx.setting("maxUnackedMessagesPerSubscription")
+    if field == SCHEMA_STRATEGY:
+        return ctx.setting("schemaCompatibilityStrategy")
     raise KeyError(field)
 
 
@@ -73,6 +79,12 @@ def check(field: str, value):
         return _whole(value, "the maximum of unacked messages (0 = no limit)", 0)
     if field == DEDUP:
         return bool(value)
+    if field == SCHEMA_STRATEGY:
+        v = str(value).upper()
+        if v not in SCHEMA_STRATEGIES:
+            raise InvalidValue(f"unknown schema compatibility strategy {value!r}",
+                               hint=f"use one of {', '.join(SCHEMA_STRATEGIES)}")
+        return v
     if field == RETENTION:
         t = _whole(value.get("retentionTimeInMinutes"), "the retention time (-1 = forever)", -1)
         s = _whole(value.get("retentionSizeInMB"), "the retention size (-1 = no limit)", -1)

@@ -6,12 +6,13 @@ BACKWARD: the new schema reads data written with the old one. FORWARD: the old o
 written with the new. FULL: both. *_TRANSITIVE: against every version, not only the latest.
 ALWAYS_COMPATIBLE accepts anything of the same type; ALWAYS_INCOMPATIBLE refuses any change.
 
-Avro reading rules used (the Avro specification's schema resolution): a record reads a record
-of the same name when each reader field either exists in the writer with a readable type, or
-has a default; int promotes to long, float, double; long to float, double; float to double;
-string and bytes read each other; a union reads a value when one of its branches does, and a
-writer union is readable when every branch is; enums read when the writer's symbols are all
-known; arrays and maps by their items and values; fixed by name and size."""
+Avro reading rules used (the Avro specification's schema resolution, as Avro's resolving
+grammar applies it, which Pulsar's check uses): a record reads a record, whatever its name,
+when each reader field either exists in the writer with a readable type, or has a default;
+int promotes to long, float, double; long to float, double; float to double; string and bytes
+read each other; a union reads a value when one of its branches does, and a writer union is
+readable when every branch is; enums read when the writer's symbols are all known; arrays and
+maps by their items and values; fixed by name and size."""
 from __future__ import annotations
 
 import json
@@ -63,8 +64,8 @@ def can_read(reader, writer, names: dict | None = None) -> bool:
     if rk != wk:
         return False
     if rk == "record":
-        if _name(reader) != _name(writer):
-            return False
+        # Fields are matched by name, not the records themselves: Pulsar's check is Avro's
+        # resolving grammar (ValidateMutualRead), which reads a record of another name.
         wfields = {f["name"]: f for f in writer.get("fields", [])}
         for f in reader.get("fields", []):
             w = wfields.get(f["name"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from pulsarctl.broker import policies, tenants
 from pulsarctl.broker.schema_compat import compatible
 from pulsarctl.errors import IncompatibleSchema, InvalidValue
 from pulsarctl.names import TopicName
@@ -94,7 +95,7 @@ def register(ctx, topic: TopicName, typ: str, definition="", properties=None) ->
         if not ctx.setting("isAllowAutoUpdateSchema"):
             raise IncompatibleSchema(f"topic {_key(topic)} does not take new schema versions "
                                      "(isAllowAutoUpdateSchema is false)")
-        why = compatible(typ, text, vs, ctx.setting("schemaCompatibilityStrategy"))
+        why = compatible(typ, text, vs, strategy(ctx, topic))
         if why is not None:
             raise IncompatibleSchema(f"a schema of type {typ} is incompatible with topic "
                                      f"{_key(topic)}: {why}")
@@ -113,7 +114,52 @@ def check(ctx, topic: TopicName, typ: str, definition="") -> str | None:
     vs = versions(ctx, topic)
     if any(v["type"] == typ and (v.get("schema") or "") == text for v in vs):
         return None
-    return compatible(typ, text, vs, ctx.setting("schemaCompatibilityStrategy"))
+    return compatible(typ, text, vs, strategy(ctx, topic))
+
+
+def strategy(ctx, topic: TopicName) -> str:
+    """The compatibility strategy in force: the namespace's, else the broker's setting."""
+    return policies.effective(ctx, topic.partitioned_topic_name, policies.SCHEMA_STRATEGY)
+
+
+def version(ctx, topic: TopicName, number: int | None = None) -> dict | None:
+    """One version (the latest when number is None), or None if there is no such version."""
+    vs = versions(ctx, topic)
+    if number is None:
+        return vs[-1] if vs else None
+    return next((v for v in vs if v["version"] == number), None)
+
+
+# Strategies under which Pulsar checks a consumer's schema against the latest version only,
+# as BACKWARD (SchemaRegistryServiceImpl.checkConsumerCompatibility); the others apply as they
+# are, against every version.
+_CONSUMER_AS_BACKWARD = ("BACKWARD", "FORWARD", "FORWARD_TRANSITIVE", "FULL")
+
+
+def for_typed_consumer(ctx, topic: TopicName, typ: str, definition="", properties=None):
+    """A consumer's (or reader's) schema, as Pulsar's addSchemaIfIdleOrCheckCompatible: a topic
+    without a schema takes it as version 0 (pulsarctl does not track live producers or
+    consumers across processes, so every topic without a schema counts as idle); otherwise it
+    must be able to read the topic's data (IncompatibleSchema). Returns the version registered
+    or matched, or None when it was only checked."""
+    typ = str(typ).upper()
+    text = _text(definition)
+    vs = versions(ctx, topic)
+    if not vs:
+        tenants.get_namespace(ctx, topic.namespace)  # no schema left behind in no namespace
+        return register(ctx, topic, typ, text, properties)
+    latest_ = vs[-1]
+    if latest_["type"] == typ and (latest_.get("schema") or "") == text:
+        return latest_["version"]
+    rule = strategy(ctx, topic)
+    if rule in _CONSUMER_AS_BACKWARD:
+        why = compatible(typ, text, [latest_], "BACKWARD")
+    else:
+        why = compatible(typ, text, vs, rule)
+    if why is not None:
+        raise IncompatibleSchema(f"a consumer with a schema of type {typ} is incompatible with "
+                                 f"topic {_key(topic)}: {why}")
+    return None
 
 
 def for_consumer(ctx, topic: TopicName, typ: str) -> None:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
+from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
 from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
@@ -325,6 +326,32 @@ def _ns_policy(kind):
     return get, set_, remove
 
 
+async def ns_schema_strategy_get(request):
+    """The namespace's schema compatibility strategy, or the broker's when it sets none."""
+    ns = namespace_of(request)
+
+    def run(b):
+        return b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY) or \
+            b.policies.settings()["schemaCompatibilityStrategy"]
+    return ok(await worker(request).run(run))
+
+
+async def ns_schema_strategy_set(request):
+    """PUT a strategy (a JSON string, Pulsar's SchemaCompatibilityStrategy); UNDEFINED goes
+    back to the broker's."""
+    ns = namespace_of(request)
+    doc = await body(request)
+    if not isinstance(doc, str):
+        raise InvalidValue("schemaCompatibilityStrategy takes a JSON string, e.g. \"FULL\"")
+    if doc.upper() == "UNDEFINED":
+        await worker(request).run(
+            lambda b: b.policies.remove("namespace", ns, policies.SCHEMA_STRATEGY))
+    else:
+        await worker(request).run(
+            lambda b: b.policies.set("namespace", ns, policies.SCHEMA_STRATEGY, doc))
+    return done()
+
+
 # -- topics ----------------------------------------------------------------------------------------
 def _in_domain(request, names):
     prefix = request.match_info["domain"] + "://"
@@ -602,8 +629,7 @@ async def schema_compatibility(request):
     typ, definition, _props = _schema_payload(await body(request))
 
     def run(b):
-        return b.schemas.check(t, typ, definition), b.policies.settings().get(
-            "schemaCompatibilityStrategy")
+        return b.schemas.check(t, typ, definition), b.schemas.strategy(t)
     why, strategy = await worker(request).run(run)
     return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy})
 
@@ -657,6 +683,8 @@ def routes() -> list:
         web.post(NS + "/permissions/{role}", namespace_grant),
         web.delete(NS + "/permissions/{role}", namespace_revoke),
     ]
+    r += [web.get(NS + "/schemaCompatibilityStrategy", ns_schema_strategy_get),
+          web.put(NS + "/schemaCompatibilityStrategy", ns_schema_strategy_set)]
     for kind in NS_POLICIES:
         get, set_, remove = _ns_policy(kind)
         r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),

@@ -28,15 +28,15 @@ from pulsarctl.auth import authorization
 from pulsarctl.auth.service import Authentication, common_name
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import (
-    AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerFenced, ProtocolError, PulsarctlError,
-    SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
+    AuthenticationFailed, InvalidTopicName, NotFound, ProtocolError, PulsarctlError,
+    SubscriptionNotFound, TopicNotFound,
 )
 from pulsarctl.errors import ChecksumMismatch
 from pulsarctl.messages import MessageId, OutgoingMessage
-from pulsarctl.serve import frames
+from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
+from pulsarctl.serve.wire_errors import SERVER_ERRORS, error_text, server_error  # noqa: F401
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker import consuming, topics
@@ -73,32 +73,6 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
 # for redelivery of everything at once, over and over.
 COUNTED = ("Shared", "Key_Shared")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
-
-# pulsarctl's errors as Pulsar's ServerError codes.
-SERVER_ERRORS = [
-    (TopicNotFound, api.TopicNotFound), (SubscriptionNotFound, api.SubscriptionNotFound),
-    # a topic in a namespace or tenant that does not exist is a topic not found to a client
-    (NamespaceNotFound, api.TopicNotFound), (TenantNotFound, api.TopicNotFound),
-    (NotFound, api.UnknownError), (ConsumerBusy, api.ConsumerBusy),
-    (ProducerFenced, api.ProducerFenced), (TopicTerminated, api.TopicTerminatedError),
-    (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
-    (ConsumerAssignError, api.ConsumerAssignError),
-    (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),
-    (MessageTooLarge, api.NotAllowedError), (AuthenticationFailed, api.AuthenticationError),
-    (NotAuthorized, api.AuthorizationError), (ChecksumMismatch, api.ChecksumError),
-]
-
-
-def server_error(exc: BaseException) -> int:
-    for cls, code in SERVER_ERRORS:
-        if isinstance(exc, cls):
-            return code
-    return api.UnknownError
-
-
-def error_text(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, PulsarctlError) else f"{type(exc).__name__}: {exc}"
-
 
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
     d = out if out is not None else api.MessageIdData()
@@ -691,6 +665,8 @@ class Connection:
                                    "persistent subscriptions")
                 return
             policy = dataclasses.replace(WIRE_POLICY, read_compacted=True)
+        if not await schema_commands.subscribe_schema(self, c):
+            return
         name = s.consumer_name(c.topic, c.subscription, c.consumer_name)
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
@@ -722,6 +698,9 @@ class Connection:
                                reader=True, start=None)
                 con.next = nxt
                 return self._start_reader(con, c)
+        if not await schema_commands.subscribe_schema(self, c):
+            return
+        await schema_commands.reader_topic(self, c)
         try:
             await s.call(s.broker.read_entries, c.topic, None, 0, after_id=start)
         except Exception as exc:
@@ -1135,6 +1114,8 @@ HANDLERS = {
     T.GET_LAST_MESSAGE_ID: Connection.on_get_last_message_id,
     T.SEEK: Connection.on_seek,
     T.GET_TOPICS_OF_NAMESPACE: Connection.on_topics_of_namespace,
+    T.GET_SCHEMA: schema_commands.on_get_schema,
+    T.GET_OR_CREATE_SCHEMA: schema_commands.on_get_or_create_schema,
 }
 
 

@@ -51,6 +51,23 @@ class Schemas(Noun):
         return self._broker.write(lambda ctx: schemas.delete(ctx, topic_name(name)))
 
     @routed
+    def strategy(self, name) -> str:
+        """The compatibility strategy in force on the topic (its namespace's, or the setting)."""
+        return self._broker.read(lambda ctx: schemas.strategy(ctx, topic_name(name)))
+
+    @routed
+    def version(self, name, number: int | None = None) -> dict | None:
+        """One version of the topic's schema (the latest when number is None), or None."""
+        return self._broker.read(lambda ctx: schemas.version(ctx, topic_name(name), number))
+
+    @routed
+    def for_typed_consumer(self, name, typ: str, definition="", properties=None):
+        """A typed consumer's schema: registered on a topic without one, else checked
+        (IncompatibleSchema); broker/schemas.for_typed_consumer."""
+        return self._broker.write(lambda ctx: schemas.for_typed_consumer(
+            ctx, topic_name(name), typ, definition, properties))
+
+    @routed
     def check_consumer(self, names, schema) -> None:
         typ = schemas.check_type(schema)
 
