@@ -25,11 +25,14 @@ writes, and writes with nothing to say there, leave) reads as its default:
                                  size] on each entry of a chunked message, or nil
     13     num_messages          int: numMessagesInBatch (two or more) of a batch  None
     14     highest_sequence_id   int: a batch's highest sequence id                None
+    15     null_value            true: the message has no value (Pulsar's           None
+                                 null_value; its payload is empty), or nil
 
 What the writers leave off (pulsarctl/messages.py's build_entry, broker/batches.py's
 build_entry): a plain entry stops after its last field of 4..8 that is set (neither nil nor 0)
 unless it has compression or a schema version; then it goes on to uncompressed_size (and
-schema_version when there is one). A chunk's entry has fields 0..12, a batch's 0..14.
+schema_version when there is one). A chunk's entry has fields 0..12, a batch's 0..14, a
+message with a null value 0..15 (stores written before null values never have field 15).
 Entry.to_stored gives exactly that list back.
 
 Entry is for code that reads a few entries (the DLQ tools, a chunked message's copy). The hot
@@ -62,6 +65,7 @@ class Entry(NamedTuple):
     chunk: list | None = None
     num_messages: int | None = None
     highest_sequence_id: int | None = None
+    null_value: bool | None = None
 
     @classmethod
     def from_stored(cls, rec) -> "Entry":
@@ -93,8 +97,14 @@ class Entry(NamedTuple):
 
 (F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
  F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
- F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID) = range(len(Entry._fields))
-assert Entry._fields[F_HIGHEST_SEQUENCE_ID] == "highest_sequence_id"  # the table and the tuple
+ F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE
+ ) = range(len(Entry._fields))
+assert Entry._fields[F_NULL_VALUE] == "null_value"  # the table and the tuple
+
+
+def is_null_value(rec: list) -> bool:
+    """A message with a null value (Pulsar's null_value: no value, not an empty one)."""
+    return len(rec) > F_NULL_VALUE and bool(rec[F_NULL_VALUE])
 
 
 # -- reads of a decoded list, for the hot loops -------------------------------------------------

@@ -4,7 +4,8 @@ An entry in the store is a list built here (and, for batches, in broker/batches.
 by store/codec.py; pulsarctl/entries.py names its fields (Entry) and documents the layout:
 [publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
 deliverAt, compression code, uncompressed size, schema version, chunk, numMessagesInBatch,
-highestSequenceId]; trailing fields that are unset are left off. chunk is Pulsar's chunk
+highestSequenceId, nullValue]; trailing fields that are unset are left off. nullValue (true)
+marks a message sent with no value (Pulsar's null_value, not the same as an empty payload). chunk is Pulsar's chunk
 metadata, [uuid, chunk id, num chunks, total chunk message size], on each entry of a message
 split into chunks (the entry's payload is that piece of the stored, possibly compressed,
 payload; the size is the whole message's, uncompressed). A batch entry (numMessagesInBatch set,
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from pulsarctl.entries import (
     Chunk, F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
-    payload as _payload,
+    is_null_value, payload as _payload,
 )
 from pulsarctl.errors import InvalidMessageId
 
@@ -115,7 +116,7 @@ def iso_ms(ms: int | None) -> str | None:
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
-                 "sequence_id", "schema_version", "chunks", "new_batch")
+                 "sequence_id", "schema_version", "chunks", "new_batch", "null_value")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
@@ -134,6 +135,8 @@ class OutgoingMessage:
         # The producer's batching publish delay ran out before this message came: it starts a
         # new batch (batches.group).
         self.new_batch = False
+        # Sent with no value (Pulsar's null_value; the payload is then b""), e.g. a tombstone.
+        self.null_value = False
 
     def size(self) -> int:
         return len(self.payload)
@@ -145,13 +148,18 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
     `perf produce -db` builds one per message); compressed = (code, compressed payload) stores
     that payload and appends the code and the uncompressed size; then the schema version, if
     any. chunk = (metadata, piece, compression code, uncompressed size): one chunk's entry,
-    fields 0..12."""
+    fields 0..12. A message with a null value: fields 0..15."""
     if chunk is not None:
         meta, piece, code, size = chunk
         return [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
                 m.event_time or 0, m.deliver_at or 0, code, size, m.schema_version, meta]
-    rec = [publish_time, producer, seq, m.payload]
     sv = m.schema_version
+    if m.null_value:
+        code, stored = compressed if compressed else (0, m.payload)
+        return [publish_time, producer, seq, stored, m.properties or None, m.key, m.ordering_key,
+                m.event_time or 0, m.deliver_at or 0, code, len(m.payload), sv, None, None,
+                None, True]
+    rec = [publish_time, producer, seq, m.payload]
     if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
             or m.deliver_at or compressed or sv is not None:
         rec += [m.properties or None, m.key, m.ordering_key, m.event_time or 0, m.deliver_at or 0]
@@ -174,7 +182,8 @@ class Message:
     the order of the stored entry, so a message is built from an entry in one call."""
     __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
                  "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
-                 "subscription", "consumer_name", "schema_version_", "chunk_", "chunk_ids_")
+                 "subscription", "consumer_name", "schema_version_", "chunk_", "chunk_ids_",
+                 "null_value_")
 
     def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
                  key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
@@ -185,6 +194,7 @@ class Message:
         # the chunks of a message (client/chunks.py), which then has chunk_ids_, every chunk's id.
         self.chunk_ = None
         self.chunk_ids_ = None
+        self.null_value_ = False  # sent with no value (its payload is b"")
         self.publish_time = publish_time
         self.producer_name = producer_name
         self.sequence_id = sequence_id
@@ -209,6 +219,10 @@ class Message:
 
     def value(self):
         return self.payload
+
+    def has_null_value(self) -> bool:
+        """The message was sent with no value (not an empty one): a tombstone."""
+        return self.null_value_
 
     def properties(self) -> dict:
         return dict(self.properties_ or {})
@@ -254,6 +268,8 @@ class Message:
                 import base64  # lazy: one-shot produce never needs it
 
                 okey = base64.b64encode(okey).decode()
+        if self.null_value_:  # no value, as Pulsar's tools show it
+            payload, enc = None, None
         r = {"messageId": str(self.id), "topic": self.topic, "payload": payload}
         if enc:
             r["encoding"] = enc
@@ -297,7 +313,10 @@ def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: 
             return m
         if code:
             rec[F_PAYLOAD] = _payload(stored, str(mid))
-        return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
-                       subscription=subscription, consumer_name=consumer, schema_version_=sv)
+        m = Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
+                    subscription=subscription, consumer_name=consumer, schema_version_=sv)
+        if is_null_value(stored):
+            m.null_value_ = True
+        return m
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                    subscription=subscription, consumer_name=consumer)

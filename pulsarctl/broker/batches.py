@@ -44,23 +44,28 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
     messages: one is a plain entry). code: a pulsarctl.compression code for the whole batch.
 
     The serialized batch holds the single-message metadata column by column:
-    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds], a column None when no
-    message sets it (sequence ids: when they run on from the first by one), which keeps the
-    bytes a small message costs near its payload."""
+    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues]], a column
+    None when no message sets it (sequence ids: when they run on from the first by one), which
+    keeps the bytes a small message costs near its payload; nullValues (a list of booleans,
+    SingleMessageMetadata.null_value) is there only when a message has a null value."""
     n = len(msgs)
     props = [m.properties or None for m in msgs]
     keys_ = [m.key for m in msgs]
     okeys = [m.ordering_key for m in msgs]
     events = [m.event_time or 0 for m in msgs]
     first = seqs[0]
-    body = codec.encode([
+    columns = [
         [m.payload for m in msgs],
         props if any(props) else None,
         keys_ if keys_.count(None) != n else None,
         okeys if okeys.count(None) != n else None,
         events if any(events) else None,
         None if seqs[-1] - first == n - 1 and seqs == list(range(first, first + n)) else seqs,
-    ])
+    ]
+    nulls = [bool(m.null_value) for m in msgs]
+    if any(nulls):
+        columns.append(nulls)
+    body = codec.encode(columns)
     stored = body
     if code:
         stored = compress(code, body)

@@ -85,6 +85,11 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         s = m.sequence_id
         if s is None:
             s = seq = seq + 1
+        elif m.chunks is not None and _not_last(m.chunks):
+            # One chunk of a message a client sends chunk by chunk: every chunk has the
+            # message's sequence id, which only the last one records or is judged by
+            # (MessageDeduplication lets the other chunks through).
+            pass
         elif s > seq:
             seq = s
         elif dedup:
@@ -99,8 +104,10 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             continue
         if lasts is None:
             lasts = list(range(len(entries)))
-        code, size, n, total, parts = pieces
-        uuid = f"{producer_name}-{s}"  # as Pulsar's producer names a chunked message
+        code, size, n, total, parts = pieces[:5]
+        # The uuid a client gave its chunks, else the one Pulsar's producer would give.
+        uuid = pieces[5] if len(pieces) > 5 and pieces[5] else f"{producer_name}-{s}"
+
         for cid, piece in parts:
             add(_encode(build_entry(now, producer_name, s, m, chunk=([uuid, cid, n, total], piece,
                                                                      code, size))))
@@ -127,6 +134,24 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
 
 
 DUPLICATE = MessageId(-1, -1, -1)
+
+
+def _not_last(chunks) -> bool:
+    """OutgoingMessage.chunks holds chunks of a message but not its last one (one chunk sent
+    alone over the binary protocol)."""
+    n, parts = chunks[2], chunks[4]
+    return all(cid != n - 1 for cid, _piece in parts)
+
+
+def last_sequence_id(ctx, topic: TopicName, producer_name: str) -> int:
+    """The sequence id a producer named producer_name goes on from (PRODUCER_SUCCESS's
+    last_sequence_id, Pulsar's getLastPublishedSequenceId): the highest one stored for that
+    name on the topic while deduplication is in force there; -1 otherwise."""
+    info = topics.lookup(ctx, topic)
+    if info is None or not _dedup(ctx, info):
+        return -1
+    last = ctx.get("producer", info.ml_id, producer_name)
+    return -1 if last is None else last
 
 
 def _stored_sizes(ctx, messages, compression: int):

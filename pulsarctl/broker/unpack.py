@@ -34,7 +34,8 @@ def joined(rec: list, pieces: list) -> list:
 def batch_columns(rec: list, where: str = "") -> list:
     """The serialized batch of a batch entry, decompressed and decoded: its single-message
     metadata column by column, [payloads, properties, keys, orderingKeys, eventTimes,
-    sequenceIds] (batches.build_entry; a column None when no message sets it)."""
+    sequenceIds[, nullValues]] (batches.build_entry; a column None when no message sets it,
+    nullValues only in a batch that has a message with a null value)."""
     return codec.decode(payload(rec, where))
 
 
@@ -44,16 +45,21 @@ def expand(rec: list, where: str = "") -> list[list]:
     deliverAt, 0, size[, schemaVersion]]) with its own payload (uncompressed), properties, key,
     ordering key, event time and sequence id, and the entry's publish time, producer name and
     schema version. where names the entry in a decompression error. Read by index: a batch
-    of 1000 makes 1000 records."""
+    of 1000 makes 1000 records. A message with a null value has the record's fields up to
+    null_value (true)."""
     pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
     sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
-    payloads, props, keys_, okeys, events, seqs = batch_columns(rec, where)
+    columns = batch_columns(rec, where)
+    payloads, props, keys_, okeys, events, seqs = columns[:6]
+    nulls = columns[6] if len(columns) > 6 else None
     out = []
     for i, data in enumerate(payloads):
         r = [pt, producer, seqs[i] if seqs else first + i, data,
              props[i] if props else None, keys_[i] if keys_ else None,
              okeys[i] if okeys else None, events[i] if events else 0, 0]
-        if sv is not None:
+        if nulls and nulls[i]:
+            r += [0, len(data), sv, None, None, None, True]
+        elif sv is not None:
             r += [0, len(data), sv]
         out.append(r)
     return out

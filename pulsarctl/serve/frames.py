@@ -72,12 +72,13 @@ def _text(tag: bytes, data: bytes) -> bytes:
 
 def batch_message(payload: bytes, sequence_id: int | None = None, event_time: int = 0,
                   properties: dict | None = None, key: str | None = None,
-                  ordering_key: bytes | None = None) -> bytes:
+                  ordering_key: bytes | None = None, null_value: bool = False) -> bytes:
     """One message of a batch's payload: [size u32][SingleMessageMetadata][payload]. The
     metadata is written here field by field, in field-number order, byte for byte what
     SingleMessageMetadata.SerializeToString writes (tests/serve/test_frames.py): building a
     protobuf object per message was a third of a batched consumer's delivery time."""
-    if not properties and key is None and not event_time and ordering_key is None:
+    if not properties and key is None and not event_time and ordering_key is None \
+            and not null_value:
         # The common case, in one expression.
         meta = b"\x18" + _varint(len(payload)) + (
             b"" if sequence_id is None else b"\x40" + _varint(sequence_id))
@@ -96,6 +97,8 @@ def batch_message(payload: bytes, sequence_id: int | None = None, event_time: in
         parts.append(_text(b"\x3a", ordering_key))               # 7: ordering_key
     if sequence_id is not None:
         parts.append(b"\x40" + _varint(sequence_id))             # 8: sequence_id
+    if null_value:
+        parts.append(b"\x48\x01")                               # 9: null_value
     meta = b"".join(parts)
     return _U32.pack(len(meta)) + meta + payload
 

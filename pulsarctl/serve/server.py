@@ -41,6 +41,7 @@ from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker import consuming, topics
 from pulsarctl.broker.batches import Spec
+from pulsarctl.broker.producers import last_sequence_id
 from pulsarctl.broker.targets import topic_name
 
 T = api.BaseCommand
@@ -568,12 +569,19 @@ class Connection:
             except Exception as exc:
                 self.error(c.request_id, exc)
                 return
+        try:
+            # With deduplication, where this producer name left off (Pulsar's
+            # getLastPublishedSequenceId): the client goes on from it.
+            last = await s.call(s.broker.read, last_sequence_id, topic_name(c.topic), name)
+        except Exception as exc:
+            self.error(c.request_id, exc)
+            return
         p = Producer(c.producer_id, c.topic, name, mode is not None)
         p.drainer = asyncio.create_task(self._receipts(p))
         self.producers[c.producer_id] = p
         extra = {} if version is None else {"schema_version": _U64.pack(version)}
         self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
-                   producer_name=name, last_sequence_id=-1, producer_ready=True, **extra)
+                   producer_name=name, last_sequence_id=last, producer_ready=True, **extra)
 
     async def on_send(self, cmd, meta, payload):
         c = cmd.send
@@ -1125,19 +1133,29 @@ def _props(kvs) -> dict | None:
 
 
 def outgoing(meta: api.MessageMetadata, payload: bytes):
-    """A SEND's metadata and payload -> (OutgoingMessages, compression code, batched)."""
-    if meta.HasField("uuid") or meta.HasField("chunk_id"):
-        raise ProtocolError("chunked messages are not served yet")
+    """A SEND's metadata and payload -> (OutgoingMessages, compression code, batched). One
+    chunk of a chunked message (uuid, chunk_id) is stored as it came, its piece of the
+    compressed payload with the chunk metadata (OutgoingMessage.chunks): the consumer's
+    client joins the chunks and decompresses, as with Pulsar's broker."""
+    chunk = meta.HasField("uuid") or meta.HasField("chunk_id")
     code = meta.compression
-    if code:
+    if code and not chunk:
         payload = compression.decompress(code, payload, meta.uncompressed_size, "in a SEND")
     deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
     sv = _schema_version(meta.schema_version) if meta.HasField("schema_version") else None
-    if not meta.HasField("num_messages_in_batch"):
+    if not meta.HasField("num_messages_in_batch") or chunk:
         m = OutgoingMessage(payload, _props(meta.properties),
                             meta.partition_key if meta.HasField("partition_key") else None,
                             meta.ordering_key if meta.HasField("ordering_key") else None,
                             meta.event_time, deliver_at, meta.sequence_id, sv)
+        m.null_value = meta.null_value
+        if chunk:
+            n = meta.num_chunks_from_msg
+            if not 0 <= meta.chunk_id < n:
+                raise ProtocolError(f"chunk {meta.chunk_id} of a message of {n} chunks")
+            m.chunks = (code, meta.uncompressed_size, n, meta.total_chunk_msg_size,
+                        [(meta.chunk_id, payload)], meta.uuid)
+            return [m], 0, False
         return [m], code, False
     out = []
     for i, (smm, data) in enumerate(frames.split_batch(payload, meta.num_messages_in_batch)):
@@ -1147,6 +1165,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
             smm.ordering_key if smm.HasField("ordering_key") else None,
             smm.event_time, deliver_at,
             smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i, sv))
+        out[-1].null_value = smm.null_value
     return out, code, len(out) > 1
 
 
@@ -1176,8 +1195,17 @@ def message_frame(consumer_id: int, m, counted: bool = True) -> bytes:
     _keys_and_properties(md, m)
     if m.deliver_at:
         md.deliver_at_time = m.deliver_at
+    if m.null_value_:
+        md.null_value = True
     payload = m.payload if m.payload is not None else b""
     md.uncompressed_size = len(payload)
+    if m.chunk_ is not None:
+        # A chunk as stored: its piece of the (compressed) payload, for the client to join.
+        (uuid, cid, n, total), code, size = m.chunk_
+        md.uuid, md.chunk_id, md.num_chunks_from_msg, md.total_chunk_msg_size = uuid, cid, n, total
+        if code:
+            md.compression = code
+        md.uncompressed_size = size
     return frames.payload_command(cmd, md, payload)
 
 
@@ -1223,7 +1251,8 @@ def batch_frame(consumer_id: int, group, counted: bool = True,
         parts.append(one(g.payload if g.payload is not None else b"",
                          seq if seq is not None and seq >= 0 else None, g.event_time,
                          g.properties_, g.key,
-                         okey.encode() if isinstance(okey, str) else okey))
+                         okey.encode() if isinstance(okey, str) else okey,
+                         bool(g.null_value_)))
     payload = b"".join(parts)
     md.uncompressed_size = len(payload)
     return frames.payload_command(cmd, md, payload)

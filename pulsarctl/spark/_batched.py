@@ -57,7 +57,7 @@ def _decode(runs, recs, need, types):
             i += 1
             # Read by index (pulsarctl/entries.py's constants): this runs once per entry.
             if len(r) > F_NUM_MESSAGES and r[F_NUM_MESSAGES]:  # a batch
-                p, pr, ks, _okeys, ev, sq = batch_columns(r, f"{lid}:{e}")
+                p, pr, ks, _okeys, ev, sq = batch_columns(r, f"{lid}:{e}")[:6]
                 n = len(p)
                 ids.append((lid, e, n))
                 pub.append((r[PUBLISH], n))

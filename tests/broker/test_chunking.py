@@ -11,7 +11,7 @@ import pytest
 
 import pulsarctl
 from pulsarctl import compression as comp
-from pulsarctl.broker import chunks, topics
+from pulsarctl.broker import chunks, policies, producers, topics
 from pulsarctl.client import CompressionType
 from pulsarctl.errors import InvalidValue, MessageTooLarge, Timeout
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
@@ -319,3 +319,33 @@ def test_cli_ack_and_nack_by_the_printed_id_act_on_every_chunk(cli, broker):
     r = ok(cli("ack", T, "-s", "s", m["messageId"]))
     assert "acked 1 message(s)" in r.stderr
     assert backlog(broker) == 0
+
+
+def _chunk_msg(seq, cid, n, piece, total, uuid):
+    """One chunk as a Pulsar client sends it alone (serve's SEND of a chunk)."""
+    m = OutgoingMessage(piece, sequence_id=seq)
+    m.chunks = (0, total, n, total, [(cid, piece)], uuid)
+    return m
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_chunks_sent_one_by_one_share_a_sequence_id_and_only_the_last_is_deduplicated(
+        broker, dedup):
+    if dedup:
+        broker.topics.create(T)
+        broker.policies.set("topic", T, policies.DEDUP, True)
+    halves = [BODY[:300], BODY[300:]]
+    ids = [broker.publish(T, [_chunk_msg(5, i, 2, h, len(BODY), "c-5")], "c")[1][0]
+           for i, h in enumerate(halves)]
+    assert all(i.entry_id >= 0 for i in ids)
+    assert [chunks_meta[-1] for chunks_meta in entries(broker)] == [
+        ["c-5", 0, 2, len(BODY)], ["c-5", 1, 2, len(BODY)]]
+    # the last chunk recorded the sequence id; a client told it goes on from there
+    assert broker.read(producers.last_sequence_id, parse_topic(T), "c") == (5 if dedup else -1)
+    again = [broker.publish(T, [_chunk_msg(5, i, 2, h, len(BODY), "c-5")], "c")[1][0]
+             for i, h in enumerate(halves)]
+    assert again[0].entry_id >= 0   # a chunk other than the last is let through
+    assert (again[1] == producers.DUPLICATE) is dedup
+    # readers join the chunks by the client's uuid
+    got = pulsarctl.Client(broker=broker).create_reader(T, MessageId.earliest).read_next(1000)
+    assert got.data() == BODY

@@ -13,7 +13,8 @@ from pulsarctl.broker import Broker, batches, topics
 from pulsarctl.entries import (
     F_CHUNK, F_COMPRESSION, F_DELIVER_AT, F_EVENT_TIME, F_HIGHEST_SEQUENCE_ID, F_KEY,
     F_NUM_MESSAGES, F_ORDERING_KEY, F_PAYLOAD, F_PRODUCER_NAME, F_PROPERTIES, F_PUBLISH_TIME,
-    F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size, chunk_of, is_batch,
+    F_NULL_VALUE, F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size,
+    chunk_of, is_batch, is_null_value,
 )
 from pulsarctl.messages import OutgoingMessage, build_entry
 from pulsarctl.names import parse_topic
@@ -41,11 +42,11 @@ def test_the_constants_name_the_fields_in_stored_order():
     assert Entry._fields == (
         "publish_time", "producer_name", "sequence_id", "payload", "properties", "key",
         "ordering_key", "event_time", "deliver_at", "compression", "uncompressed_size",
-        "schema_version", "chunk", "num_messages", "highest_sequence_id")
+        "schema_version", "chunk", "num_messages", "highest_sequence_id", "null_value")
     consts = [F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
               F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
-              F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID]
-    assert consts == list(range(15))
+              F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE]
+    assert consts == list(range(16))
 
 
 def test_a_short_old_list_reads_with_its_defaults_and_stores_back_as_it_was():
@@ -56,6 +57,7 @@ def test_a_short_old_list_reads_with_its_defaults_and_stores_back_as_it_was():
         (None, None, None, 0, 0)
     assert (e.compression, e.uncompressed_size, e.schema_version, e.chunk) == (0, None, None, None)
     assert (e.num_messages, e.highest_sequence_id, e.is_batch, e.size) == (None, None, False, 1)
+    assert e.null_value is None and not is_null_value(rec)
     assert e.to_stored() == rec
     keyed = [1000, "p", 7, b"x", None, "k"]
     assert Entry.from_stored(keyed).key == "k" and Entry.from_stored(keyed).to_stored() == keyed
@@ -136,3 +138,48 @@ def test_every_entry_of_a_store_written_by_0_1_0_round_trips_byte_for_byte(tmp_p
     assert {4, 11, 13, 15} <= lengths, lengths
     for raw, rec in entries:
         assert_round_trip(raw, rec)
+
+
+def _null(payload=b"", **kw):
+    m = OutgoingMessage(payload, **kw)
+    m.null_value = True
+    return m
+
+
+@pytest.mark.parametrize("m, compressed", [
+    (_null(), None),
+    (_null(properties={"action": "delete"}, key="k"), None),
+    (_null(schema_version=2), None),
+    (_null(), (comp.code_of("lz4"), b"z")),
+])
+def test_a_null_value_is_the_last_field_and_round_trips(m, compressed):
+    rec = build_entry(1000, "p", 3, m, compressed)
+    assert len(rec) == F_NULL_VALUE + 1 and is_null_value(rec)
+    assert rec[F_UNCOMPRESSED_SIZE] == 0 and rec[F_COMPRESSION] == (compressed or (0,))[0]
+    assert Entry.from_stored(rec).null_value is True
+    assert Entry.from_stored(rec).to_stored() == rec
+    # an empty payload is not a null value: the entry it had before null values existed
+    plain = build_entry(1000, "p", 3, OutgoingMessage(b""))
+    assert plain == [1000, "p", 3, b""] and not is_null_value(plain)
+
+
+def test_null_values_come_back_to_readers_plain_and_in_batches(broker):
+    from pulsarctl.broker import unpack
+
+    broker.publish("nulls", [OutgoingMessage(b"a"), _null(key="k", properties={"x": "y"}),
+                             OutgoingMessage(b"")])
+    broker.publish("nulls", [OutgoingMessage(b"b"), _null(), OutgoingMessage(b"")],
+                   batching=batches.Spec(3), compression=comp.code_of("zlib"))
+    broker.publish("nulls", [OutgoingMessage(b"c"), OutgoingMessage(b"d")],
+                   batching=batches.Spec(3))
+    got = []
+    for o, (raw, rec) in enumerate(stored(broker, "nulls")):
+        assert_round_trip(raw, rec)
+        got += unpack.messages(rec, 1, o, -1, "nulls")
+    assert [(m.payload, m.has_null_value()) for m in got] == [
+        (b"a", False), (b"", True), (b"", False), (b"b", False), (b"", True), (b"", False),
+        (b"c", False), (b"d", False)]
+    assert got[1].key == "k" and got[1].properties() == {"x": "y"}
+    assert [m.record()["payload"] for m in got[:3]] == ["a", None, ""]
+    # a batch without a null value keeps its six columns, as before
+    assert len(unpack.batch_columns(stored(broker, "nulls")[-1][1])) == 6

@@ -48,9 +48,10 @@ _text = st.text(max_size=20)
 @given(payload=st.binary(max_size=300), seq=st.none() | st.integers(0, 2**64 - 1),
        event_time=st.integers(0, 2**64 - 1),
        properties=st.none() | st.dictionaries(_text, _text, max_size=3),
-       key=st.none() | _text, ordering_key=st.none() | st.binary(max_size=20))
+       key=st.none() | _text, ordering_key=st.none() | st.binary(max_size=20),
+       null_value=st.booleans())
 def test_batch_message_writes_what_protobuf_writes(payload, seq, event_time, properties, key,
-                                                    ordering_key):
+                                                    ordering_key, null_value):
     """The hand-written SingleMessageMetadata is the protobuf's, byte for byte."""
     smm = api.SingleMessageMetadata(payload_size=len(payload))
     for k, v in (properties or {}).items():
@@ -63,8 +64,11 @@ def test_batch_message_writes_what_protobuf_writes(payload, seq, event_time, pro
         smm.ordering_key = ordering_key
     if seq is not None:
         smm.sequence_id = seq
+    if null_value:
+        smm.null_value = True
     raw = smm.SerializeToString()
-    got = frames.batch_message(payload, seq, event_time, properties, key, ordering_key)
+    got = frames.batch_message(payload, seq, event_time, properties, key, ordering_key,
+                               null_value)
     assert got == struct.pack(">I", len(raw)) + raw + payload
     ((back, data),) = frames.split_batch(got, 1)
     assert (back, data) == (smm, payload)
