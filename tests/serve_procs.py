@@ -47,7 +47,9 @@ class _Then(io.RawIOBase):
             n = min(len(b), len(self.head))
             b[:n], self.head = self.head[:n], self.head[n:]
             return n
-        return self.stream.readinto(b)
+        # readinto1: what one read of the pipe gives; readinto would wait to fill all of b,
+        # holding back lines serve already wrote
+        return self.stream.readinto1(b)
 
 
 def start_serve(env, *args) -> Served:
