@@ -117,16 +117,21 @@ def _batch_messages(rec, ledger_id, entry_id, partition, topic, redelivery_count
     0.6 of the time (tests/broker/test_unpack.py compares the two)."""
     pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
     sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
-    payloads, props, keys_, okeys, events, seqs = batch_columns(rec, f"{ledger_id}:{entry_id}")
+    columns = batch_columns(rec, f"{ledger_id}:{entry_id}")
+    payloads, props, keys_, okeys, events, seqs = columns[:6]
+    nulls = columns[6] if len(columns) > 6 else None
     out = []
     for i, data in enumerate(payloads):
         if skip and i in skip:
             continue
-        out.append(Message(pt, producer, seqs[i] if seqs else first + i, data,
-                           props[i] if props else None, keys_[i] if keys_ else None,
-                           okeys[i] if okeys else None, events[i] if events else 0, 0,
-                           MessageId(ledger_id, entry_id, partition, i), topic,
-                           redelivery_count, subscription, consumer, sv))
+        m = Message(pt, producer, seqs[i] if seqs else first + i, data,
+                    props[i] if props else None, keys_[i] if keys_ else None,
+                    okeys[i] if okeys else None, events[i] if events else 0, 0,
+                    MessageId(ledger_id, entry_id, partition, i), topic,
+                    redelivery_count, subscription, consumer, sv)
+        if nulls and nulls[i]:
+            m.null_value_ = True
+        out.append(m)
     return out
 
 

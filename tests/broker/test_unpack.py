@@ -87,6 +87,12 @@ def test_the_scan_and_the_message_path_see_the_same_messages(broker):
 
 
 
+def _null():
+    m = OutgoingMessage(b"")
+    m.null_value = True
+    return m
+
+
 def test_a_batch_messages_are_what_expand_and_message_from_entry_make():
     """unpack.messages builds a batch's Messages from its columns directly: the same Messages
     as its records through message_from_entry, whatever columns the batch has."""
@@ -98,6 +104,8 @@ def test_a_batch_messages_are_what_expand_and_message_from_entry_make():
             [OutgoingMessage(b"m%d" % i, {"i": str(i)}, f"k{i}", b"o%d" % i, 100 + i,
                              schema_version=sv) for i in range(3)],
             [OutgoingMessage(b"x", key="only-one", schema_version=sv), OutgoingMessage(b"y")],
+            # a null value adds the nullValues column
+            [OutgoingMessage(b"v", schema_version=sv), _null(), OutgoingMessage(b"w")],
         ]
 
     def fields(ms):
