@@ -27,12 +27,19 @@ writes, and writes with nothing to say there, leave) reads as its default:
     14     highest_sequence_id   int: a batch's highest sequence id                None
     15     null_value            true: the message has no value (Pulsar's           None
                                  null_value; its payload is empty), or nil
+    16     encryption            map: an end-to-end encrypted message as its        None
+                                 client sent it (payload: the ciphertext; "keys":
+                                 [[name, encrypted data key, {metadata}]], "algo",
+                                 "param", "compression" and "uncompressedSize" of
+                                 what was encrypted, "numMessages" when it is a
+                                 batch the broker cannot open), or nil
 
 What the writers leave off (pulsarctl/messages.py's build_entry, broker/batches.py's
 build_entry): a plain entry stops after its last field of 4..8 that is set (neither nil nor 0)
 unless it has compression or a schema version; then it goes on to uncompressed_size (and
 schema_version when there is one). A chunk's entry has fields 0..12, a batch's 0..14, a
-message with a null value 0..15 (stores written before null values never have field 15).
+message with a null value 0..15, an encrypted message 0..16 (stores written before null values
+or encryption never have fields 15 or 16).
 Entry.to_stored gives exactly that list back.
 
 Entry is for code that reads a few entries (the DLQ tools, a chunked message's copy). The hot
@@ -66,6 +73,7 @@ class Entry(NamedTuple):
     num_messages: int | None = None
     highest_sequence_id: int | None = None
     null_value: bool | None = None
+    encryption: dict | None = None
 
     @classmethod
     def from_stored(cls, rec) -> "Entry":
@@ -97,9 +105,14 @@ class Entry(NamedTuple):
 
 (F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
  F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
- F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE
- ) = range(len(Entry._fields))
-assert Entry._fields[F_NULL_VALUE] == "null_value"  # the table and the tuple
+ F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE,
+ F_ENCRYPTION) = range(len(Entry._fields))
+assert Entry._fields[F_ENCRYPTION] == "encryption"  # the table and the tuple
+
+
+def encryption_of(rec: list) -> dict | None:
+    """An encrypted message's encryption (field 16), or None."""
+    return rec[F_ENCRYPTION] if len(rec) > F_ENCRYPTION else None
 
 
 def is_null_value(rec: list) -> bool:

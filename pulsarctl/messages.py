@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pulsarctl.entries import (
     Chunk, F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
-    is_null_value, payload as _payload,
+    encryption_of, is_null_value, payload as _payload,
 )
 from pulsarctl.errors import InvalidMessageId
 
@@ -116,7 +116,8 @@ def iso_ms(ms: int | None) -> str | None:
 class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
-                 "sequence_id", "schema_version", "chunks", "new_batch", "null_value")
+                 "sequence_id", "schema_version", "chunks", "new_batch", "null_value",
+                 "encryption")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
@@ -137,9 +138,20 @@ class OutgoingMessage:
         self.new_batch = False
         # Sent with no value (Pulsar's null_value; the payload is then b""), e.g. a tombstone.
         self.null_value = False
+        # End-to-end encrypted by its client: pulsarctl/entries.py's field 16 (payload: the
+        # ciphertext, kept as sent).
+        self.encryption = None
 
     def size(self) -> int:
         return len(self.payload)
+
+
+def copied(m: "Message", out: OutgoingMessage) -> OutgoingMessage:
+    """out, a copy of m made by a move (dead letter, retry, replay), with what it carries
+    beyond its payload, properties and keys: a null value, a client's encryption."""
+    out.null_value = m.null_value_
+    out.encryption = m.encryption_
+    return out
 
 
 def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
@@ -154,6 +166,10 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
         return [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
                 m.event_time or 0, m.deliver_at or 0, code, size, m.schema_version, meta]
     sv = m.schema_version
+    if m.encryption:   # the ciphertext as sent: nothing to compress, nothing to open
+        return [publish_time, producer, seq, m.payload, m.properties or None, m.key,
+                m.ordering_key, m.event_time or 0, m.deliver_at or 0, 0, len(m.payload), sv,
+                None, None, None, True if m.null_value else None, m.encryption]
     if m.null_value:
         code, stored = compressed if compressed else (0, m.payload)
         return [publish_time, producer, seq, stored, m.properties or None, m.key, m.ordering_key,
@@ -183,7 +199,7 @@ class Message:
     __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
                  "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
                  "subscription", "consumer_name", "schema_version_", "chunk_", "chunk_ids_",
-                 "null_value_")
+                 "null_value_", "encryption_")
 
     def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
                  key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
@@ -195,6 +211,7 @@ class Message:
         self.chunk_ = None
         self.chunk_ids_ = None
         self.null_value_ = False  # sent with no value (its payload is b"")
+        self.encryption_ = None   # end-to-end encrypted: entries.py's field 16
         self.publish_time = publish_time
         self.producer_name = producer_name
         self.sequence_id = sequence_id
@@ -317,6 +334,7 @@ def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: 
                     subscription=subscription, consumer_name=consumer, schema_version_=sv)
         if is_null_value(stored):
             m.null_value_ = True
+        m.encryption_ = encryption_of(stored)
         return m
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                    subscription=subscription, consumer_name=consumer)

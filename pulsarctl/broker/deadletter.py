@@ -31,7 +31,7 @@ from pulsarctl.broker import (
     producers, subscriptions as subs, topics, unpack, batches, chunks, partitions,
 )
 from pulsarctl.errors import Conflict, InvalidTopicName, InvalidValue
-from pulsarctl.messages import MessageId, OutgoingMessage, message_from_entry
+from pulsarctl.messages import MessageId, OutgoingMessage, copied, message_from_entry
 from pulsarctl import names
 from pulsarctl.names import (
     DELAY_TIME, DLQ_SUFFIX, ORIGIN_MESSAGE_ID, ORIGIN_MESSAGE_ID_DEPRECATED, REAL_SUBSCRIPTION,
@@ -92,7 +92,7 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
         props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
         props.setdefault(ORIGIN_MESSAGE_ID_DEPRECATED, str(m.id))
         props.setdefault(REAL_SUBSCRIPTION, c.name)
-        out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
+        out = copied(m, OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time))
         out.chunks = copy[2] if copy else None
         routed.append((route(ctx, c, dlq, m.key), out))
     first = None
@@ -227,7 +227,8 @@ def _retry_one(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, i
         where = "retry"
     target = route(ctx, c, target, m.key)  # a partitioned one: to a partition
     topics.ensure(ctx, target)
-    out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time, deliver_at)
+    out = copied(m, OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time,
+                                    deliver_at))
     out.chunks = copy[2] if copy else None
     producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry", target.partition_index,
                       internal=True)

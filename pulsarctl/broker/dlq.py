@@ -34,7 +34,7 @@ from pulsarctl.errors import (
     UsageError, InvalidMessageId,
 )
 from pulsarctl.messages import (
-    MessageId, OutgoingMessage, iso_ms, message_from_entry, parse_message_id,
+    MessageId, OutgoingMessage, copied, iso_ms, message_from_entry, parse_message_id,
 )
 from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RETRY_SUFFIX, TopicName,
@@ -546,7 +546,7 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         if dry_run:
             r["action"] = "would-replay"
             continue
-        out = OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)
+        out = copied(m, OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time))
         out.chunks = copy[2] if copy else None
         _name, new_ids = producers.publish(ctx, target, [out], REPLAY_PRODUCER,
                                            target.partition_index)

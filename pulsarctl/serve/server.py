@@ -1139,6 +1139,8 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     client joins the chunks and decompresses, as with Pulsar's broker."""
     chunk = meta.HasField("uuid") or meta.HasField("chunk_id")
     code = meta.compression
+    if len(meta.encryption_keys) and not chunk:
+        return [_encrypted(meta, payload)], 0, False
     if code and not chunk:
         payload = compression.decompress(code, payload, meta.uncompressed_size, "in a SEND")
     deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
@@ -1167,6 +1169,45 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
             smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i, sv))
         out[-1].null_value = smm.null_value
     return out, code, len(out) > 1
+
+
+def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:
+    """An end-to-end encrypted SEND as one message kept as sent: the ciphertext (of the
+    compressed payload, or of a whole batch, which the broker cannot open any more than
+    Pulsar's can), with what its consumer needs to decrypt it (entries.py's field 16)."""
+    deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
+    sv = _schema_version(meta.schema_version) if meta.HasField("schema_version") else None
+    m = OutgoingMessage(payload, _props(meta.properties),
+                        meta.partition_key if meta.HasField("partition_key") else None,
+                        meta.ordering_key if meta.HasField("ordering_key") else None,
+                        meta.event_time, deliver_at, meta.sequence_id, sv)
+    m.null_value = meta.null_value
+    m.encryption = {
+        "keys": [[k.key, k.value, _props(k.metadata) or {}] for k in meta.encryption_keys],
+        "algo": meta.encryption_algo if meta.HasField("encryption_algo") else None,
+        "param": meta.encryption_param if meta.HasField("encryption_param") else None,
+        "compression": meta.compression,
+        "uncompressedSize": meta.uncompressed_size,
+        "numMessages": (meta.num_messages_in_batch if meta.HasField("num_messages_in_batch")
+                        else None),
+    }
+    return m
+
+
+def _encryption_metadata(md: api.MessageMetadata, e: dict) -> None:
+    for name, value, meta in e["keys"]:
+        k = md.encryption_keys.add(key=name, value=value)
+        for mk, mv in (meta or {}).items():
+            k.metadata.add(key=mk, value=mv)
+    if e.get("algo") is not None:
+        md.encryption_algo = e["algo"]
+    if e.get("param") is not None:
+        md.encryption_param = e["param"]
+    if e.get("compression"):
+        md.compression = e["compression"]
+    md.uncompressed_size = e.get("uncompressedSize") or 0
+    if e.get("numMessages"):
+        md.num_messages_in_batch = e["numMessages"]
 
 
 def _schema_version(raw: bytes):
@@ -1199,6 +1240,8 @@ def message_frame(consumer_id: int, m, counted: bool = True) -> bytes:
         md.null_value = True
     payload = m.payload if m.payload is not None else b""
     md.uncompressed_size = len(payload)
+    if m.encryption_:
+        _encryption_metadata(md, m.encryption_)
     if m.chunk_ is not None:
         # A chunk as stored: its piece of the (compressed) payload, for the client to join.
         (uuid, cid, n, total), code, size = m.chunk_

@@ -13,7 +13,7 @@ from pulsarctl.broker import Broker, batches, topics
 from pulsarctl.entries import (
     F_CHUNK, F_COMPRESSION, F_DELIVER_AT, F_EVENT_TIME, F_HIGHEST_SEQUENCE_ID, F_KEY,
     F_NUM_MESSAGES, F_ORDERING_KEY, F_PAYLOAD, F_PRODUCER_NAME, F_PROPERTIES, F_PUBLISH_TIME,
-    F_NULL_VALUE, F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size,
+    F_NULL_VALUE, F_ENCRYPTION, F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size,
     chunk_of, is_batch, is_null_value,
 )
 from pulsarctl.messages import OutgoingMessage, build_entry
@@ -42,11 +42,13 @@ def test_the_constants_name_the_fields_in_stored_order():
     assert Entry._fields == (
         "publish_time", "producer_name", "sequence_id", "payload", "properties", "key",
         "ordering_key", "event_time", "deliver_at", "compression", "uncompressed_size",
-        "schema_version", "chunk", "num_messages", "highest_sequence_id", "null_value")
+        "schema_version", "chunk", "num_messages", "highest_sequence_id", "null_value",
+        "encryption")
     consts = [F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
               F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
-              F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE]
-    assert consts == list(range(16))
+              F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE,
+              F_ENCRYPTION]
+    assert consts == list(range(17))
 
 
 def test_a_short_old_list_reads_with_its_defaults_and_stores_back_as_it_was():
@@ -183,3 +185,19 @@ def test_null_values_come_back_to_readers_plain_and_in_batches(broker):
     assert [m.record()["payload"] for m in got[:3]] == ["a", None, ""]
     # a batch without a null value keeps its six columns, as before
     assert len(unpack.batch_columns(stored(broker, "nulls")[-1][1])) == 6
+
+
+def test_an_encrypted_message_keeps_its_ciphertext_and_keys_in_field_16():
+    from pulsarctl.messages import MessageId, message_from_entry
+
+    m = OutgoingMessage(b"\x01ciphertext", {"a": "b"}, "k")
+    m.encryption = {"keys": [["k1", b"wrapped", {}]], "algo": None, "param": b"iv",
+                    "compression": 1, "uncompressedSize": 40, "numMessages": 3}
+    rec = build_entry(1000, "p", 5, m)
+    assert len(rec) == F_ENCRYPTION + 1 and rec[F_ENCRYPTION] == m.encryption
+    assert rec[F_COMPRESSION] == 0            # nobody decompresses ciphertext
+    assert Entry.from_stored(rec).to_stored() == rec
+    got = message_from_entry(rec, MessageId(1, 2), "t")
+    assert got.payload == b"\x01ciphertext" and got.encryption_ == m.encryption
+    plain = message_from_entry(build_entry(1000, "p", 5, OutgoingMessage(b"x")), MessageId(1, 3), "t")
+    assert plain.encryption_ is None

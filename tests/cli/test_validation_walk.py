@@ -23,7 +23,8 @@ OPTIONS = {"subscription": "s", "count": "1", "partitions": "2", "ledger_id": "1
            "to": "OUT", "out": "OUT", "expire_time": "1s", "ttl": "1s",
            "time": "1h", "size": "1M", "policy": "producer_request_hold",
            "max_redeliver": "3", "n": "1", "config": "maxMessageSize", "value": "100000",
-           "subject": "alice", "role": "alice", "actions": "produce"}
+           "subject": "alice", "role": "alice", "actions": "produce",
+           "output_private_key": "OUT", "output_public_key": "OUT"}
 
 
 def leaves(cmd, path=()):
