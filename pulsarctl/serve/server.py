@@ -114,7 +114,7 @@ class Producer:
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
                  "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
-                 "compacted", "active_sent", "ended")
+                 "compacted", "active_sent", "ended", "base", "acked")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -138,6 +138,8 @@ class Consumer:
         self.epoch = 0   # raised by a seek: what was fetched before it is not sent
         self.active_sent = None   # Failover: the standing last told (ACTIVE_CONSUMER_CHANGE)
         self.ended = False        # REACHED_END_OF_TOPIC was sent
+        self.base = None          # a reader: the offset it started at (None: topic unknown)
+        self.acked = None         # a reader: the highest id its client acknowledged
 
 
 class Server:
@@ -704,13 +706,18 @@ class Connection:
             if start is None:
                 con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name,
                                reader=True, start=None)
-                con.next = nxt
+                con.next = con.base = nxt
                 return self._start_reader(con, c)
         if not await schema_commands.subscribe_schema(self, c):
             return
         await schema_commands.reader_topic(self, c)
+        # after a seek by id the sought message comes first (the client drops it unless its
+        # start is inclusive); a seek to latest is the topic's end
+        inclusive = resume is not None and start != MessageId.latest
+        nxt = None
         try:
-            await s.call(s.broker.read_entries, c.topic, None, 0, after_id=start)
+            _msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, None, 0,
+                                             after_id=start, inclusive=inclusive)
         except Exception as exc:
             if not isinstance(exc, NotFound) or start not in (MessageId.earliest,
                                                               MessageId.latest):
@@ -718,9 +725,12 @@ class Connection:
                 return
         con = Consumer(c.consumer_id, c.topic, c.subscription, c.consumer_name, reader=True,
                        start=start)
-        # after a seek by id the sought message comes first; the client drops it unless its
-        # start is inclusive
-        con.inclusive = resume is not None
+        # where it starts, fixed now: "latest" is the topic's end at subscribe, not whenever
+        # the reader first reads (hasMessageAvailable compares against it)
+        con.base = nxt
+        if start == MessageId.latest:
+            con.next = nxt
+        con.inclusive = inclusive
         self._start_reader(con, c)
 
     def _start_reader(self, con: Consumer, c) -> None:
@@ -875,7 +885,16 @@ class Connection:
     async def on_ack(self, cmd, meta, payload):
         a = cmd.ack
         c = self.consumers.get(a.consumer_id)
-        if c is None or c.reader:
+        if c is None:
+            return
+        if c.reader:
+            # A reader's acks move nothing in the store (it has no cursor there); the highest
+            # one is its mark-delete position for hasMessageAvailable.
+            for d in a.message_id:
+                mid = MessageId(d.ledgerId, d.entryId, d.partition)
+                if c.acked is None or (mid.ledger_id, mid.entry_id) > (c.acked.ledger_id,
+                                                                       c.acked.entry_id):
+                    c.acked = mid
             return
         s = self.server
         cumulative = a.ack_type == 1
@@ -1052,8 +1071,9 @@ class Connection:
         try:
             mid = await s.call(s.broker.topics.last_message_id, c.topic)
             if c.reader:
-                mdp = await s.call(s.broker.read, consuming.mark_delete_position,
-                                   topic_name(c.topic), None, c.next, c.start, c.inclusive)
+                mdp = c.acked or await s.call(
+                    s.broker.read, consuming.mark_delete_position, topic_name(c.topic), None,
+                    c.base, c.start, c.inclusive)
             else:
                 mdp = await s.call(s.broker.read, consuming.mark_delete_position,
                                    topic_name(c.topic), c.sub)

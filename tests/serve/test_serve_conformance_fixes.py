@@ -234,3 +234,17 @@ def test_a_topic_deleted_under_a_consumer_closes_it_and_the_client_comes_back(se
         raise AssertionError("the consumer did not come back after its topic was deleted")
     producer.send(b"after")      # the producer re-creates the topic; the consumer re-subscribed
     assert consumer.receive(TM).data() == b"after"
+
+
+def test_has_message_available_follows_what_the_reader_consumed_and_its_seeks(client):
+    topic = "persistent://public/default/has-available-seek"
+    producer = client.create_producer(topic)
+    reader = client.create_reader(topic, MessageId.earliest)
+    producer.send(b"m-0")
+    assert reader.has_message_available()      # dispatched or not, not yet read
+    reader.seek(MessageId.latest)
+    assert not reader.has_message_available()
+    producer.send(b"m-1")
+    assert reader.has_message_available()
+    assert reader.read_next(TM).data() == b"m-1"
+    assert not reader.has_message_available()
