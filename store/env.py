@@ -208,21 +208,9 @@ class Env:
             except lmdb.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:
-                result = fn(txn, *args, **kwargs)
-                txn.commit()
-                return result
+                return self._commit(txn, fn, args, kwargs)
             except lmdb.MapFullError:
-                txn.abort()
                 self._grow()
-            except lmdb.Error as exc:
-                txn.abort()
-                raise _translate(exc, self.path) from exc
-            except codec.CorruptValue as exc:
-                txn.abort()
-                raise self._undecodable(None, None, exc) from exc
-            except BaseException:
-                txn.abort()
-                raise
 
     def nested(self, parent, fn, *args, **kwargs):
         """Run fn(txn, ...) in a transaction nested in the write transaction parent (one of
@@ -236,6 +224,11 @@ class Env:
             raise
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
+        return self._commit(txn, fn, args, kwargs)
+
+    def _commit(self, txn, fn, args, kwargs):
+        """fn(txn, ...), then commit txn; any error aborts it. A full map (MapFullError) goes up
+        as it is, for write() to grow the map; any other LMDB error is the store's."""
         try:
             result = fn(txn, *args, **kwargs)
             txn.commit()

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from procs import PATIENCE_S, argv
+from procs import PATIENCE_S, argv, reap
 
 
 class Served:
@@ -87,6 +87,14 @@ def start_serve(env, *args) -> Served:
     proc.wait()
     raise AssertionError(f"serve did not print its URL: {''.join(seen)}"
                          f"{buf.decode(errors='replace')}{proc.stderr.read().decode(errors='replace')}")
+
+
+def stop_all(served) -> None:
+    """SIGTERM every serve still running, then reap them all (a fixture's teardown)."""
+    for s in served:
+        if s.proc.poll() is None:
+            s.stop()
+    reap([s.proc for s in served])
 
 
 def quiet_logger():

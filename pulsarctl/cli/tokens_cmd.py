@@ -95,23 +95,25 @@ def _write_private(path: str, data: bytes, what: str) -> None:
         raise InvalidValue(f"cannot write the {what} to {path}: {exc.strerror or exc}") from None
 
 
-def _signing_key(secret_key, private_key, algorithm):
-    """(key bytes, algorithm) from --secret-key or --private-key, exactly one of them."""
+def _key_and_algorithm(secret_key, pair_key, algorithm, flag: str, verb: str):
+    """(key bytes, algorithm) from --secret-key or the key pair's half given with flag
+    (--private-key to sign, --public-key to check), exactly one of them; algorithm None for
+    a secret key (its length chooses HS256/384/512)."""
     # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
     from pulsarctl.auth import tokens as auth_tokens
 
-    if not secret_key and not private_key:
-        raise InvalidValue("no key to sign the token with",
-                           hint="pass --secret-key or --private-key")
-    if secret_key and private_key:
-        raise InvalidValue("give one key to sign with, not two",
-                           hint="pass --secret-key or --private-key")
+    if not secret_key and not pair_key:
+        raise InvalidValue(f"no key to {verb} the token with",
+                           hint=f"pass --secret-key or {flag}")
+    if secret_key and pair_key:
+        raise InvalidValue(f"give one key to {verb} with, not two",
+                           hint=f"pass --secret-key or {flag}")
     if secret_key:
         return auth_tokens.read_key(secret_key), None
     alg = auth_tokens.check_algorithm(algorithm or "RS256")
     if alg in auth_tokens.HMAC:
         raise InvalidValue(f"{alg} signs with a secret key", hint="pass --secret-key")
-    return auth_tokens.read_key(private_key), alg
+    return auth_tokens.read_key(pair_key), alg
 
 
 def _read_token(token: str | None, stdin: bool, token_file: str | None) -> str:
@@ -162,7 +164,7 @@ def create(
 
     extra = _headers(headers)
     expires = None if expiry_time is None else wall_ms() + parse_relative_ms(expiry_time)
-    key, alg = _signing_key(secret_key, private_key, algorithm)
+    key, alg = _key_and_algorithm(secret_key, private_key, algorithm, "--private-key", "sign")
     token = auth_tokens.create(key, subject, expires, extra, algorithm=alg)
     out = fmt(ctx, None)
     render.data({"token": token}, out, text=lambda d: render.outln(d["token"]))
@@ -176,16 +178,7 @@ def validate(ctx: typer.Context, token: TokenArg = None, secret_key: SecretKey =
     # lazy: PyJWT is loaded when a tokens command runs, not when the command tree is built
     from pulsarctl.auth import tokens as auth_tokens
 
-    if not secret_key and not public_key:
-        raise InvalidValue("no key to check the token with",
-                           hint="pass --secret-key or --public-key")
-    if secret_key and public_key:
-        raise InvalidValue("give one key to check with, not two",
-                           hint="pass --secret-key or --public-key")
-    if secret_key:
-        key, alg = auth_tokens.read_key(secret_key), None
-    else:
-        key, alg = auth_tokens.read_key(public_key), auth_tokens.check_algorithm(algorithm or "RS256")
+    key, alg = _key_and_algorithm(secret_key, public_key, algorithm, "--public-key", "check")
     claims = auth_tokens.validate(_read_token(token, stdin, token_file), key, wall_ms(), alg)
     render.data(claims, fmt(ctx, None),
                 text=lambda d: render.outln(render.safe(auth_tokens.claims_text(d))))

@@ -23,7 +23,7 @@ import pulsar
 import pytest
 
 from procs import PATIENCE_S, argv, pok, reap, wait_for
-from serve_procs import quiet_logger, start_serve
+from serve_procs import stop_all, quiet_logger, start_serve
 from serve_raw import Raw, command, corpus, send
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -77,10 +77,7 @@ def serve(env, tmp_path):
         return s
 
     yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.stop()
-    reap([s.proc for s in started])
+    stop_all(started)
 
 
 def stopped(s) -> list[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from cli_helpers import ok, pjson, rows
 from procs import PATIENCE_S, argv, reap, wait_for
-from serve_procs import quiet_logger, start_serve
+from serve_procs import stop_all, quiet_logger, start_serve
 
 TOPIC = "timers-t"
 RECEIVE_MS = int(PATIENCE_S * 1000)
@@ -50,10 +50,7 @@ def serves(env):
         started.append(s)
         return s
     yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.stop()
-    reap([s.proc for s in started])
+    stop_all(started)
 
 
 def test_daemon_status_names_serve_as_the_active_daemon(cli, serves, store_path):
