@@ -67,14 +67,31 @@ def _publish(ctx, name, messages, producer_name=None, route=None, compression=0,
     return name_out, [ids_by[i].pop() for i in order]
 
 
+CLIENT_TIME_WINDOW_MS = 10_000
+
+
+def _client_publish_time(client_ms, now_ms: int) -> int:
+    """The publish time a wire producer's message is stored with: the client's own, as in
+    Pulsar (its producer stamps MessageMetadata.publish_time before sending, and seeks and
+    TTL read that), when it lies in the last CLIENT_TIME_WINDOW_MS of the store's clock;
+    otherwise (a client clock ahead or far behind, a store on a simulated clock) the store's."""
+    if client_ms and now_ms - CLIENT_TIME_WINDOW_MS <= client_ms <= now_ms:
+        return client_ms
+    return now_ms
+
+
 def _publish_jobs(ctx, jobs) -> list:
     """Broker.publish_many's transaction body: each job in its own nested transaction, with its
     own Ctx (nothing a failed job cached is seen by the next). A store failure (a full map
     included, which write() grows and runs again) ends them all."""
     out = []
     for name, messages, producer_name, kwargs in jobs:
-        def job(txn, name=name, messages=messages, producer_name=producer_name, kwargs=kwargs):
-            return _publish(Ctx(ctx.broker, txn, ctx.now, True), name, messages, producer_name,
+        kwargs = dict(kwargs)
+        now = _client_publish_time(kwargs.pop("publish_time", None), ctx.now)
+
+        def job(txn, name=name, messages=messages, producer_name=producer_name, kwargs=kwargs,
+                now=now):
+            return _publish(Ctx(ctx.broker, txn, now, True), name, messages, producer_name,
                             **kwargs)
         try:
             out.append(ctx.env.nested(ctx.txn, job))
@@ -303,6 +320,8 @@ class Broker:
         name, publish's keyword arguments) job, in one write transaction per store (one fsync
         for all of them). Each job runs in a transaction nested in it, so a job that fails
         (a quota, a terminated topic, a bad name) is undone alone and the others commit.
+        A job's keyword arguments may carry publish_time, the client's (see
+        _client_publish_time).
         Returns, in job order, what publish would have returned, or the job's exception.
         Jobs run in the order given: one producer's ids increase in its send order."""
         results: list = [None] * len(jobs)

@@ -602,7 +602,7 @@ class Connection:
                        error=api.UnknownError, message=exc.message)
             return
         s = self.server
-        kwargs = {"compression": code}
+        kwargs = {"compression": code, "publish_time": meta.publish_time}
         if batched:
             kwargs["batching"] = Spec(len(messages), 0)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)

@@ -105,3 +105,18 @@ def test_non_persistent_jobs_go_to_their_own_store(broker):
     ])
     assert all(not isinstance(r, Exception) for r in results)
     assert stored(broker, "pp") == ["p0"]
+
+
+def test_a_clients_publish_time_is_kept_when_the_store_clock_allows_it(broker):
+    """A wire producer stamps its messages (Pulsar keeps that time; seeks by time read it);
+    one from the last 10 s of the store's clock is kept, any other gets the store's."""
+    now = broker.read(lambda ctx: ctx.now)
+    broker.publish_many([
+        ("t", msgs("recent"), "p", {"publish_time": now - 3}),
+        ("t", msgs("future"), "p", {"publish_time": now + 60_000}),
+        ("t", msgs("ancient"), "p", {"publish_time": now - 3_600_000}),
+        ("t", msgs("unset"), "p", {"publish_time": 0}),
+    ])
+    got, _next, _last = broker.read_entries("t", 0, 10)
+    assert [(m.data(), m.publish_time) for m in got] == [
+        (b"recent", now - 3), (b"future", now), (b"ancient", now), (b"unset", now)]
