@@ -297,6 +297,20 @@ def reached_end(ctx, t: TopicName, sub: str | None = None, next_offset=None) -> 
     return c is not None and c.read_position >= info.next_offset
 
 
+def consumer_stats(ctx, t: TopicName, sub: str, name: str) -> dict | None:
+    """CONSUMER_STATS's answer: the subscription's stats (stats.subscription_stats) with the
+    one consumer's record under "consumer", or None when there is no such subscription."""
+    from pulsarctl.broker import stats  # lazy: only a client asking for stats needs it
+
+    info = topics.lookup(ctx, t)
+    c = subs.get(ctx, info, sub) if info is not None else None
+    if c is None:
+        return None
+    out = stats.subscription_stats(ctx, info, c)
+    out["consumer"] = next((r for r in out["consumers"] if r["consumerName"] == name), {})
+    return out
+
+
 def failover_active_name(ctx, t: TopicName, sub: str) -> str | None:
     """The consumer a Failover subscription's cursor names active (consumers.note_active)."""
     info = topics.lookup(ctx, t)

@@ -1061,6 +1061,42 @@ class Connection:
         r.getTopicsOfNamespaceResponse.topics.extend(names)
         self.send(frames.command(r))
 
+    async def on_consumer_stats(self, cmd, meta, payload):
+        """CONSUMER_STATS: the consumer's record and its subscription's backlog, from the store
+        (rates are not measured: 0, as `topics stats` says)."""
+        q = cmd.consumerStats
+        r = api.BaseCommand(type=T.CONSUMER_STATS_RESPONSE)
+        out = r.consumerStatsResponse
+        out.request_id = q.request_id
+        c = self.consumers.get(q.consumer_id)
+        st = None
+        if c is not None and not c.reader:
+            s = self.server
+            try:
+                st = await s.call(s.broker.read, consuming.consumer_stats, topic_name(c.topic),
+                                  c.sub, c.name)
+            except Exception as exc:
+                out.error_code, out.error_message = server_error(exc), error_text(exc)
+                self.send(frames.command(r))
+                return
+        if st is None:
+            out.error_code = api.ConsumerNotFound
+            out.error_message = f"Consumer {q.consumer_id} not found"
+            self.send(frames.command(r))
+            return
+        rec = st["consumer"]
+        out.msgRateOut, out.msgThroughputOut = st["msgRateOut"], st["msgThroughputOut"]
+        out.msgRateRedeliver, out.msgRateExpired = st["msgRateRedeliver"], st["msgRateExpired"]
+        out.consumerName = c.name
+        out.availablePermits = max(c.permits, 0)
+        out.unackedMessages = rec.get("unackedMessages", 0)
+        out.blockedConsumerOnUnackedMsgs = False
+        out.address = self.peer
+        out.connectedSince = rec.get("connectedSince") or ""
+        out.type = st["type"]
+        out.msgBacklog = st["msgBacklog"]
+        self.send(frames.command(r))
+
     async def on_get_last_message_id(self, cmd, meta, payload):
         g = cmd.getLastMessageId
         c = self.consumers.get(g.consumer_id)
@@ -1083,6 +1119,14 @@ class Connection:
         self.reply(T.GET_LAST_MESSAGE_ID_RESPONSE, "getLastMessageIdResponse",
                    request_id=g.request_id, last_message_id=_id_data(mid),
                    consumer_mark_delete_position=_id_data(mdp))
+
+
+async def _on_transaction(self, cmd, meta, payload):
+    """The transaction commands, answered as a Pulsar broker without a transaction
+    coordinator answers them (transactionCoordinatorEnabled=false)."""
+    rid = _request_id(cmd)
+    if rid is not None:
+        self.error(rid, api.NotAllowedError, "Transactions are not enabled.")
 
 
 def ensure_topic(broker, name: str) -> None:
@@ -1125,6 +1169,10 @@ def _request_id(cmd):
 
 
 HANDLERS = {
+    T.CONSUMER_STATS: Connection.on_consumer_stats,
+    **{t: _on_transaction for t in (T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN,
+                                    T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN, T.END_TXN,
+                                    T.END_TXN_ON_PARTITION, T.END_TXN_ON_SUBSCRIPTION)},
     T.CONNECT: Connection.on_connect,
     T.PING: Connection.on_ping,
     T.PONG: Connection.on_pong,

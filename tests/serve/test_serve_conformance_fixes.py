@@ -248,3 +248,33 @@ def test_has_message_available_follows_what_the_reader_consumed_and_its_seeks(cl
     assert reader.has_message_available()
     assert reader.read_next(TM).data() == b"m-1"
     assert not reader.has_message_available()
+
+
+def test_transactions_are_refused_as_pulsar_without_a_coordinator(served):
+    raw = _Raw(served.port)
+    t = raw.api.BaseCommand
+    for type_, field in ((t.TC_CLIENT_CONNECT_REQUEST, "tcClientConnectRequest"),
+                         (t.NEW_TXN, "newTxn"), (t.END_TXN, "endTxn")):
+        raw.send(type=type_, **{field: {"request_id": 77}})
+        err = raw.until(t.ERROR).error
+        assert (err.request_id, err.error, err.message) == (
+            77, raw.api.NotAllowedError, "Transactions are not enabled.")
+    raw.sock.close()
+
+
+def test_consumer_stats_over_the_wire(served, env):
+    topic = "persistent://public/default/consumer-stats"
+    subprocess.run(argv("produce", topic, "-m", "a", "-m", "b"), env=env, check=True,
+                   capture_output=True, timeout=60)
+    raw = _Raw(served.port)
+    t = raw.api.BaseCommand
+    raw.subscribe(topic, "s", 1, "statsy", sub_type="Shared", position="Earliest")
+    raw.until(t.SUCCESS)
+    raw.send(type=t.CONSUMER_STATS, consumerStats={"request_id": 9, "consumer_id": 1})
+    st = raw.until(t.CONSUMER_STATS_RESPONSE).consumerStatsResponse
+    assert not st.HasField("error_code")
+    assert (st.request_id, st.consumerName, st.type, st.msgBacklog) == (9, "statsy", "Shared", 2)
+    raw.send(type=t.CONSUMER_STATS, consumerStats={"request_id": 10, "consumer_id": 99})
+    missing = raw.until(t.CONSUMER_STATS_RESPONSE).consumerStatsResponse
+    assert missing.error_code == raw.api.ConsumerNotFound
+    raw.sock.close()
