@@ -58,12 +58,7 @@ def create_secret_key(
     if output is None:
         render.out_bytes(data)
         return
-    try:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-    except OSError as exc:
-        raise InvalidValue(f"cannot write the key to {output}: {exc.strerror or exc}") from None
+    _write_private(output, data, "key")
 
 
 @tokens.command("create-key-pair", help="Create a private and public key pair for RS256 "
@@ -87,6 +82,7 @@ def create_key_pair(
 
 
 def _write_private(path: str, data: bytes, what: str) -> None:
+    """data into a new file at path that only its owner may read (0600), as keys are kept."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:

@@ -18,6 +18,8 @@ Authorization, when authorizationEnabled (PulsarAuthorizationProvider's rules, p
 A refused request is 401 with Pulsar's reason and nothing else: no topic names, no data."""
 from __future__ import annotations
 
+import operator
+
 from aiohttp import web
 
 from pulsarctl.auth import authorization
@@ -80,7 +82,7 @@ def middleware(authentication, settings, run):
         cn = common_name(request.transport.get_extra_info("peercert")
                          if request.transport is not None else None)
         header = request.headers.get("Authorization")
-        role = await run(lambda b: authentication.http_role(header, cn, b.read(_now)))
+        role = await run(lambda b: authentication.http_role(header, cn, b.read(operator.attrgetter("now"))))
         request[ROLE] = role
         if settings is not None:
             action, target = required(request)
@@ -99,8 +101,4 @@ def _allowed(broker, role, action, target, settings) -> bool:
         return authorization.is_super_user(settings, role if role is not None
                                            else settings.anonymous_user_role)
     return broker.read(authorization.allowed, role, target, action, settings)
-
-
-def _now(ctx) -> int:
-    return ctx.now
 

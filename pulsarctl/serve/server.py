@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import operator
 import os
 import socket
 import struct
@@ -36,7 +37,7 @@ from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
-from pulsarctl.serve.wire_errors import SERVER_ERRORS, error_text, server_error  # noqa: F401
+from pulsarctl.serve.wire_errors import error_text, server_error
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker import consuming, topics
@@ -468,7 +469,7 @@ class Connection:
             s = self.server
             try:
                 # the store's clock (a simulated one included) says whether a token expired
-                now = await s.call(s.broker.read, _now)
+                now = await s.call(s.broker.read, operator.attrgetter("now"))
                 self.role = auth.connect_role(method, c.auth_data, peer_cn, now)
             except AuthenticationFailed as exc:
                 # Pulsar's answer to a refused CONNECT: an ERROR, then the connection closes.
@@ -808,14 +809,11 @@ class Connection:
                     w.cancel()
 
     async def _gone_under(self, c: Consumer) -> None:
-        self._close_by_broker(c)
-        s = self.server
-        if not c.reader:
-            try:
-                await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
-            except Exception:   # nothing left to close
-                pass
-            s._in_use.discard((c.topic, c.sub, c.name))
+        """Called by c's own delivery task, which returns after it (so it is not cancelled,
+        which would cut this short at its first await)."""
+        c.task = None
+        self._tell_closed(c)
+        await self._drop_consumer(c)
 
     async def _reached_end(self, c: Consumer) -> bool:
         s = self.server
@@ -967,9 +965,8 @@ class Connection:
 
     async def on_unsubscribe(self, cmd, meta, payload):
         u = cmd.unsubscribe
-        c = self.consumers.get(u.consumer_id)
+        c = self._consumer(u.consumer_id, u.request_id)
         if c is None:
-            self.error(u.request_id, api.ConsumerNotFound, f"no consumer {u.consumer_id}")
             return
         s = self.server
         await self._drop_consumer(c)
@@ -987,9 +984,8 @@ class Connection:
         cursor moves, then SUCCESS. A reader's position waits for its re-SUBSCRIBE, which
         carries a stale start id, in reader_resume."""
         k = cmd.seek
-        c = self.consumers.get(k.consumer_id)
+        c = self._consumer(k.consumer_id, k.request_id)
         if c is None:
-            self.error(k.request_id, api.ConsumerNotFound, f"no consumer {k.consumer_id}")
             return
         s = self.server
         mid = _message_id(k.message_id) if k.HasField("message_id") else None
@@ -1037,7 +1033,18 @@ class Connection:
         c.closed = True
         if c.task is not None:
             c.task.cancel()
+        self._tell_closed(c)
+
+    def _tell_closed(self, c: Consumer) -> None:
+        # the broker's CLOSE_CONSUMER carries request id -1, as Pulsar's does
         self.reply(T.CLOSE_CONSUMER, "close_consumer", consumer_id=c.id, request_id=2**64 - 1)
+
+    def _consumer(self, consumer_id: int, request_id: int) -> Consumer | None:
+        """The connection's consumer, or None after answering ConsumerNotFound."""
+        c = self.consumers.get(consumer_id)
+        if c is None:
+            self.error(request_id, api.ConsumerNotFound, f"no consumer {consumer_id}")
+        return c
 
     async def on_topics_of_namespace(self, cmd, meta, payload):
         g = cmd.getTopicsOfNamespace
@@ -1099,9 +1106,8 @@ class Connection:
 
     async def on_get_last_message_id(self, cmd, meta, payload):
         g = cmd.getLastMessageId
-        c = self.consumers.get(g.consumer_id)
+        c = self._consumer(g.consumer_id, g.request_id)
         if c is None:
-            self.error(g.request_id, api.ConsumerNotFound, f"no consumer {g.consumer_id}")
             return
         s = self.server
         try:
@@ -1140,10 +1146,6 @@ def advertised_host(bind: str) -> str:
     """The address a client should dial for a server bound to bind: the wildcard addresses
     are no address to dial, loopback is."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(bind, bind)
-
-
-def _now(ctx) -> int:
-    return ctx.now
 
 
 def _signed(v: int) -> int:

@@ -215,7 +215,7 @@ def test_a_terminated_topic_tells_the_consumer_it_reached_the_end(served, env):
 def test_a_topic_deleted_under_a_consumer_closes_it_and_the_client_comes_back(served, client,
                                                                                env):
     topic = "persistent://public/default/deleted-under"
-    consumer = client.subscribe(topic, "s")
+    consumer = client.subscribe(topic, "s", consumer_name="keeper")
     producer = client.create_producer(topic)
     producer.send(b"before")
     assert consumer.receive(TM).data() == b"before"
@@ -234,6 +234,10 @@ def test_a_topic_deleted_under_a_consumer_closes_it_and_the_client_comes_back(se
         raise AssertionError("the consumer did not come back after its topic was deleted")
     producer.send(b"after")      # the producer re-creates the topic; the consumer re-subscribed
     assert consumer.receive(TM).data() == b"after"
+    # under its own name: serve let go of it when it closed it
+    names = subprocess.run(argv("subscriptions", "consumers", topic, "s", "-o", "json"),
+                           env=env, capture_output=True, text=True, timeout=60)
+    assert '"keeper"' in names.stdout, names.stdout + names.stderr
 
 
 def test_has_message_available_follows_what_the_reader_consumed_and_its_seeks(client):
