@@ -111,9 +111,16 @@ def server_context(v: dict) -> ssl.SSLContext:
 
 
 def authentication(v: dict, basic_auth_file: str | None) -> Authentication:
+    providers = provider_names(v.get("authenticationProviders", ())) \
+        if v.get("authenticationEnabled") else ()
+    if basic_auth_file and "basic" not in providers:
+        # a users file that would silently go unused lets everyone in as anonymous
+        raise InvalidValue("--basic-auth-file is used only by AuthenticationProviderBasic",
+                           hint="set authenticationEnabled=true and add "
+                                "AuthenticationProviderBasic to authenticationProviders in "
+                                "--config")
     if not v.get("authenticationEnabled"):
         return Authentication(anonymous_role=v.get("anonymousUserRole"))
-    providers = provider_names(v.get("authenticationProviders", ()))
     key = algorithm = None
     if "token" in providers:
         if v.get("tokenSecretKey"):

@@ -298,3 +298,13 @@ def test_rest_an_unknown_route_is_404_also_with_authorization(setup):
     base = setup["served"].http_url
     assert _get(base + "/admin/v2/namespaces/public/default/noSuchPolicy")[0] == 404
     assert _get(base + "/admin/v2/nothing/here")[0] == 404
+
+
+def test_a_basic_auth_file_without_the_basic_provider_is_refused(tmp_path):
+    (tmp_path / "htpasswd").write_text("")
+    env = dict(os.environ, PULSARCTL_STORE=str(tmp_path / "store"), NO_COLOR="1")
+    r = subprocess.run(argv("serve", "--port", "0", "--http-port", "0", "--basic-auth-file",
+                            str(tmp_path / "htpasswd")),
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "AuthenticationProviderBasic" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
