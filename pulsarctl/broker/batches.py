@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import topics
-from pulsarctl.broker.unpack import messages
+from pulsarctl.broker.unpack import batch_columns, messages
 from pulsarctl.entries import Entry, batch_size
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.compression import compress
@@ -288,6 +288,44 @@ class Delivery:
                  topic: str, redelivery_count: int, subscription: str, consumer: str) -> list:
         return messages(rec, ledger_id, entry_id, partition, topic, redelivery_count,
                         subscription, consumer, self.skip(offset))
+
+    def whole(self, offset: int, rec: list, id, redelivery_count: int) -> Batch:
+        return Batch(id, rec, batch_columns(rec, f"{id.ledger_id}:{id.entry_id}"),
+                     self.skip(offset), redelivery_count)
+
+
+class Batch:
+    """A batch entry as a fetch with whole_batches hands it out: unopened, its single-message
+    metadata still in columns (unpack.batch_columns), for serve to forward as one batch
+    MESSAGE. A Message per index, built and then taken apart again into the same bytes, was
+    most of what delivering a batch through serve cost (0.9 of about 1.6 us a message).
+    count: the messages delivered (size less those in skip, which the consumer does not get)."""
+    __slots__ = ("id", "rec", "columns", "skip", "size", "count", "redelivery_count")
+
+    def __init__(self, id, rec: list, columns: list, skip, redelivery_count: int):
+        self.id = id                  # the entry's MessageId (batch index -1)
+        self.rec = rec                # the stored entry (entries.py), for its metadata
+        self.columns = columns
+        self.skip = skip              # batch indexes left out, or None
+        self.size = len(columns[0])
+        self.count = self.size - (len(skip) if skip else 0)
+        self.redelivery_count = redelivery_count
+
+    def __repr__(self) -> str:
+        return f"Batch({self.id}, {self.count} of {self.size})"
+
+    def payload_bytes(self) -> int:
+        """The payload bytes of the messages delivered (what a Message each would count)."""
+        payloads = self.columns[0]
+        total = sum(map(len, payloads))
+        if self.skip:
+            total -= sum(len(payloads[i]) for i in self.skip if i < self.size)
+        return total
+
+
+def message_count(items) -> int:
+    """How many messages a fetch's list holds: a Batch counts its messages."""
+    return sum(x.count if type(x) is Batch else 1 for x in items)
 
 
 # -- a receive that stops in the middle of a batch --------------------------------------------

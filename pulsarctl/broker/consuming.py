@@ -67,13 +67,15 @@ def _np_attach(ctx, info, subscription) -> None:
             cursor_admin.clear_backlog(ctx, info, c)
 
 
-def deliver(ctx, targets, subscription, consumer_name, max_n, start):
+def deliver(ctx, targets, subscription, consumer_name, max_n, start, whole_batches=False):
     """Up to max_n messages for the consumer from its topics, starting at topic index start:
-    due nack timers fire and TTL applies first, then the subscription's dispatcher picks."""
+    due nack timers fire and TTL applies first, then the subscription's dispatcher picks.
+    whole_batches: see dispatch.fetch."""
     out = []
+    got = 0
     k = len(targets)
     for j in range(k):
-        if len(out) >= max_n:
+        if got >= max_n:
             break
         p = targets[(start + j) % k]
         info = topics.lookup(ctx, p)
@@ -90,14 +92,18 @@ def deliver(ctx, targets, subscription, consumer_name, max_n, start):
         expiry.apply(ctx, info, [c])
         if (c.props.get("policy") or {}).get("readCompacted"):
             compaction.skip_obscured(ctx, info, c)
-        out.extend(dispatch.fetch(ctx, info, c, rec, live, max_n - len(out), str(p),
-                                  p.partition_index))
+        more = dispatch.fetch(ctx, info, c, rec, live, max_n - got, str(p), p.partition_index,
+                              whole_batches)
+        got += batches.message_count(more) if whole_batches else len(more)
+        out.extend(more)
     return out
 
 
-def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0):
+def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0,
+          whole_batches=False):
     """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
-    messages to the consumer from its topics, starting at topic index start."""
+    messages to the consumer from its topics, starting at topic index start. whole_batches:
+    a batch entry comes as one batches.Batch (serve forwards it unopened)."""
     targets = expand(ctx, names)
     if acks:
         ack_ids(ctx, targets, subscription, acks, False)
@@ -111,7 +117,7 @@ def fetch(ctx, names, subscription, consumer_name, max_n, acks=(), renew=False, 
         info = topics.require(ctx, targets[0])
         c = subs.require(ctx, info, subscription)
         consumers.require(ctx, c, consumer_name)  # raises: we were disconnected
-    return deliver(ctx, targets, subscription, consumer_name, max_n, start)
+    return deliver(ctx, targets, subscription, consumer_name, max_n, start, whole_batches)
 
 
 def ack_ids(ctx, targets, subscription, ids, cumulative) -> int:

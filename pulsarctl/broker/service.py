@@ -375,12 +375,14 @@ class Broker:
                           lease_ms=lease_ms, fetch=fetch, policy=policy, settings=settings)
 
     @routed
-    def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0):
+    def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0,
+              whole_batches=False):
         """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
         messages to the consumer from its topics, starting at topic index start — one
-        transaction for both."""
+        transaction for both. whole_batches: a batch entry comes as one batches.Batch, not a
+        Message per index (serve forwards it as it is)."""
         return self.write(_consuming().fetch, names, subscription, consumer_name, max_n, acks,
-                          renew, start)
+                          renew, start, whole_batches)
 
     @routed
     @wakes

@@ -55,6 +55,8 @@ def batch_payload(messages) -> bytes:
 def _varint(n: int) -> bytes:
     if n < 0x80:
         return _SMALL[n]
+    if n < 0x4000:   # sequence ids and payload sizes of a batch mostly take two bytes
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -101,6 +103,48 @@ def batch_message(payload: bytes, sequence_id: int | None = None, event_time: in
         parts.append(b"\x48\x01")                               # 9: null_value
     meta = b"".join(parts)
     return _U32.pack(len(meta)) + meta + payload
+
+
+def columns_payload(columns: list, size: int, first_sequence_id: int, skip=None) -> bytes:
+    """A stored batch's serialized single-message metadata (broker/batches.py's columns:
+    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues]]) as the
+    payload of a batch MESSAGE of its first size messages, straight from the columns; skip:
+    indexes not delivered now, sent empty (the ack set leaves them out). The same bytes
+    batch_message writes message by message (tests/serve/test_frames.py)."""
+    payloads, props, keys_, okeys, events, seqs = columns[:6]
+    nulls = columns[6] if len(columns) > 6 else None
+    parts: list = []
+    add = parts.append
+    if not (props or keys_ or okeys or events or nulls or skip or seqs) \
+            and first_sequence_id >= 0:
+        # What a producer's batch of plain messages holds: per message its size and
+        # sequence id only, the bytes before the id shared by every payload of a size.
+        pack, varint, heads = _U32.pack, _varint, {}
+        seq = first_sequence_id
+        for p in payloads[:size]:
+            n = len(p)
+            head = heads.get(n)
+            if head is None:
+                head = heads[n] = b"\x18" + varint(n) + b"\x40"
+            tail = varint(seq)
+            add(pack(len(head) + len(tail)))
+            add(head)
+            add(tail)
+            add(p)
+            seq += 1
+        return b"".join(parts)
+    for i in range(size):
+        if skip and i in skip:
+            add(batch_message(b""))
+            continue
+        seq = seqs[i] if seqs else first_sequence_id + i
+        okey = okeys[i] if okeys else None
+        add(batch_message(payloads[i] or b"", seq if seq is not None and seq >= 0 else None,
+                          events[i] if events else 0, props[i] if props else None,
+                          keys_[i] if keys_ else None,
+                          okey.encode() if isinstance(okey, str) else okey,
+                          bool(nulls and nulls[i])))
+    return b"".join(parts)
 
 
 # -- reading ---------------------------------------------------------------------------------

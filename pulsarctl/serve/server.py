@@ -33,6 +33,7 @@ from pulsarctl.errors import (
     SubscriptionNotFound, TopicNotFound,
 )
 from pulsarctl.errors import ChecksumMismatch
+from pulsarctl.entries import F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve.group_commit import GroupCommit
@@ -41,7 +42,7 @@ from pulsarctl.serve.wire_errors import error_text, server_error
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker import consuming, topics
-from pulsarctl.broker.batches import Spec
+from pulsarctl.broker.batches import Batch, Spec
 from pulsarctl.broker.producers import last_sequence_id
 from pulsarctl.broker.targets import topic_name
 
@@ -123,7 +124,9 @@ class Consumer:
         self.sub = sub
         self.name = name
         self.permits = 0
-        self.delivered: dict[tuple, dict] = {}   # (ledger, entry) -> {batch index: MessageId}
+        # What went out and is not acked yet: (ledger, entry) -> (partition, batch indexes),
+        # {-1} for a message that is not in a batch.
+        self.delivered: dict[tuple, tuple[int, set]] = {}
         self.task = None
         self.kick = asyncio.Event()
         self.closed = False
@@ -775,7 +778,7 @@ class Connection:
                     msgs = await self._read(c, min(c.permits, FETCH_MAX))
                 else:
                     msgs = await s.call(s.broker.fetch, c.topic, c.sub, c.name,
-                                        min(c.permits, FETCH_MAX))
+                                        min(c.permits, FETCH_MAX), whole_batches=True)
             except asyncio.CancelledError:
                 raise
             except (TopicNotFound, SubscriptionNotFound) as exc:
@@ -792,8 +795,7 @@ class Connection:
             if c.epoch != epoch:
                 continue
             if msgs:
-                self._send_messages(c, msgs)
-                c.permits -= len(msgs)
+                c.permits -= self._send_messages(c, msgs)
                 if not await self.drained():
                     return
                 continue
@@ -823,59 +825,77 @@ class Connection:
         except Exception:   # a topic deleted meanwhile: the next fetch says so
             return False
 
-    def _send_messages(self, c: Consumer, msgs):
-        """Each plain message as a MESSAGE, each batch's run of messages as one batch MESSAGE;
-        what went out is kept (c.delivered) to read the acks by."""
+    def _send_messages(self, c: Consumer, msgs) -> int:
+        """Each plain message as a MESSAGE, each batch (a Batch, or a run of Messages of one
+        entry) as one batch MESSAGE; what went out is kept (c.delivered) to read the acks by.
+        Returns how many messages went out."""
         counted = c.sub_type in COUNTED
         i, n = 0, len(msgs)
+        sent = 0
         delivered = c.delivered
         while i < n:
             m = msgs[i]
+            if type(m) is Batch:
+                mid = m.id
+                idx = set(range(m.size))
+                if m.skip:
+                    idx -= m.skip
+                _sent_indexes(delivered, mid, idx)
+                self.send(whole_batch_frame(c.id, m, counted))
+                sent += m.count
+                i += 1
+                continue
             mid = m.id
             if mid.batch_index < 0:
-                delivered[(mid.ledger_id, mid.entry_id)] = {-1: mid}
+                delivered[(mid.ledger_id, mid.entry_id)] = (mid.partition, {-1})
                 self.send(message_frame(c.id, m, counted))
+                sent += 1
                 i += 1
                 continue
             lid, eid = mid.ledger_id, mid.entry_id
             j = i + 1
             while j < n:
-                x = msgs[j].id
+                x = msgs[j]
+                if type(x) is Batch:
+                    break
+                x = x.id
                 if x.entry_id != eid or x.ledger_id != lid or x.batch_index < 0:
                     break
                 j += 1
             group = msgs[i:j]
             by_index = {g.id.batch_index: g for g in group}
-            known = delivered.setdefault((lid, eid), {})
-            for k, g in by_index.items():
-                known[k] = g.id
+            _sent_indexes(delivered, mid, set(by_index))
             self.send(batch_frame(c.id, group, counted, by_index))
+            sent += j - i
             i = j
+        return sent
 
     def _ids_of(self, c: Consumer, d: api.MessageIdData, ack: bool = False) -> list[MessageId]:
         """What an acked MessageIdData stands for: the message, or the batch's messages it
         acknowledges (all delivered ones, or those its ack set clears)."""
-        key = (d.ledgerId, d.entryId)
-        known = c.delivered.get(key)
-        if not known:
-            return [MessageId(d.ledgerId, d.entryId, d.partition, d.batch_index)]
+        lid, eid = key = (d.ledgerId, d.entryId)
+        sent = c.delivered.get(key)
+        if not sent:
+            return [MessageId(lid, eid, d.partition, d.batch_index)]
+        part, known = sent
         if -1 in known:
             del c.delivered[key]
-            return [known[-1]]
+            return [MessageId(lid, eid, part)]
         if ack and not len(d.ack_set) and d.batch_index < 0:
             # The batch's own id: the client acks the entry once every message of it is
             # acked, and Pulsar's broker acks the entry: one id, not one per index (a batch
             # of 1000 resolved index by index cost its consumer a tenth of its time).
-            one = next(iter(c.delivered.pop(key).values()))
-            return [MessageId(one.ledger_id, one.entry_id, one.partition)]
+            del c.delivered[key]
+            return [MessageId(lid, eid, part)]
         if len(d.ack_set):
             size = max(known) + 1 if not d.HasField("batch_size") else d.batch_size
             idx = _acked_indexes(d.ack_set, size)
         elif d.batch_index >= 0 and d.HasField("batch_size"):
             idx = [d.batch_index]
         else:
-            idx = list(known)
-        out = [known.pop(i) for i in idx if i in known]
+            idx = sorted(known)
+        out = [MessageId(lid, eid, part, i) for i in idx if i in known]
+        known.difference_update(idx)
         if not known:
             c.delivered.pop(key, None)
         return out
@@ -899,8 +919,8 @@ class Connection:
         ids = []
         for d in a.message_id:
             if cumulative:
-                known = c.delivered.get((d.ledgerId, d.entryId)) or {}
-                top = max(known) if known else d.batch_index
+                sent = c.delivered.get((d.ledgerId, d.entryId))
+                top = max(sent[1]) if sent else d.batch_index
                 ids.append(MessageId(d.ledgerId, d.entryId, d.partition, top))
                 for key in [k for k in c.delivered if k <= (d.ledgerId, d.entryId)]:
                     c.delivered.pop(key, None)
@@ -1331,6 +1351,49 @@ def _keys_and_properties(md, m) -> None:
         md.partition_key = m.key
     if m.ordering_key_ is not None:
         md.ordering_key = m.ordering_key_
+
+
+def whole_batch_frame(consumer_id: int, b: Batch, counted: bool = True) -> bytes:
+    """A Batch (a batch entry a fetch handed out whole) as one batch MESSAGE, built from its
+    columns as batch_frame builds it from a Message per index: the batch runs to its highest
+    index delivered, and an ack set leaves out the indexes not delivered (b.skip)."""
+    rec, columns, skip = b.rec, b.columns, b.skip
+    size = b.size
+    first = 0
+    if skip:
+        sent = [i for i in range(size) if i not in skip]
+        first, size = sent[0], sent[-1] + 1
+    cmd = api.BaseCommand(type=T.MESSAGE)
+    cmd.message.consumer_id = consumer_id
+    _id_data(b.id, cmd.message.message_id)
+    if counted:
+        cmd.message.redelivery_count = b.redelivery_count or 0
+    if skip:
+        cmd.message.ack_set.extend(_ack_set(sent, size))
+    seqs, events = columns[5], columns[4]
+    first_seq = rec[F_SEQUENCE_ID]
+    seq = seqs[first] if seqs else first_seq + first
+    md = api.MessageMetadata(producer_name=rec[F_PRODUCER_NAME] or "",
+                             sequence_id=max(seq or 0, 0), publish_time=rec[F_PUBLISH_TIME] or 0)
+    if events and events[first]:
+        md.event_time = events[first]
+    sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
+    if sv is not None:
+        md.schema_version = _U64.pack(sv)
+    md.num_messages_in_batch = size
+    payload = frames.columns_payload(columns, size, first_seq, skip)
+    md.uncompressed_size = len(payload)
+    return frames.payload_command(cmd, md, payload)
+
+
+def _sent_indexes(delivered: dict, mid: MessageId, indexes: set) -> None:
+    """Note the batch indexes of mid's entry that went out (added to those out already)."""
+    key = (mid.ledger_id, mid.entry_id)
+    sent = delivered.get(key)
+    if sent is None:
+        delivered[key] = (mid.partition, indexes)
+    else:
+        sent[1].update(indexes)
 
 
 def batch_frame(consumer_id: int, group, counted: bool = True,

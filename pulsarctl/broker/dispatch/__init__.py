@@ -22,9 +22,11 @@ _SELECTORS = {
 
 
 def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
-          partition: int = -1):
+          partition: int = -1, whole_batches: bool = False):
     """Give consumer up to max_n messages (a batch entry goes whole, so a few more may come);
-    they stay pending for it until acked."""
+    they stay pending for it until acked. whole_batches: a batch entry comes as one
+    batches.Batch, not a Message per index (Shared, Exclusive and Failover; Key_Shared
+    always gives Messages); max_n still counts messages."""
     if max_n <= 0:
         return []
     if c.props.get("batchQueued"):
@@ -35,12 +37,13 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if queued:
             ctx.cursors.save(ctx.txn, c)
             return queued + (_fetch(ctx, info, c, consumer, live, max_n - len(queued),
-                                    topic_name, partition) if len(queued) < max_n else [])
-    return _fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+                                    topic_name, partition, whole_batches)
+                             if len(queued) < max_n else [])
+    return _fetch(ctx, info, c, consumer, live, max_n, topic_name, partition, whole_batches)
 
 
 def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
-           partition: int = -1):
+           partition: int = -1, whole_batches: bool = False):
     """consumer: its records.Consumer; live: every live consumer's."""
     if max_n <= 0:
         return []
@@ -67,6 +70,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     # the messages with the same count share their bytes (subscriptions.ack decodes each once).
     held = {0: encode(delivery(name, now, 0).to_stored())}
     out = []
+    got = 0  # messages in out (a Batch counts its messages)
     records = []
     delivered = []
     nbytes = 0
@@ -83,8 +87,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     extra = ctx.get("msgInExtra", info.ml_id)
     per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
     taken = None  # offsets chosen by earlier rounds of this fetch
-    while len(out) < max_n:
-        want = max_n - len(out)
+    while got < max_n:
+        want = max_n - got
         if per_entry > 1:
             want = max(1, int(want / per_entry))
         chosen = select(ctx, info, c, consumer, live, want)
@@ -106,13 +110,20 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 if len(rec) > F_NUM_MESSAGES and rec[F_NUM_MESSAGES]:  # a batch (never delayed)
                     if batch is None:
                         batch = batches.Delivery(ctx, c)
-                    ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
                     # The pending record keeps the batch's size: the unacked limits count
                     # messages (unacked_allowance).
                     records[-1] = (records[-1][0], encode(
                         delivery(name, now, rc, batch_size(rec)).to_stored()))
                     delivered.append((o, rc))
+                    if whole_batches:
+                        b = batch.whole(o, rec, MessageId(lid, eid, partition), rc)
+                        nbytes += b.payload_bytes()
+                        got += b.count
+                        out.append(b)
+                        continue
+                    ms = batch.messages(o, rec, lid, eid, partition, topic_name, rc, sub, name)
                     nbytes += sum(len(m.payload) for m in ms)
+                    got += len(ms)
                     out.extend(ms)
                     continue
                 # A plain entry's one message, as unpack.messages makes it, built directly with
@@ -128,12 +139,13 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                     continue
                 delivered.append((o, rc))
                 nbytes += len(m.payload)
+                got += 1
                 out.append(m)
         scanned += len(chosen)
         taken = (taken or set()) | {o for o, _rc in chosen}
         # Entries that went to the delayed index gave the consumer nothing: read on, as
         # Pulsar's dispatcher reads more entries, within a bound on the work of one call.
-        if (not deferred and per_entry == 1) or len(out) >= max_n \
+        if (not deferred and per_entry == 1) or got >= max_n \
                 or scanned >= MAX_SCAN_PER_FETCH:
             break
     if not records:
@@ -143,8 +155,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     txn.cursor(db=pdb).putmulti(records)
     if (c.props.get("policy") or {}).get("ackTimeoutMs"):
         unacked.track(ctx, c, name, delivered)
-    reached(len(out))  # the limits count messages, a batch's each
-    c.props["out"] = c.props.get("out", 0) + len(out)
+    reached(got)  # the limits count messages, a batch's each
+    c.props["out"] = c.props.get("out", 0) + got
     c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
     c.props["lastConsumed"] = now
     ctx.cursors.save(txn, c)
