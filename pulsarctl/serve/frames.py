@@ -211,6 +211,46 @@ def parse(frame: bytes):
     return cmd, meta, checked[4 + msize:]
 
 
+def plain_batch(payload: bytes, count: int, first_sequence_id: int) -> list | None:
+    """The payloads of a batch whose messages carry nothing but their size and sequence id
+    (none, or first_sequence_id + their index): what a producer sends of plain messages, read
+    without a SingleMessageMetadata object each (a third of split_batch's time). None for any
+    other batch, well formed or not: split_batch reads it, or says what is wrong."""
+    out: list = []
+    add = out.append
+    unpack = _U32.unpack_from
+    varint = _varint
+    end = len(payload)
+    pos = 0
+    seq = first_sequence_id
+    try:
+        for _ in range(count):
+            (size,) = unpack(payload, pos)
+            at = pos + 4
+            pos = at + size
+            if size < 2 or payload[at] != 0x18:            # 3: payload_size, first
+                return None
+            b = payload[at + 1]
+            if b < 0x80:
+                n, at = b, at + 2
+            else:
+                b2 = payload[at + 2]
+                if b2 >= 0x80:
+                    return None
+                n, at = (b & 0x7F) | (b2 << 7), at + 3
+            if at != pos and (at > pos or payload[at] != 0x40       # 8: sequence_id
+                              or payload[at + 1:pos] != varint(seq)):
+                return None
+            if pos + n > end:
+                return None
+            add(payload[pos:pos + n])
+            pos += n
+            seq += 1
+    except (IndexError, struct.error):
+        return None
+    return out if pos == end else None
+
+
 def split_batch(payload: bytes, count: int) -> list:
     """A batch's (uncompressed) payload -> [(SingleMessageMetadata, payload)]."""
     out = []

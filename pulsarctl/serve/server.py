@@ -1249,8 +1249,13 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
                         [(meta.chunk_id, payload)], meta.uuid)
             return [m], 0, False
         return [m], code, False
+    count, first = meta.num_messages_in_batch, meta.sequence_id
+    plain = frames.plain_batch(payload, count, first) if first >= 0 else None
+    if plain is not None:
+        return [OutgoingMessage(data, None, None, None, 0, deliver_at, seq, sv)
+                for seq, data in enumerate(plain, first)], code, count > 1
     out = []
-    for i, (smm, data) in enumerate(frames.split_batch(payload, meta.num_messages_in_batch)):
+    for i, (smm, data) in enumerate(frames.split_batch(payload, count)):
         out.append(OutgoingMessage(
             data, _props(smm.properties),
             smm.partition_key if smm.HasField("partition_key") else None,

@@ -259,3 +259,35 @@ def test_a_payload_without_the_checksum_magic_is_read_unchecked():
              + b"hi")
     got, got_meta, payload = frames.parse(frame)
     assert (got.send.sequence_id, got_meta.producer_name, payload) == (2, "p", b"hi")
+
+
+@settings(max_examples=300, deadline=None)
+@given(msgs=st.lists(st.tuples(st.binary(max_size=300), st.sampled_from(["none", "run", "other"]),
+                               st.booleans()), min_size=1, max_size=20),
+       first=st.integers(0, 2**40), cut=st.none() | st.integers(0, 50))
+def test_plain_batch_reads_what_split_batch_reads(msgs, first, cut):
+    """A batch of plain messages (a size and no sequence id, or the next one) reads as its
+    payloads without a SingleMessageMetadata each; any other batch, or a truncated one, is
+    left to split_batch (None), and never raises."""
+    parts, plain = [], True
+    for i, (payload, seq, key) in enumerate(msgs):
+        s = None if seq == "none" else first + i if seq == "run" else first + i + 1
+        parts.append(frames.batch_message(payload, s, key=("k" if key else None)))
+        plain = plain and seq != "other" and not key
+    batch = b"".join(parts)
+    if cut is not None:
+        batch = batch[:max(0, len(batch) - cut - 1)]
+    got = frames.plain_batch(batch, len(msgs), first)
+    if cut is None and plain:
+        assert got == [p for p, _s, _k in msgs]
+    elif got is not None:  # a batch cut at a message's end may still read, as split_batch's
+        assert got == [p for _smm, p in frames.split_batch(batch, len(msgs))]
+    if cut is None and not plain:
+        assert got is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=200), count=st.integers(0, 5), first=st.integers(0, 2**20))
+def test_plain_batch_of_any_bytes_reads_or_says_none(data, count, first):
+    got = frames.plain_batch(data, count, first)
+    assert got is None or got == [p for _smm, p in frames.split_batch(data, count)]
