@@ -765,7 +765,7 @@ _pulsarctl_node() {
             targ=""
             ;;
         "perf")
-            subs="produce consume timers delayed"
+            subs="produce consume timers delayed compare"
             opts="-h --help"
             vopts=""
             targ=""
@@ -792,6 +792,12 @@ _pulsarctl_node() {
             subs=""
             opts="-n --num-delayed --due -o --output -h --help"
             vopts="-n --num-delayed --due -o --output"
+            targ=""
+            ;;
+        "perf compare")
+            subs=""
+            opts="-n --num-messages -s --size --api-messages --sends -r --rounds --service-url --spark -o --output -h --help"
+            vopts="-n --num-messages -s --size --api-messages --sends -r --rounds --service-url -o --output"
             targ=""
             ;;
         "daemon")
@@ -1138,6 +1144,7 @@ _pulsarctl_values() {
         "perf consume|#0") names=topics ;;
         "perf timers|-o"|"perf timers|--output") values="text json ndjson" ;;
         "perf delayed|-o"|"perf delayed|--output") values="text json ndjson" ;;
+        "perf compare|-o"|"perf compare|--output") values="text json ndjson" ;;
         "daemon start|-o"|"daemon start|--output") values="text json ndjson" ;;
         "daemon stop|-o"|"daemon stop|--output") values="text json ndjson" ;;
         "daemon status|-o"|"daemon status|--output") values="text json ndjson" ;;

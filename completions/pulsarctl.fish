@@ -974,11 +974,12 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and __fish_seen_subcommand_from show' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'produce' -d 'Produce N messages of S bytes, -b per transaction, in batch entries unless -db; print msg/s, MB/s, latency, stored bytes per message.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'consume' -d 'Consume and ack (per message) N messages from the earliest.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'timers' -d 'Fire N due nack timers at once (as `daemon run-once` does), on a scratch store with a simulated clock; print timers/s.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -a 'delayed' -d 'Dispatch due messages while N delayed ones wait, on a scratch store with a simulated clock.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed' -s h -l help -d 'Show this message and exit.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'produce' -d 'Produce N messages of S bytes, -b per transaction, in batch entries unless -db; print msg/s, MB/s, latency, stored bytes per message.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'consume' -d 'Consume and ack (per message) N messages from the earliest.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'timers' -d 'Fire N due nack timers at once (as `daemon run-once` does), on a scratch store with a simulated clock; print timers/s.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'delayed' -d 'Dispatch due messages while N delayed ones wait, on a scratch store with a simulated clock.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'compare' -d 'Run pulsarctl\'s main paths side by side with their limits in one run, on a scratch store: `produce --stdin` and `consume` + ack (whole commands) against raw LMDB appends and read + ack, the Python API\'s send() against raw one-message commits, its batched send_async and receive + acknowledge against the real pulsar-client at --service-url (pulsar-lite or serve), and with --spark the Spark read against a data source doing no work.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf produce
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s n -l num-messages -x -d 'Messages.'
@@ -1011,6 +1012,17 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -l due -x -d 'Messages due now.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from delayed' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl perf compare
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s n -l num-messages -x -d 'Messages for produce --stdin and consume.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s s -l size -x -d 'Payload bytes.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l api-messages -x -d 'Messages for the Python API runs.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l sends -x -d 'One-at-a-time send()s.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s r -l rounds -x -d 'Alternating rounds (each figure: the median).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l service-url -x -d 'A Pulsar service URL for the peer of the Python API runs (needs pulsar-client).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l spark -d 'Also the Spark read (needs the spark extra; starts a local session).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl daemon
 complete -c pulsarctl -n '__fish_seen_subcommand_from daemon; and not __fish_seen_subcommand_from run start stop status run-once' -a 'run' -d 'Run the daemon in the foreground (exit 5 if one already runs).'

@@ -155,3 +155,57 @@ def perf_delayed(
         f"{d['due']} due messages dispatched in {d['dueDispatchMs']} ms while {d['delayed']:,} "
         f"wait (one-time indexing {d['indexingSeconds']} s; the first 1,000 once due: "
         f"{d['firstThousandOnceDueMs']} ms)"))
+
+
+@perf.command("compare", help="Run pulsarctl's main paths side by side with their limits in one "
+              "run, on a scratch store: `produce --stdin` and `consume` + ack (whole commands) "
+              "against raw LMDB appends and read + ack, the Python API's send() against raw "
+              "one-message commits, its batched send_async and receive + acknowledge against "
+              "the real pulsar-client at --service-url (pulsar-lite or serve), and with --spark "
+              "the Spark read against a data source doing no work. Prints each rate, its limit "
+              "and the ratio; -o json: {\"rows\": [{\"workload\", \"pulsarctl\", \"limit\", "
+              "\"limitIs\", \"ratio\", \"goal\", ...}]}.")
+def perf_compare(
+    ctx: typer.Context,
+    num: Annotated[int, typer.Option("-n", "--num-messages",
+                                     help="Messages for produce --stdin and consume.")] = 200_000,
+    size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
+    api_num: Annotated[int, typer.Option("--api-messages",
+                                         help="Messages for the Python API runs.")] = 50_000,
+    sends: Annotated[int, typer.Option("--sends", help="One-at-a-time send()s.")] = 2000,
+    rounds: Annotated[int, typer.Option("-r", "--rounds",
+                                        help="Alternating rounds (each figure: the median).")] = 1,
+    service_url: Annotated[str, typer.Option(
+        "--service-url", help="A Pulsar service URL for the peer of the Python API runs "
+        "(needs pulsar-client).", show_default=False)] = "",
+    spark: Annotated[bool, typer.Option("--spark", help="Also the Spark read (needs the spark "
+                                                        "extra; starts a local session).")] = False,
+    output: Output = None,
+):
+    # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl import perf_compare
+
+    for value, name in ((num, "-n"), (size, "-s"), (api_num, "--api-messages"),
+                        (sends, "--sends"), (rounds, "--rounds")):
+        positive(value, name, allow_zero=name == "-s")
+    say = (lambda label: render.err(f"perf compare: {label}")) if sys.stderr.isatty() else None
+    r = perf_compare.compare(num, size, api_num, sends, rounds, service_url or None, spark,
+                             progress=say)
+    render.data(r, fmt(ctx, output), _compare_text)
+
+
+def _compare_text(d: dict) -> None:
+    render.outln(f"{'workload':<15} {'pulsarctl':>11} {'limit':>11} {'ratio':>6} {'goal':>6}  "
+                 f"limit is")
+    for row in d["rows"]:
+        goal = row.get("goal")
+        if row.get("goalRate"):
+            goal_text = f"{row['goalRate']:,}/s"
+        else:
+            goal_text = f"{goal:.2f}" if goal else "-"
+        limit = f"{row['limit']:,}" if row["limit"] else "-"
+        ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
+        render.outln(f"{row['workload']:<15} {row['pulsarctl']:>11,} {limit:>11} {ratio:>6} "
+                     f"{goal_text:>6}  {row['limitIs']}")
+    render.outln(f"({d['rounds']} round(s); {row['unit'] if d['rows'] else 'msg/s'}; "
+                 "ratio = pulsarctl / limit)")
