@@ -85,6 +85,10 @@ BROKER_DEFAULTS: dict[str, object] = {
     # How a new schema version must relate to the ones before it (broker/schemas.py).
     "schemaCompatibilityStrategy": "FULL",
     "isAllowAutoUpdateSchema": True,
+    # The message history behind `explain` (broker/history.py): recorded at all, and how long
+    # a trimmed message's history is kept (or the topic's retention time, if longer).
+    "messageHistoryEnabled": True,
+    "messageHistoryRetention": "7d",
 }
 
 
@@ -115,6 +119,9 @@ def coerce_setting(name: str, value: str):
         for level in levels:
             parse_duration_ms(level, "delay level")
         return " ".join(levels)
+    if name == "messageHistoryRetention":
+        parse_duration_ms(str(value).strip(), name)
+        return str(value).strip()
     if name == "schemaCompatibilityStrategy":
         v = str(value).strip().upper()
         if v not in SCHEMA_STRATEGIES:

@@ -637,7 +637,10 @@ SHAPES = {
     "delayed": (24, "empty"),
     "redelivery": (16, "codec"),
     "timers": (24, "codec"),
+    "history": (24, "codec"),
 }
+# Databases an older store may lack (store/env.py OPTIONAL): not missing when absent.
+OPTIONAL = frozenset({"history"})
 
 
 def record_problem(db: str, key: bytes, value: bytes) -> str | None:
@@ -752,7 +755,7 @@ def read_all(path: str, known: tuple, on_record=None) -> DeepReport:
                 if on_record is not None:
                     on_record(name, key, value)
         for name in known:
-            if name not in rep.dbs:
+            if name not in rep.dbs and name not in OPTIONAL:
                 rep.problems.append(f"database {name} is missing from the main database")
         rep.problems.extend(walk.problems)
     finally:
@@ -780,7 +783,7 @@ def describe_key(db: str, key: bytes) -> str:
         if db in ("entries", "acked", "pending", "replay", "redelivery") and len(key) == 16:
             a, b = keys.unpack_pair(key)
             return f"({a}, {b})"
-        if db in ("delayed", "timers") and len(key) == 24:
+        if db in ("delayed", "timers", "history") and len(key) == 24:
             return str(keys.unpack_triple(key))
         if db in ("owners", "mledgers") and len(key) == 8:
             return str(keys.unpack_u64(key))

@@ -42,7 +42,14 @@ DATABASES = (
     "redelivery",  # (cursor id, offset) -> redelivery count, persisted (Pulsar keeps it in memory)
     "timers",      # (cursor id, due ms, offset) -> [kind, managed-ledger id, subscription,
                    #   consumer, delivered at]: nack and ack-timeout timers (broker/timers.py)
+    "history",     # (managed-ledger id, offset, sequence) -> [event, at, subscription,
+                   #   consumer, redelivery count, extra]: the message history
+                   #   (broker/history.py); added after format 1 stores were made, so a
+                   #   store opened read-only may lack it (OPTIONAL)
 )
+# Databases a store made by an older pulsarctl does not have: opening it writable creates
+# them (format 1 still), read-only goes without them and their readers find nothing.
+OPTIONAL = frozenset({"history"})
 
 MapFullError = lmdb.MapFullError
 _DATA = "data.mdb"
@@ -120,6 +127,8 @@ class Env:
                     try:
                         self.db[name] = self._env.open_db(name.encode(), create=False)
                     except lmdb.NotFoundError:
+                        if name in OPTIONAL:
+                            continue
                         raise StoreNotAStore(f"{self.path} is not a pulsarctl store") from None
             else:
                 # Opening existing databases dirties nothing, so this commit does not fsync.
@@ -414,7 +423,7 @@ def deep_check(path: str) -> check.DeepReport:
 # eight bytes of each key of those databases).
 _COUNTERS = {
     b"next_ledger_id": ("owners", "entries"),
-    b"next_ml_id": ("mledgers",),
+    b"next_ml_id": ("mledgers", "history"),
     b"next_cursor_id": ("acked", "pending", "replay", "redelivery", "delayed", "timers"),
 }
 _SALVAGE_BATCH = 5000

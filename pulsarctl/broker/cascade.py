@@ -6,7 +6,7 @@ partitions.py, which subscriptions and policies build on, never import upwards.
 """
 from __future__ import annotations
 
-from pulsarctl.broker import compaction, partitions, subscriptions, tenants, topics
+from pulsarctl.broker import compaction, history, partitions, subscriptions, tenants, topics
 from pulsarctl.errors import Conflict, NotEmpty, TopicNotFound
 from pulsarctl.names import TopicName, parse_namespace, parse_topic
 
@@ -50,6 +50,7 @@ def delete_topic(ctx, name, force: bool = False) -> None:
     compaction.drop(ctx, info)
     ctx.delete("topicmeta", str(topic))
     ctx.delete("topicpol", str(topic))  # policies.py's record: a new topic starts without
+    history.forget(ctx, info.ml_id)
     ctx.ledgers.delete(ctx.txn, info)
 
 

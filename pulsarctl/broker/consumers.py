@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from pulsarctl.broker import redelivery_state, subscriptions as subs, delayed
+from pulsarctl.broker import history, redelivery_state, subscriptions as subs, delayed
 from pulsarctl.broker.records import Consumer
 from pulsarctl.errors import ConsumerBusy, ConsumerNotFound
 from pulsarctl.broker.dispatch import key_shared
@@ -84,7 +84,7 @@ def sweep(ctx, info, c) -> list[Consumer]:
     for rec in records(ctx, c):
         (live if alive(ctx, rec) else dead).append(rec)
     for rec in dead:
-        remove(ctx, info, c, rec, remaining=len(live))
+        remove(ctx, info, c, rec, remaining=len(live), why="gone")
     live.sort(key=_order)
     if dead:
         note_active(ctx, info, c, live)
@@ -92,10 +92,18 @@ def sweep(ctx, info, c) -> list[Consumer]:
     return live
 
 
-def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None) -> None:
+def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None,
+           why: str = "closed") -> None:
     """Disconnect one consumer and give its pending messages back. rec: its record (or the
-    stored map of it)."""
+    stored map of it); why: "closed" or "gone" (its process or lease ended), for the message
+    history."""
     rec = Consumer.of(rec)
+    if history.on(ctx):
+        # What it held and had not nacked goes back (a nacked message waits for its timer).
+        history.record_many(ctx, info, [o for o, p in subs.pending_items(ctx, c.id)
+                                        if p.consumer == rec.name and not p.nacked],
+                            history.CONSUMER_GONE, c.name, rec.name,
+                            reason=f"consumer {rec.name} {why}")
     ctx.delete("consumer", c.id, rec.name)
     typ = c.props.get("type", subs.EXCLUSIVE)
     if remaining is None:

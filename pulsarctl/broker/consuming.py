@@ -248,7 +248,7 @@ def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
         offsets = [o for o, r in subs.pending_items(ctx, c.id)
                    if consumer_name is None or r.consumer == consumer_name]
         if offsets:
-            redelivery.redeliver(ctx, info, c, offsets)
+            redelivery.redeliver(ctx, info, c, offsets, reason="redeliverUnacknowledgedMessages")
             n += len(offsets)
     if not found:
         subs.require(ctx, topics.require(ctx, targets[0]), subscription)

@@ -6,7 +6,8 @@ from pulsarctl.config import BROKER_DEFAULTS
 
 
 class Ctx:
-    __slots__ = ("broker", "txn", "now", "env", "ledgers", "cursors", "_settings", "write", "policy_cache")
+    __slots__ = ("broker", "txn", "now", "env", "ledgers", "cursors", "_settings", "write", "policy_cache",
+                 "history", "hseq", "events", "origin")
 
     def __init__(self, broker, txn, now: int, write: bool):
         self.broker = broker
@@ -18,6 +19,13 @@ class Ctx:
         self._settings = None
         self.write = write
         self.policy_cache = {}  # (topic, field) -> value, for this transaction
+        # The message history (history.py): whether it records (read once), the sequence of
+        # the next event, the events recorded (kept for --explain), and the (topic, message
+        # id) a dead letter or retry copy being published comes from.
+        self.history = None
+        self.hseq = None
+        self.events = None
+        self.origin = None
 
     # -- the small tables: tuple keys in the "tables" database --------------------------------
     def get(self, *key):

@@ -11,9 +11,12 @@ messages are gone, and acking one at or below mark-delete is a no-op.
 """
 from __future__ import annotations
 
+import itertools
+
 from store import codec, keys
 from pulsarctl.broker import (
     topics, unpack, subscriptions as subs, batches, consumers, delayed, redelivery_state, timers,
+    history,
 )
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.messages import MessageId
@@ -81,16 +84,41 @@ def skip(ctx, info, c, n: int) -> int:
     IndividualDeletedEntries.Exclude); fewer when the backlog is smaller. Returns how many."""
     if n < 1:
         raise InvalidValue(f"the number of messages to skip must be positive, not {n}")
+    before = _unacked_before(ctx, info, c, info.last_offset, n)
     done = ctx.cursors.skip(ctx.txn, c, n, info.next_offset)
+    _record_passed(ctx, info, c, before, history.SKIPPED)
     _advanced(ctx, info, c)
     return done
 
 
 def clear_backlog(ctx, info, c) -> int:
     """Mark-delete to the last entry (skip-all). Returns how many were acknowledged."""
+    before = _unacked_before(ctx, info, c, info.last_offset)
     done = ctx.cursors.ack_cumulative(ctx.txn, c, info.last_offset)
+    _record_passed(ctx, info, c, before, history.CLEARED)
     _advanced(ctx, info, c)
     return done
+
+
+def _unacked_before(ctx, info, c, upto: int, limit: int | None = None):
+    """The unacknowledged offsets above mark-delete up to upto (at most limit), read before a
+    skip, clear or expiry passes them (the history records them); None when it is off."""
+    if not history.on(ctx):
+        return None
+    return list(itertools.islice(ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, upto + 1),
+                                 limit))
+
+
+def _record_passed(ctx, info, c, before, event: str, **extra) -> None:
+    """Record event for the offsets of before the mark-delete has now passed."""
+    if before is None:
+        return
+    passed = []
+    for o in before:
+        if o > c.mark_delete:
+            break
+        passed.append(o)
+    history.record_many(ctx, info, passed, event, c.name, **extra)
 
 
 # -- reset-cursor ----------------------------------------------------------------------------------
@@ -172,7 +200,9 @@ def expire(ctx, info, c, ttl_ms: int) -> int:
     found = newest_matching(ctx, info, lo, info.next_offset, lambda pt: pt < cutoff)
     if found is None:
         return 0
+    before = _unacked_before(ctx, info, c, found)
     done = ctx.cursors.ack_cumulative(ctx.txn, c, found)
+    _record_passed(ctx, info, c, before, history.EXPIRED, reason=f"TTL {history.duration_text(ttl_ms)}")
     _advanced(ctx, info, c)
     return done
 

@@ -28,7 +28,7 @@ import string
 
 from store import codec
 from pulsarctl.broker import (
-    producers, subscriptions as subs, topics, unpack, batches, chunks, partitions,
+    producers, subscriptions as subs, topics, unpack, batches, chunks, partitions, history,
 )
 from pulsarctl.errors import Conflict, InvalidTopicName, InvalidValue
 from pulsarctl.messages import MessageId, OutgoingMessage, copied, message_from_entry
@@ -96,6 +96,7 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
         out.chunks = copy[2] if copy else None
         routed.append((route(ctx, c, dlq, m.key), out))
     first = None
+    ctx.origin = (info.name, str(msgs[0].id) if msgs else str(pos))
     for target, group in itertools.groupby(routed, key=lambda r: r[0]):
         dlq_info = topics.ensure(ctx, target)
         if init and subs.get(ctx, dlq_info, init) is None:
@@ -107,6 +108,10 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
                                        target.partition_index, internal=True)
         if first is None and ids:
             first = ids[0]
+            history.record(ctx, info, offset, history.DEAD_LETTERED, c.name, consumer,
+                           reason="maxRedeliverCount reached", toTopic=str(target),
+                           toMessageId=str(first))
+    ctx.origin = None
     subs.ack(ctx, info, c, acked)
     return first
 
@@ -230,8 +235,18 @@ def _retry_one(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, i
     out = copied(m, OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time,
                                     deliver_at))
     out.chunks = copy[2] if copy else None
-    producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry", target.partition_index,
-                      internal=True)
+    ctx.origin = (info.name, str(mid))
+    try:
+        _n, ids = producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry",
+                                    target.partition_index, internal=True)
+    finally:
+        ctx.origin = None
+    o = info.offset(mid.ledger_id, mid.entry_id)
+    if o is not None and ids:
+        event = history.RETRIED if where == "retry" else history.DEAD_LETTERED
+        history.record(ctx, info, o, event, c.name, None, None, toTopic=str(target),
+                       toMessageId=str(ids[0]), delay=max(delay_ms, 0) if where == "retry"
+                       else None, reconsumeTimes=times)
     return where
 
 

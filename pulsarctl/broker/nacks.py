@@ -12,7 +12,7 @@ subscription, `clock advance`, the daemon or `daemon run-once`."""
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import redelivery, subscriptions as subs, timers
+from pulsarctl.broker import history, redelivery, subscriptions as subs, timers
 from pulsarctl.broker.backoff import backoff_next
 
 DEFAULT_NACK_DELAY_MS = 60_000
@@ -43,7 +43,10 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
         prec = pending.get(o)
         if prec is None or ctx.cursors.is_acked(ctx.txn, c, o):
             continue
-        due = (ctx.now + delay_ms(policy, prec.redelivery_count)) & mask
+        wait = delay_ms(policy, prec.redelivery_count)
+        due = (ctx.now + wait) & mask
+        history.record(ctx, info, o, history.NACKED, c.name, prec.consumer,
+                       prec.redelivery_count, delay=wait)
         timers.schedule(ctx, c, due, o, timers.NACK, prec.consumer, prec.delivered_at)
         # Marked nacked: its ack timeout no longer applies (a nack cancels it, as in Pulsar).
         # (A batch's size stays: the unacked limits count its messages.)

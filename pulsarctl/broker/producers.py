@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from store import codec
-from pulsarctl.broker import topics, backlog_quota, access, schemas, batches, policies
+from pulsarctl.broker import topics, backlog_quota, access, schemas, batches, policies, history
 from pulsarctl.entries import F_PAYLOAD
 from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
@@ -81,6 +81,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     add = entries.append
     limit = ctx.setting("maxMessageSize") if chunking else 0
     lasts = None  # the index in entries of each message's last entry, once a message is chunked
+    # The message history (history.py): each entry's sequence id and delivery time.
+    hseqs = [] if history.on(ctx) else None
+    hdelays = []
     for i, m in enumerate(messages):
         s = m.sequence_id
         if s is None:
@@ -99,6 +102,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
                                                             limit) if limit else None
         if pieces is None:
             add(_encode(build_entry(now, producer_name, s, m, packed[i] if packed else None)))
+            if hseqs is not None:
+                hseqs.append(s)
+                hdelays.append(m.deliver_at)
             if lasts is not None:
                 lasts.append(len(entries) - 1)
             continue
@@ -111,6 +117,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         for cid, piece in parts:
             add(_encode(build_entry(now, producer_name, s, m, chunk=([uuid, cid, n, total], piece,
                                                                      code, size))))
+            if hseqs is not None:
+                hseqs.append(s)
+                hdelays.append(m.deliver_at)
         lasts.append(len(entries) - 1)
     if lasts is not None:
         from pulsarctl.broker import chunks  # lazy: one-shot produce never needs it
@@ -124,8 +133,12 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     if rollover is not None:
         ctx.ledgers.rollover_entries = rollover
     if entries:
+        first = info.next_offset
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
+        if hseqs is not None:
+            history.published(ctx, info, first, len(entries), producer_name, hseqs, ctx.origin,
+                              hdelays if any(hdelays) else None)
         if lasts is not None:
             ids = [ids[k] for k in lasts]
     for i in dups:
@@ -206,8 +219,12 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
     ids: list = [DUPLICATE] * len(messages)
     if entries:
         positions = []
+        first = info.next_offset
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             positions.extend((lid, e) for e in range(e0, e0 + n))
+        if history.on(ctx):
+            history.published(ctx, info, first, len(entries), producer_name,
+                              [seqs[g[0]] for g in placed], ctx.origin)
         extra = 0
         for (lid, e), g in zip(positions, placed):
             if len(g) == 1:

@@ -17,7 +17,9 @@ Timers fire lazily, when a command touches the subscription, when the clock is a
 from the daemon; whoever fires them, the outcome is the same."""
 from __future__ import annotations
 
-from pulsarctl.broker import consumers, deadletter, subscriptions as subs, timers, unacked
+from pulsarctl.broker import (
+    consumers, deadletter, history, subscriptions as subs, timers, unacked,
+)
 from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
 # The stored state, named here as the controller's: callers read counts through this module.
 from pulsarctl.broker.redelivery_state import (  # noqa: F401
@@ -39,7 +41,8 @@ def fire(ctx, info, c) -> int:
     consumers.sweep(ctx, info, c)
     due = timers.take_due(ctx, c.id, ctx.now)
     pending = subs.pending_map(ctx, c.id)
-    todo, holders = [], {}
+    todo, holders, reasons = [], {}, {}
+    policy = c.props.get("policy") or {}
     for _due, o, timer in due:
         prec = pending.get(o)
         if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
@@ -48,8 +51,16 @@ def fire(ctx, info, c) -> int:
             continue  # redelivered (or, for an ack timeout, nacked) since: the timer is void
         todo.append(o)
         holders[o] = timer.consumer
+        if history.on(ctx):
+            if timer.kind == ACK_TIMEOUT:
+                why = f"ack timeout {history.duration_text(policy.get('ackTimeoutMs') or 0)}"
+                history.record(ctx, info, o, history.ACK_TIMEOUT, c.name, timer.consumer,
+                               prec.redelivery_count if prec else None, reason=why)
+            else:
+                why = history.nack_reason(ctx, info.ml_id, o, c.name)
+            reasons[o] = why
     if todo:
-        redeliver(ctx, info, c, todo, holders)
+        redeliver(ctx, info, c, todo, holders, reasons)
     return len(todo)
 
 
@@ -61,10 +72,12 @@ def applies(timer: Timer, prec: Pending | None) -> bool:
     return timer.same_delivery(prec)
 
 
-def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> None:
+def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
+              reasons: dict | None = None, reason: str | None = None) -> None:
     """Count a redelivery for each message, or past the limit move it to the dead letter topic
     (publish and ack in this transaction). Shared and Key_Shared redeliver just these messages;
-    Exclusive and Failover redeliver every unacked message, in order (a cursor rewind)."""
+    Exclusive and Failover redeliver every unacked message, in order (a cursor rewind).
+    reasons (by offset) or reason: why, for the message history (history.py)."""
     policy = c.props.get("policy") or {}
     max_rc = policy.get("maxRedeliverCount")
     typ = c.props.get("type", subs.EXCLUSIVE)
@@ -79,6 +92,8 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None) -> 
             continue
         n = increment(ctx, c.id, o, rc)
         again.append(o)
+        history.record(ctx, info, o, history.REDELIVERED, c.name, (holders or {}).get(o), n,
+                       reason=(reasons or {}).get(o, reason))
         if typ not in subs.SINGLE_ACTIVE:
             subs.forget_pending(ctx, c.id, o)
             # Past the read position (a nack held across a rewind) the message is read again

@@ -8,13 +8,23 @@ A topic without any subscription keeps its messages: nothing has acknowledged th
 drop unread messages (Pulsar would, after retention)."""
 from __future__ import annotations
 
-from pulsarctl.broker import policies
+from pulsarctl.broker import history, policies
 
 _MB = 1024 * 1024
 
 
 def trim(ctx, info) -> int:
-    """Delete the ledgers retention no longer covers. Returns how many."""
+    """Delete the ledgers retention no longer covers, and the message history of trimmed
+    entries once it is older than messageHistoryRetention (or the retention time, if longer).
+    Returns how many ledgers went."""
+    n = _trim_ledgers(ctx, info)
+    if info.first_offset > 0 and ctx.write:
+        minutes = policies.effective(ctx, info.name, policies.RETENTION)["retentionTimeInMinutes"]
+        history.trim(ctx, info, history.retention_ms(ctx, minutes))
+    return n
+
+
+def _trim_ledgers(ctx, info) -> int:
     if len(info.ledgers) < 2:
         return 0
     cursors = ctx.cursors.list(ctx.txn, info.ml_id)

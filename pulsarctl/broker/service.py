@@ -20,7 +20,7 @@ from store import (
 )
 from pulsarctl import clock as clocks
 from pulsarctl import offload
-from pulsarctl.broker import access, nonpersistent, partitions, producers, tenants
+from pulsarctl.broker import access, history, nonpersistent, partitions, producers, tenants
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.routing import PartitionRouter
@@ -89,17 +89,32 @@ def _publish_jobs(ctx, jobs) -> list:
         kwargs = dict(kwargs)
         now = _client_publish_time(kwargs.pop("publish_time", None), ctx.now)
 
+        inner: list = []
+
         def job(txn, name=name, messages=messages, producer_name=producer_name, kwargs=kwargs,
-                now=now):
-            return _publish(Ctx(ctx.broker, txn, now, True), name, messages, producer_name,
-                            **kwargs)
+                now=now, inner=inner):
+            jc = Ctx(ctx.broker, txn, now, True)
+            jc.hseq = ctx.hseq
+            inner[:] = [jc]
+            return _publish(jc, name, messages, producer_name, **kwargs)
         try:
             out.append(ctx.env.nested(ctx.txn, job))
+            if inner:
+                _adopt(ctx, inner[0])
         except (StoreError, LedgerError, MapFullError):
             raise
         except Exception as exc:
             out.append(exc)
     return out
+
+
+def _adopt(ctx, inner) -> None:
+    """A nested job committed: its history sequence and recorded events are the outer
+    transaction's now (history.py)."""
+    if inner.hseq is not None:
+        ctx.hseq = inner.hseq
+    if inner.events:
+        ctx.events = (ctx.events or []) + inner.events
 
 
 def _store_failure(exc: StoreError):
@@ -164,11 +179,16 @@ class Broker:
         return clocks.from_state(self.env.get(txn, "meta", b"clock"))
 
     def write(self, fn, *args, **kwargs):
+        made = []  # the last Ctx (write() runs body again when it grows the map)
+
         def body(txn):
             ctx = Ctx(self, txn, self._clock_for(txn).now_ms(), True)
+            made[:] = [ctx]
             return fn(ctx, *args, **kwargs)
         try:
-            return self.env.write(body)
+            result = self.env.write(body)
+            history.committed(made[0].events)  # --explain: these changes are now true
+            return result
         except StoreReadOnly as exc:
             raise StoreUnavailable(str(exc), hint="this command writes; use a writable store "
                                    "with --store PATH") from None
@@ -437,6 +457,12 @@ class Broker:
         Exactly one of message_id and time_ms."""
         return self.subscription(name, subscription).reset_cursor(time_ms=time_ms,
                                                                   message_id=message_id)
+
+    def explain(self, topic, message_id, subscription: str | None = None) -> dict:
+        """A message's life from the message history (history.py), oldest first; a dead letter
+        or retry copy's starts with its original's."""
+        owner = self.owner_of(topic)
+        return owner.read(history.explain, topic, message_id, subscription)
 
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed

@@ -6,7 +6,9 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import redelivery_state, policies, batches, delayed, timers, retention
+from pulsarctl.broker import (
+    redelivery_state, policies, batches, delayed, timers, retention, history,
+)
 from pulsarctl.broker.records import NACK, Pending, Timer
 # offset_of belongs to the topic (batches.py uses it too); subs.offset_of is still its name here.
 from pulsarctl.broker.topics import offset_of
@@ -292,6 +294,9 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
                 f"Cannot use cumulative acks on a non-exclusive/non-failover subscription "
                 f"('{c.name}' is {typ})")
         upto = max(offsets)
+        if history.on(ctx):
+            history.record_many(ctx, info, list(ctx.cursors.unacked(
+                txn, c, c.mark_delete + 1, upto + 1)), history.ACKED, c.name, cumulative=True)
         for o, rec in list(pending_items(ctx, c.id)):
             if o > upto:
                 break
@@ -316,6 +321,7 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
             if replay_remove is not None:
                 replay_remove(ctx, cid, o)
         newly = ctx.cursors.ack(txn, c, offsets)
+        history.record_many(ctx, info, offsets, history.ACKED, c.name)
         if c.props.get("counted"):
             redelivery_state.forget(ctx, cid, offsets)
         if c.props.get("batchAcks") or c.props.get("batchQueued"):

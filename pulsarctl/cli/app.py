@@ -37,11 +37,19 @@ def root(
         "-o", "--output", help="Output format: text, json or ndjson.", metavar="FORMAT")] = "text",
     traceback: Annotated[bool, typer.Option(
         "--traceback", help="Show a traceback on errors (for bug reports).")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="After the command, say on stderr what it changed, one line per "
+        "message event, in Pulsar's words (from the message history).")] = False,
     version: Annotated[bool, typer.Option(
         "--version", help="Print the version and exit.", is_eager=True,
         callback=lambda value: _print_version(value))] = False,
 ):
     ctx.obj = State(store, check_output(output), traceback)
+    if explain:
+        # lazy: the history module is only needed with --explain
+        from pulsarctl.broker import history
+
+        history.watch()
 
 
 def _print_version(value: bool) -> None:
@@ -60,7 +68,7 @@ def _join() -> None:
     namespaces groups, so they are imported here too, after the modules that own those groups."""
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd,
+        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -77,6 +85,7 @@ def _join() -> None:
     app.add_typer(daemon_cmd.daemon, name="daemon")
     app.registered_commands.extend(serve_cmd.top.registered_commands)  # serve
     app.add_typer(dlq_cmd.dlq, name="dlq")
+    app.registered_commands.extend(explain_cmd.top.registered_commands)  # explain
     app.add_typer(spark_cmd.spark_app, name="spark")
 
 
@@ -88,7 +97,7 @@ helpfmt.install()  # help shows metavars, not Python type names
 # P`): they are moved in front of it before click parses, unless the command has an option of
 # that name itself (most commands have their own -o, which wins for that command).
 _GLOBAL_VALUED = ("--store", "-o", "--output")
-_GLOBAL_FLAGS = ("--traceback",)
+_GLOBAL_FLAGS = ("--traceback", "--explain")
 _COMMAND = []
 
 
@@ -192,4 +201,18 @@ def run(argv: list[str]) -> int:
             # typer turns Ctrl-C into a silent exit 130; say so, in one line.
             render.error_line("interrupted")
         return rv
-    return guarded(invoke, argv, _click_errors)
+    code = guarded(invoke, argv, _click_errors)
+    if "--explain" in argv:
+        _explained()
+    return code
+
+
+def _explained() -> None:
+    """--explain: what the command's committed transactions changed, one line each on stderr
+    (after the command's own output; a command that failed changed nothing it says)."""
+    # lazy: the history module and the phrases are only needed with --explain
+    from pulsarctl.broker import history
+    from pulsarctl.cli.explain_cmd import explain_lines  # lazy: as above
+
+    for line in explain_lines(history.watched()):
+        render.err(render.safe(line))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import (
-    delayed, redelivery_state, subscriptions as subs, batches, unacked, policies,
+    delayed, history, redelivery_state, subscriptions as subs, batches, unacked, policies,
 )
 from pulsarctl.broker.dispatch import exclusive, failover, shared, key_shared
 from pulsarctl.broker.records import Pending
@@ -153,6 +153,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             ctx.cursors.save(txn, c)
         return []
     txn.cursor(db=pdb).putmulti(records)
+    history.delivered(ctx, info, c, name, delivered)
     if (c.props.get("policy") or {}).get("ackTimeoutMs"):
         unacked.track(ctx, c, name, delivered)
     reached(got)  # the limits count messages, a batch's each

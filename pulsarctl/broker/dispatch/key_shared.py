@@ -12,7 +12,9 @@ keys that other consumers still hold are acked (Pulsar 4.x's draining hashes, PI
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import delayed, redelivery_state, subscriptions as subs, unacked, batches
+from pulsarctl.broker import (
+    delayed, history, redelivery_state, subscriptions as subs, unacked, batches,
+)
 from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key, slot_of
 from pulsarctl.broker.records import Pending
 from pulsarctl.errors import ConsumerBusy
@@ -201,6 +203,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 replay_size += 1
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
+    history.delivered(ctx, info, c, me, taken)
     if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
         unacked.track(ctx, c, me, taken)
     c.props["out"] = c.props.get("out", 0) + len(out)

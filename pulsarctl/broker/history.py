@@ -1,0 +1,330 @@
+"""The message history behind `explain` and `--explain`: a durable log of what happened to each
+entry, written in the same transaction as the change it records.
+
+Pulsar keeps no such log (its brokers answer "why was this redelivered?" with a count at best);
+here every state change is a transaction in one store, so each can leave a line. An event is
+one record of the "history" database keyed (managed-ledger id, offset, sequence) (store/keys.py
+triple), so a message's life is one prefix scan and forgetting a trimmed ledger's history is a
+range delete. The sequence is the store's history counter (taken once per transaction, in meta)
+shifted left 24 bits, plus the event's index in the transaction: events sort in the order they
+happened even when the simulated clock stands still.
+
+The value (through the codec) is [event, at, subscription, consumer, redelivery count, extra]:
+extra is a small dict of what that event needs (producer and sequence id, the delay, where a
+dead letter went...). A batch entry is one entry: its events are the entry's, with the batch
+indexes where they matter.
+
+Kept for messageHistoryRetention (or the topic's retention time, whichever is longer) after
+the entries themselves are trimmed (trim); `messageHistoryEnabled false` stops the recording.
+
+--explain: with watch() on (the CLI's global flag), each write transaction's events are also
+kept in memory and handed to the caller after it commits (Broker.write calls committed())."""
+from __future__ import annotations
+
+from store import codec, keys
+from pulsarctl.broker import topics
+from pulsarctl.errors import MessageNotFound
+from pulsarctl.messages import parse_message_id
+from pulsarctl.names import topic_name
+from pulsarctl.units import parse_duration_ms
+
+PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED = "published", "delayed", "delivered", "acked", \
+    "nacked"
+ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED, RETRIED, DEAD_LETTERED = "ackTimeout", "consumerGone", \
+    "redelivered", "retried", "deadLettered"
+EXPIRED, SKIPPED, CLEARED = "expired", "skipped", "cleared"
+EVENTS = (PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED, ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED,
+          RETRIED, DEAD_LETTERED, EXPIRED, SKIPPED, CLEARED)
+
+_DB = "history"
+_SEQ = b"history_seq"  # meta: the next transaction's sequence base
+_SHIFT = 24
+_triple, _untriple, _u64 = keys.triple, keys.unpack_triple, keys.u64
+_encode, _decode = codec.encode, codec.decode
+
+# --explain: the events of committed write transactions of this process, when watched.
+_WATCH: list | None = None
+
+
+def watch() -> None:
+    """Keep the events every write transaction of this process records from now on."""
+    global _WATCH
+    _WATCH = []
+
+
+def watched() -> list:
+    """The events kept since watch(), as explain_line takes them; [] when not watching."""
+    return list(_WATCH or ())
+
+
+def committed(events: list | None) -> None:
+    """Broker.write, after its transaction committed: its events are now true."""
+    if _WATCH is not None and events:
+        _WATCH.extend(events)
+
+
+# -- recording ------------------------------------------------------------------------------------
+def on(ctx) -> bool:
+    """Whether this transaction records history (the store setting, read once per transaction;
+    the non-persistent store keeps none: its messages do not outlive the process tree)."""
+    v = ctx.history
+    if v is None:
+        v = ctx.history = bool(ctx.write and _DB in ctx.env.db and not ctx.broker.non_persistent
+                               and ctx.setting("messageHistoryEnabled"))
+    return v
+
+
+def _next_seq(ctx) -> int:
+    n = ctx.hseq
+    if n is None:
+        meta = ctx.env.db["meta"]
+        raw = ctx.txn.get(_SEQ, db=meta)
+        base = 1 if raw is None else keys.unpack_u64(raw)
+        ctx.txn.put(_SEQ, _u64(base + 1), db=meta)
+        n = base << _SHIFT
+    ctx.hseq = n + 1
+    return n
+
+
+def record(ctx, info, offset: int, event: str, sub: str | None = None,
+           consumer: str | None = None, rc: int | None = None, **extra) -> None:
+    """Record one event of the entry at offset of info's managed ledger, now."""
+    if not on(ctx):
+        return
+    value = [event, ctx.now, sub, consumer, rc, extra or None]
+    ctx.txn.put(_triple(info.ml_id, offset, _next_seq(ctx)), _encode(value), db=ctx.env.db[_DB])
+    if _WATCH is not None:
+        _keep(ctx, info, offset, value)
+
+
+def record_many(ctx, info, offsets, event: str, sub: str | None = None,
+                consumer: str | None = None, rc: int | None = None, **extra) -> None:
+    """The same event for many entries: the value is encoded once."""
+    if not offsets or not on(ctx):
+        return
+    value = [event, ctx.now, sub, consumer, rc, extra or None]
+    raw = _encode(value)
+    db, ml = ctx.env.db[_DB], info.ml_id
+    put = ctx.txn.put
+    for o in offsets:
+        put(_triple(ml, o, _next_seq(ctx)), raw, db=db)
+        if _WATCH is not None:
+            _keep(ctx, info, o, value)
+
+
+def published(ctx, info, first_offset: int, n: int, producer: str, seqs, origin=None,
+              deliver_at=None) -> None:
+    """published events for n entries just appended from first_offset: one put per entry, the
+    values built without a dict per entry (the produce path pays for this). seqs: each entry's
+    sequence id; origin: (topic, message id) a dead letter or retry copy came from;
+    deliver_at: each entry's delivery time (0: none), for the delayed events."""
+    if not on(ctx):
+        return
+    db, ml, put, now = ctx.env.db[_DB], info.ml_id, ctx.txn.put, ctx.now
+    base = _next_seq(ctx)
+    ctx.hseq = base + 2 * n + 1
+    extra_from = {"fromTopic": origin[0], "fromMessageId": origin[1]} if origin else None
+    for i in range(n):
+        extra = {"producer": producer, "sequenceId": seqs[i]}
+        if extra_from:
+            extra.update(extra_from)
+        value = [PUBLISHED, now, None, None, None, extra]
+        put(_triple(ml, first_offset + i, base + 2 * i), _encode(value), db=db)
+        if _WATCH is not None:
+            _keep(ctx, info, first_offset + i, value)
+        if deliver_at and deliver_at[i]:
+            value = [DELAYED, now, None, None, None, {"until": deliver_at[i]}]
+            put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value), db=db)
+            if _WATCH is not None:
+                _keep(ctx, info, first_offset + i, value)
+
+
+def _keep(ctx, info, offset: int, value: list) -> None:
+    if ctx.events is None:
+        ctx.events = []
+    pos = info.position(offset)
+    ctx.events.append((info.name, f"{pos.ledger_id}:{pos.entry_id}", value))
+
+
+# -- reading ------------------------------------------------------------------------------------
+def events_of(ctx, ml_id: int, offset: int) -> list[list]:
+    """The stored events of one entry, oldest first, as stored values."""
+    if _DB not in ctx.env.db:
+        return []
+    prefix = keys.pair(ml_id, offset)
+    return [v for _k, v in ctx.env.scan(ctx.txn, _DB, prefix)]
+
+
+def last(ctx, ml_id: int, offset: int, event: str, sub: str | None = None):
+    """The newest stored event of that kind of one entry (of subscription sub), or None."""
+    for v in reversed(events_of(ctx, ml_id, offset)):
+        if v[0] == event and (sub is None or v[2] == sub):
+            return v
+    return None
+
+
+def as_doc(value: list, sub_filter: str | None = None) -> dict | None:
+    """One stored event as explain's JSON object (None when it is another subscription's)."""
+    event, at, sub, consumer, rc, extra = (list(value) + [None] * 6)[:6]
+    if sub_filter is not None and sub is not None and sub != sub_filter:
+        return None
+    doc = {"at": at, "event": event, "subscription": sub, "consumerName": consumer,
+           "redeliveryCount": rc, "reason": (extra or {}).get("reason")}
+    for k, v in (extra or {}).items():
+        if k != "reason":
+            doc[k] = v
+    return doc
+
+
+# -- forgetting -----------------------------------------------------------------------------------
+DEFAULT_RETENTION = "7d"
+
+
+def retention_ms(ctx, topic_minutes: int | None) -> int | None:
+    """How long a trimmed entry's history is kept: messageHistoryRetention or the topic's
+    retention time, whichever is longer; None: for ever (a retention of -1)."""
+    own = parse_duration_ms(str(ctx.setting("messageHistoryRetention")), "messageHistoryRetention")
+    if topic_minutes is not None and topic_minutes < 0:
+        return None
+    return max(own, (topic_minutes or 0) * 60_000)
+
+
+def trim(ctx, info, keep_ms: int | None) -> int:
+    """Forget the history of entries trimmed from the ledgers (offsets below first_offset)
+    once it is older than keep_ms: a range delete from the lowest offset up, stopping at the
+    first entry published within keep_ms (offsets are in publish order). Returns how many
+    events went."""
+    if keep_ms is None or _DB not in ctx.env.db:
+        return 0
+    cur = ctx.txn.cursor(db=ctx.env.db[_DB])
+    ml = info.ml_id
+    if not cur.set_range(_u64(ml)):
+        return 0
+    end, n, cutoff = keys.u64_prefix_end(ml), 0, ctx.now - keep_ms
+    offset, young = None, False
+    while True:
+        k = cur.key()
+        if not k or k >= end:
+            break
+        _ml, o, _seq = _untriple(k)
+        if o >= info.first_offset:
+            break
+        if o != offset:
+            offset = o
+            young = _decode(cur.value())[1] > cutoff  # its first event: when it was published
+            if young:
+                break
+        if not cur.delete():
+            break
+        n += 1
+    return n
+
+
+def forget(ctx, ml_id: int) -> None:
+    """A deleted topic partition's history goes with it."""
+    if _DB in ctx.env.db:
+        ctx.env.delete_prefix(ctx.txn, _DB, _u64(ml_id))
+
+
+def delivered(ctx, info, c, consumer: str, pairs) -> None:
+    """delivered events for (offset, redelivery count) pairs just handed to consumer. A
+    redelivery carries its reason, the newest `redelivered` event of the subscription (read
+    only for redeliveries); the first deliveries share one encoded value."""
+    if not pairs or not on(ctx):
+        return
+    typ = c.props.get("type", "Exclusive")
+    first = [DELIVERED, ctx.now, c.name, consumer, 0, {"type": typ}]
+    raw = _encode(first)
+    db, ml, put = ctx.env.db[_DB], info.ml_id, ctx.txn.put
+    for o, rc in pairs:
+        value = first
+        if rc:
+            extra = {"type": typ}
+            why = last(ctx, ml, o, REDELIVERED, c.name)
+            if why is not None and why[5]:
+                extra["reason"] = why[5].get("reason")
+            value = [DELIVERED, ctx.now, c.name, consumer, rc, extra]
+            put(_triple(ml, o, _next_seq(ctx)), _encode(value), db=db)
+        else:
+            put(_triple(ml, o, _next_seq(ctx)), raw, db=db)
+        if _WATCH is not None:
+            _keep(ctx, info, o, value)
+
+
+def clock_text(ms: int) -> str:
+    """10:00:05 (UTC), as a reason names a time."""
+    s = (ms // 1000) % 86400
+    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def duration_text(ms: int) -> str:
+    """4s, 1m30s, 250ms: a delay as a reason names it."""
+    if ms < 1000 or ms % 1000:
+        return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
+    s = ms // 1000
+    h, m, sec = s // 3600, s // 60 % 60, s % 60
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+
+
+def nack_reason(ctx, ml_id: int, offset: int, sub: str) -> str:
+    """Why a nacked message came back: when it was nacked and the delay it waited."""
+    v = last(ctx, ml_id, offset, NACKED, sub)
+    if v is None:
+        return "nacked"
+    delay = (v[5] or {}).get("delay")
+    return f"nacked at {clock_text(v[1])}" + (f", nack backoff {duration_text(delay)}"
+                                              if delay is not None else "")
+
+
+# -- explain ------------------------------------------------------------------------------------
+_FOLLOW_LIMIT = 16  # copies of copies followed back (a retry of a retry... then the DLQ)
+
+
+def explain(ctx, topic, mid, sub: str | None = None) -> dict:
+    """A message's life, oldest first: {"messageId", "topic", "events"}. A dead letter or
+    retry copy's life starts with its original's (each event names its topic). MessageNotFound
+    when the id names no entry of the topic, ever."""
+    t = topic_name(topic)
+    if mid.partition >= 0 and not t.is_partition:
+        t = t.partition(mid.partition)
+    info = topics.lookup(ctx, t)
+    if info is None:
+        raise MessageNotFound(f"message {mid} not found: topic {t} does not exist",
+                              hint="list topics with `pulsarctl topics list`")
+    o = info.offset(mid.ledger_id, mid.entry_id)
+    values = events_of(ctx, info.ml_id, o) if o is not None and mid.entry_id >= 0 else []
+    if not values and (o is None or mid.entry_id < 0 or not info.contains(o)):
+        hint = (f"ids on this topic run up to {info.position(info.last_offset)}"
+                if info.entries else "the topic has no messages")
+        raise MessageNotFound(f"message {mid} not found on {info.name}", hint=hint)
+    events = _docs(values, str(t), sub, mid.batch_index)
+    seen = 0
+    while values and seen < _FOLLOW_LIMIT:
+        origin = (values[0][5] or {}) if values[0][0] == PUBLISHED else {}
+        if not origin.get("fromTopic"):
+            break
+        seen += 1
+        try:
+            back = parse_message_id(origin["fromMessageId"])
+            bt = topic_name(origin["fromTopic"])
+        except Exception:  # an origin we cannot read back: the copy's own life is all we show
+            break
+        binfo = topics.lookup(ctx, bt)
+        bo = binfo.offset(back.ledger_id, back.entry_id) if binfo is not None else None
+        values = events_of(ctx, binfo.ml_id, bo) if bo is not None else []
+        events = _docs(values, str(bt), None, back.batch_index) + events
+    return {"messageId": str(mid), "topic": str(t), "events": events}
+
+
+def _docs(values, topic: str, sub, batch_index: int) -> list[dict]:
+    out = []
+    for v in values:
+        d = as_doc(v, sub)
+        if d is None:
+            continue
+        idx = d.get("batchIndexes")
+        if idx is not None and batch_index >= 0 and batch_index not in idx:
+            continue  # another index of the batch was acked
+        d["topic"] = topic
+        out.append(d)
+    return out

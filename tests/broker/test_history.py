@@ -1,0 +1,192 @@
+"""The message history behind `explain` (issue 17 item 2; CLI.md "Watching and teaching"): every
+event recorded in the same transaction as its change, stamped with the store's clock; retention
+trims it; a store setting turns it off; a dead letter's life starts with its original's. Real
+LMDB in tmp_path, a simulated clock."""
+from __future__ import annotations
+
+import pytest
+
+from pulsarctl.broker import Broker, history
+from pulsarctl.errors import MessageNotFound
+from pulsarctl.messages import MessageId, OutgoingMessage, parse_message_id
+
+from simclock import START_MS
+
+LEASE = 600_000
+FULL = "persistent://public/default/"
+
+
+def msgs(n, prefix="m"):
+    return [OutgoingMessage(f"{prefix}{i}".encode()) for i in range(n)]
+
+
+def sub(broker, topic, s, consumer, typ="Shared", settings=None, fetch=0):
+    return broker.subscribe(topic, s, consumer, typ, "Earliest", lease_ms=LEASE, fetch=fetch,
+                            settings=settings)[1]
+
+
+def life(broker, topic, mid, s=None):
+    return [(e["event"], e["subscription"], e["consumerName"], e["redeliveryCount"])
+            for e in broker.explain(topic, mid, s)["events"]]
+
+
+def test_publish_deliver_ack_in_order_with_the_store_clock(broker, clock):
+    _p, ids = broker.publish("t", msgs(2), "p1")
+    sub(broker, "t", "s", "c1")
+    clock.advance(1000)
+    broker.fetch("t", "s", "c1", 10)
+    clock.advance(1000)
+    broker.ack("t", "s", [ids[0]])
+    doc = broker.explain("t", ids[0])
+    assert doc["messageId"] == str(ids[0]) and doc["topic"] == FULL + "t"
+    assert [(e["event"], e["at"]) for e in doc["events"]] == [
+        ("published", START_MS), ("delivered", START_MS + 1000), ("acked", START_MS + 2000)]
+    pub = doc["events"][0]
+    assert (pub["producer"], pub["sequenceId"]) == ("p1", 0)
+    assert doc["events"][1]["consumerName"] == "c1" and doc["events"][1]["type"] == "Shared"
+    assert life(broker, "t", ids[1]) == [("published", None, None, None),
+                                         ("delivered", "s", "c1", 0)]
+
+
+def test_nack_redelivery_says_why(broker, clock):
+    _p, ids = broker.publish("t", msgs(1))
+    sub(broker, "t", "s", "c1", settings={"negativeAckRedeliveryDelayMs": 4000})
+    broker.fetch("t", "s", "c1", 10)
+    clock.advance(5000)
+    broker.nack("t", "s", ids)
+    clock.advance(5000)
+    got = broker.fetch("t", "s", "c1", 10)
+    assert [m.redelivery_count() for m in got] == [1]
+    events = broker.explain("t", ids[0])["events"]
+    assert [e["event"] for e in events] == ["published", "delivered", "nacked", "redelivered",
+                                            "delivered"]
+    assert events[2]["delay"] == 4000
+    assert events[3]["reason"] == "nacked at 00:00:05, nack backoff 4s"
+    assert events[4]["redeliveryCount"] == 1
+    assert events[4]["reason"] == "nacked at 00:00:05, nack backoff 4s"
+
+
+def test_ack_timeout_and_consumer_gone(broker, clock):
+    _p, ids = broker.publish("t", msgs(2))
+    sub(broker, "t", "s", "c1", settings={"ackTimeoutMs": 30_000})
+    broker.fetch("t", "s", "c1", 1)
+    clock.advance(31_000)
+    broker.fetch("t", "s", "c1", 1)  # fires the ack timeout
+    events = broker.explain("t", ids[0])["events"]
+    assert [e["event"] for e in events][:4] == ["published", "delivered", "ackTimeout",
+                                                "redelivered"]
+    assert events[3]["reason"] == "ack timeout 30s"
+    # A second consumer closes while holding a message: it goes back, consumerGone.
+    sub(broker, "t", "s", "c2")
+    broker.fetch("t", "s", "c2", 5)
+    broker.close_consumer("t", "s", "c2")
+    gone = [e for e in broker.explain("t", ids[1])["events"] if e["event"] == "consumerGone"]
+    assert gone and gone[-1]["reason"] == "consumer c2 closed"
+
+
+def test_dead_letter_is_followed_back_to_its_original(broker, clock):
+    _p, ids = broker.publish("t", msgs(1))
+    sub(broker, "t", "s", "c1", settings={"negativeAckRedeliveryDelayMs": 1000,
+                                          "maxRedeliverCount": 1})
+    for _ in range(2):
+        broker.fetch("t", "s", "c1", 10)
+        broker.nack("t", "s", ids)
+        clock.advance(2000)
+    broker.fetch("t", "s", "c1", 10)  # fires: past maxRedeliverCount, to the DLQ
+    events = broker.explain("t", ids[0])["events"]
+    dead = [e for e in events if e["event"] == "deadLettered"]
+    assert dead and dead[0]["toTopic"] == FULL + "t-s-DLQ"
+    dlq_id = parse_message_id(dead[0]["toMessageId"])
+    doc = broker.explain("t-s-DLQ", dlq_id)
+    kinds = [(e["topic"].rsplit("/", 1)[1], e["event"]) for e in doc["events"]]
+    assert kinds[0] == ("t", "published")
+    assert ("t", "deadLettered") in kinds
+    assert kinds[-1] == ("t-s-DLQ", "published")
+    assert doc["events"][-1]["fromMessageId"] == str(ids[0])
+
+
+def test_retry_letter_names_topic_and_delay(broker, clock):
+    _p, ids = broker.publish("t", msgs(1))
+    sub(broker, "t", "s", "c1", settings={"enableRetry": True})
+    broker.fetch("t", "s", "c1", 10)
+    broker.reconsume_later("t", "s", ids, 5000)
+    retried = [e for e in broker.explain("t", ids[0])["events"] if e["event"] == "retried"]
+    assert retried and retried[0]["toTopic"].endswith("t-s-RETRY") and retried[0]["delay"] == 5000
+
+
+def test_delayed_skipped_cleared_expired(broker, clock):
+    m = OutgoingMessage(b"later", deliver_at=START_MS + 60_000)
+    _p, ids = broker.publish("t", [m] + msgs(3))
+    sub(broker, "t", "s", "c1")
+    events = broker.explain("t", ids[0])["events"]
+    assert events[1]["event"] == "delayed" and events[1]["until"] == START_MS + 60_000
+    broker.subscription("t", "s").skip(1)
+    broker.subscription("t", "s").clear_backlog()
+    assert [e["event"] for e in broker.explain("t", ids[0])["events"]][-1] == "skipped"
+    assert [e["event"] for e in broker.explain("t", ids[3])["events"]][-1] == "cleared"
+    _p, more = broker.publish("t", msgs(1, "x"))
+    clock.advance(120_000)
+    broker.subscription("t", "s").expire_messages(60_000)
+    last = broker.explain("t", more[0])["events"][-1]
+    assert (last["event"], last["reason"]) == ("expired", "TTL 1m")
+
+
+def test_an_aborted_transaction_leaves_no_event(broker, clock):
+    _p, ids = broker.publish("t", msgs(1))
+    sub(broker, "t", "s", "c1")
+
+    def fails(ctx):
+        from pulsarctl.broker import consuming
+        consuming.ack(ctx, "t", "s", ids)
+        assert history.events_of(ctx, ctx.ledgers.lookup(ctx.txn, FULL + "t"), 0)[-1][0] == "acked"
+        raise RuntimeError("crash before commit")
+    with pytest.raises(RuntimeError):
+        broker.write(fails)
+    assert [e["event"] for e in broker.explain("t", ids[0])["events"]] == ["published"]
+
+
+def test_off_switch(broker, clock):
+    broker.write(lambda ctx: ctx.put(False, "setting", "messageHistoryEnabled"))
+    _p, ids = broker.publish("t", msgs(1))
+    assert broker.explain("t", ids[0])["events"] == []
+
+
+def test_unknown_id_is_message_not_found(broker):
+    broker.publish("t", msgs(1))
+    with pytest.raises(MessageNotFound):
+        broker.explain("t", MessageId(1, 99, -1))
+    with pytest.raises(MessageNotFound):
+        broker.explain("nope", MessageId(1, 0, -1))
+
+
+def test_retention_trims_the_history_of_trimmed_ledgers(store_path, clock):
+    b = Broker(store_path, clock)
+    try:
+        b.write(lambda ctx: ctx.put(10, "setting", "managedLedgerMaxEntriesPerLedger"))
+        b.ledgers.rollover_entries = 10
+        _p, ids = b.publish("t", msgs(25))
+        sub(b, "t", "s", "c1")
+        b.subscription("t", "s").clear_backlog()  # ledgers 1 and 2 trimmed (retention 0)
+        # Kept for messageHistoryRetention after the entries went...
+        assert [e["event"] for e in b.explain("t", ids[0])["events"]] == ["published", "cleared"]
+        clock.advance(8 * 24 * 3600 * 1000)
+        b.chores.apply_policies() if hasattr(b.chores, "apply_policies") else None
+        b.write(lambda ctx: __import__("pulsarctl.broker.retention", fromlist=["x"]).trim(
+            ctx, ctx.ledgers.info(ctx.txn, ctx.ledgers.lookup(ctx.txn, FULL + "t"))))
+        with pytest.raises(MessageNotFound):
+            b.explain("t", ids[0])
+        assert b.explain("t", ids[24])["events"]  # the ledger that takes appends stays
+    finally:
+        b.close()
+
+
+def test_watch_hands_out_committed_events_only(broker, clock, monkeypatch):
+    monkeypatch.setattr(history, "_WATCH", None)
+    history.watch()
+    _p, ids = broker.publish("t", msgs(1))
+    sub(broker, "t", "s", "c1")
+    broker.fetch("t", "s", "c1", 1)
+    seen = history.watched()
+    assert [(t.rsplit("/", 1)[1], pos, v[0]) for t, pos, v in seen] == [
+        ("t", f"{ids[0].ledger_id}:{ids[0].entry_id}", "published"),
+        ("t", f"{ids[0].ledger_id}:{ids[0].entry_id}", "delivered")]
