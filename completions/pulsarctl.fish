@@ -82,6 +82,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, basic) and authorization as --config\'s broker.conf keys say; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'explain' -d 'A message\'s life, oldest first, from the store\'s message history: published, delivered (to whom, which redelivery), acked, nacked, ack timeouts, redeliveries and why, retry and dead letter moves (followed back to the original topic), expiry, skip and clear.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'
@@ -97,6 +98,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'spark' -d 'Spark jobs 
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l store -r -F -d 'Store directory (default: $PULSARCTL_STORE, the config file, then ~/.local/share/pulsarctl/store).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l traceback -d 'Show a traceback on errors (for bug reports).'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l explain -d 'After the command, say on stderr what it changed, one line per message event, in Pulsar\'s words (from the message history).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l version -d 'Print the version and exit.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s h -l help -d 'Show this message and exit.'
 
@@ -264,6 +266,12 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l http-port -x -d 
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l config -x -d 'Pulsar\'s standalone.conf / broker.conf (key=value); flags override it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l basic-auth-file -x -d 'The users and password hashes of AuthenticationProviderBasic (htpasswd -m; as Pulsar\'s -Dpulsar.auth.basic.conf; basicAuthConf in --config).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl explain
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output -t --topic -s --subscription)' -d 'The topic the id is on.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s s -l subscription -x -d 'Only this subscription\'s events (and the publish).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl topics
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and not __fish_seen_subcommand_from list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies' -a 'list' -d 'List the topics of a namespace.'
@@ -978,7 +986,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'consume' -d 'Consume and ack (per message) N messages from the earliest.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'timers' -d 'Fire N due nack timers at once (as `daemon run-once` does), on a scratch store with a simulated clock; print timers/s.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'delayed' -d 'Dispatch due messages while N delayed ones wait, on a scratch store with a simulated clock.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'compare' -d 'Run pulsarctl\'s main paths side by side with their limits in one run, on a scratch store: `produce --stdin` and `consume` + ack (whole commands) against raw LMDB appends and read + ack, the Python API\'s send() against raw one-message commits, its batched send_async and receive + acknowledge against the real pulsar-client at --service-url (pulsar-lite or serve), and with --spark the Spark read against a data source doing no work.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -a 'compare' -d 'Run pulsarctl\'s main paths side by side with their limits in one run, on a scratch store: `produce --stdin` and `consume` + ack (whole commands) against raw LMDB appends and read + ack, the library API\'s send() against raw one-message commits, its batched send_async and receive + acknowledge against the real pulsar-client at --service-url (pulsar-lite or serve), and with --spark the Spark read against a data source doing no work.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and not __fish_seen_subcommand_from produce consume timers delayed compare' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl perf produce
@@ -1016,10 +1024,10 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 # pulsarctl perf compare
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s n -l num-messages -x -d 'Messages for produce --stdin and consume.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s s -l size -x -d 'Payload bytes.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l api-messages -x -d 'Messages for the Python API runs.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l api-messages -x -d 'Messages for the library API runs.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l sends -x -d 'One-at-a-time send()s.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s r -l rounds -x -d 'Alternating rounds (each figure: the median).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l service-url -x -d 'A Pulsar service URL for the peer of the Python API runs (needs pulsar-client).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l service-url -x -d 'A Pulsar service URL for the peer of the library API runs (needs pulsar-client).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -l spark -d 'Also the Spark read (needs the spark extra; starts a local session).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from compare' -s h -l help -d 'Show this message and exit.'

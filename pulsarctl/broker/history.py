@@ -22,7 +22,8 @@ kept in memory and handed to the caller after it commits (Broker.write calls com
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import topics
+from pulsarctl.broker import policies, topics
+from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import parse_message_id
 from pulsarctl.names import topic_name
@@ -112,13 +113,50 @@ def record_many(ctx, info, offsets, event: str, sub: str | None = None,
             _keep(ctx, info, o, value)
 
 
+# Range events: what moves a cursor over many entries at once (skip, clear-backlog, TTL expiry,
+# a cumulative ack) is one record for the range, not one per entry (clear-backlog stays O(1), as
+# Pulsar's is), keyed (managed-ledger id with the top bit set, last offset, sequence) so the
+# ranges of a topic are one prefix and they trim by their last offset like the entries' events.
+_RANGES = 1 << 63
+
+
+def record_range(ctx, info, first: int, last: int, event: str, sub: str, **extra) -> None:
+    """Record one event for every entry from offset first to last (inclusive), now."""
+    if last < first or not on(ctx):
+        return
+    value = [event, ctx.now, sub, None, None, {"fromOffset": first, "toOffset": last, **extra}]
+    ctx.txn.put(_triple(info.ml_id | _RANGES, last, _next_seq(ctx)), _encode(value),
+                db=ctx.env.db[_DB])
+    if _WATCH is not None:
+        if ctx.events is None:
+            ctx.events = []
+        lo, hi = info.position(first), info.position(last)
+        what = f"{lo.ledger_id}:{lo.entry_id}" if first == last else \
+            f"{lo.ledger_id}:{lo.entry_id}..{hi.ledger_id}:{hi.entry_id}"
+        ctx.events.append((info.name, what, value))
+
+
+def _ranges_over(ctx, ml_id: int, offset: int) -> list[tuple]:
+    """(sequence, value) of the range events whose range holds offset."""
+    out = []
+    for k, v in ctx.env.scan(ctx.txn, _DB, _u64(ml_id | _RANGES), _triple(ml_id | _RANGES,
+                                                                            offset, 0)):
+        extra = v[5] or {}
+        if extra.get("fromOffset", offset + 1) <= offset:
+            out.append((_untriple(k)[2], v))
+    return out
+
+
 def published(ctx, info, first_offset: int, n: int, producer: str, seqs, origin=None,
               deliver_at=None) -> None:
-    """published events for n entries just appended from first_offset: one put per entry, the
-    values built without a dict per entry (the produce path pays for this). seqs: each entry's
-    sequence id; origin: (topic, message id) a dead letter or retry copy came from;
-    deliver_at: each entry's delivery time (0: none), for the delayed events."""
-    if not on(ctx):
+    """published (and delayed) events for n entries just appended from first_offset. A plain
+    publish stores none: the entry itself holds them (publish time, producer, sequence id,
+    delivery time), explain reads them there (entry_events), and keep_published stores them
+    before the entry is trimmed; a put per entry would cost an unbatched produce 40%. A dead
+    letter or retry copy (origin: the (topic, message id) it came from) stores its published
+    event, which names the original. --explain sees them all. seqs: each entry's sequence id;
+    deliver_at: each entry's delivery time (0: none)."""
+    if not on(ctx) or (origin is None and _WATCH is None):
         return
     db, ml, put, now = ctx.env.db[_DB], info.ml_id, ctx.txn.put, ctx.now
     base = _next_seq(ctx)
@@ -129,14 +167,72 @@ def published(ctx, info, first_offset: int, n: int, producer: str, seqs, origin=
         if extra_from:
             extra.update(extra_from)
         value = [PUBLISHED, now, None, None, None, extra]
-        put(_triple(ml, first_offset + i, base + 2 * i), _encode(value), db=db)
+        if origin is not None:
+            put(_triple(ml, first_offset + i, base + 2 * i), _encode(value), db=db)
         if _WATCH is not None:
             _keep(ctx, info, first_offset + i, value)
         if deliver_at and deliver_at[i]:
             value = [DELAYED, now, None, None, None, {"until": deliver_at[i]}]
-            put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value), db=db)
+            if origin is not None:
+                put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value), db=db)
             if _WATCH is not None:
                 _keep(ctx, info, first_offset + i, value)
+
+
+def wants_published(ctx) -> bool:
+    """Whether published() would do anything: a copy's publish, or --explain watching."""
+    return (ctx.origin is not None or _WATCH is not None) and on(ctx)
+
+
+def entry_events(ctx, info, offset: int) -> list[list]:
+    """The published (and delayed) events of a stored entry, read from the entry: a plain
+    publish stores none (see published). [] when the entry is gone."""
+    if not info.contains(offset):
+        return []
+    try:
+        rec = _decode(ctx.ledgers.read(ctx.txn, info, offset))
+    except Exception:  # offloaded or unreadable: the stored events are all there is
+        return []
+    out = [[PUBLISHED, rec[F_PUBLISH_TIME], None, None, None,
+            {"producer": rec[F_PRODUCER_NAME], "sequenceId": rec[F_SEQUENCE_ID]}]]
+    if len(rec) > F_DELIVER_AT and rec[F_DELIVER_AT]:
+        out.append([DELAYED, rec[F_PUBLISH_TIME], None, None, None,
+                    {"until": rec[F_DELIVER_AT]}])
+    return out
+
+
+def keep_published(ctx, info, below: int) -> None:
+    """Before the entries under offset below are trimmed: the published (and delayed) events
+    of each that has a history are stored from the entry, with sequence 0 (so they sort
+    first), as explain can no longer read them there. Entries nothing happened to keep none."""
+    if not on(ctx) or below <= info.first_offset:
+        return
+    db, ml = ctx.env.db[_DB], info.ml_id
+    cur = ctx.txn.cursor(db=db)
+    if not cur.set_range(_triple(ml, info.first_offset, 0)):
+        return
+    end = _triple(ml, below, 0)
+    todo, seen = [], None
+    for k, raw in cur:
+        if k >= end:
+            break
+        _ml, o, _seq = _untriple(k)
+        if o != seen:
+            seen = o
+            if _decode(raw)[0] != PUBLISHED:
+                todo.append(o)
+    put = ctx.txn.put
+    for o in todo:
+        for i, value in enumerate(entry_events(ctx, info, o)):
+            put(_triple(ml, o, i), _encode(value), db=db)
+
+
+def _with_entry(ctx, info, offset: int, values: list) -> list:
+    """values, led by the entry's own published events when none is stored (and the history
+    is on: off, explain shows what was recorded, nothing)."""
+    if values and values[0][0] == PUBLISHED or not ctx.setting("messageHistoryEnabled"):
+        return values
+    return entry_events(ctx, info, offset) + values
 
 
 def _keep(ctx, info, offset: int, value: list) -> None:
@@ -148,11 +244,23 @@ def _keep(ctx, info, offset: int, value: list) -> None:
 
 # -- reading ------------------------------------------------------------------------------------
 def events_of(ctx, ml_id: int, offset: int) -> list[list]:
-    """The stored events of one entry, oldest first, as stored values."""
+    """The stored events of one entry, oldest first, as stored values: its own and the range
+    events over it (a range event of a subscription that had acked the entry before is not
+    the entry's: it had nothing left to pass)."""
     if _DB not in ctx.env.db:
         return []
     prefix = keys.pair(ml_id, offset)
-    return [v for _k, v in ctx.env.scan(ctx.txn, _DB, prefix)]
+    own = [(_untriple(k)[2], v) for k, v in ctx.env.scan(ctx.txn, _DB, prefix)]
+    ranges = _ranges_over(ctx, ml_id, offset)
+    if not ranges:
+        return [v for _seq, v in own]
+    done: dict = {}   # subscription -> sequence of its first ack of the entry
+    for seq, v in own:
+        if v[0] == ACKED and v[2] not in done:
+            done[v[2]] = seq
+    both = own + [(seq, v) for seq, v in ranges if not (v[2] in done and done[v[2]] < seq)]
+    both.sort(key=lambda sv: sv[0])
+    return [v for _seq, v in both]
 
 
 def last(ctx, ml_id: int, offset: int, event: str, sub: str | None = None):
@@ -196,18 +304,23 @@ def trim(ctx, info, keep_ms: int | None) -> int:
     events went."""
     if keep_ms is None or _DB not in ctx.env.db:
         return 0
+    cutoff = ctx.now - keep_ms
+    return _trim(ctx, info.ml_id, info.first_offset, cutoff) + \
+        _trim(ctx, info.ml_id | _RANGES, info.first_offset, cutoff)
+
+
+def _trim(ctx, ml: int, first_offset: int, cutoff: int) -> int:
     cur = ctx.txn.cursor(db=ctx.env.db[_DB])
-    ml = info.ml_id
     if not cur.set_range(_u64(ml)):
         return 0
-    end, n, cutoff = keys.u64_prefix_end(ml), 0, ctx.now - keep_ms
+    end, n = keys.u64_prefix_end(ml), 0
     offset, young = None, False
     while True:
         k = cur.key()
         if not k or k >= end:
             break
         _ml, o, _seq = _untriple(k)
-        if o >= info.first_offset:
+        if o >= first_offset:
             break
         if o != offset:
             offset = o
@@ -224,6 +337,7 @@ def forget(ctx, ml_id: int) -> None:
     """A deleted topic partition's history goes with it."""
     if _DB in ctx.env.db:
         ctx.env.delete_prefix(ctx.txn, _DB, _u64(ml_id))
+        ctx.env.delete_prefix(ctx.txn, _DB, _u64(ml_id | _RANGES))
 
 
 def delivered(ctx, info, c, consumer: str, pairs) -> None:
@@ -293,6 +407,15 @@ def explain(ctx, topic, mid, sub: str | None = None) -> dict:
                               hint="list topics with `pulsarctl topics list`")
     o = info.offset(mid.ledger_id, mid.entry_id)
     values = events_of(ctx, info.ml_id, o) if o is not None and mid.entry_id >= 0 else []
+    if o is not None and mid.entry_id >= 0:
+        values = _with_entry(ctx, info, o, values)
+        if values and not info.contains(o):
+            # Trimmed: a range event still held by its newer entries is this one's only
+            # within the history's retention, as its own events are.
+            keep = retention_ms(ctx, policies.effective(ctx, info.name, policies.RETENTION)[
+                "retentionTimeInMinutes"])
+            if keep is not None:
+                values = [v for v in values if v[1] > ctx.now - keep]
     if not values and (o is None or mid.entry_id < 0 or not info.contains(o)):
         hint = (f"ids on this topic run up to {info.position(info.last_offset)}"
                 if info.entries else "the topic has no messages")
@@ -311,7 +434,8 @@ def explain(ctx, topic, mid, sub: str | None = None) -> dict:
             break
         binfo = topics.lookup(ctx, bt)
         bo = binfo.offset(back.ledger_id, back.entry_id) if binfo is not None else None
-        values = events_of(ctx, binfo.ml_id, bo) if bo is not None else []
+        values = _with_entry(ctx, binfo, bo, events_of(ctx, binfo.ml_id, bo)) \
+            if bo is not None else []
         events = _docs(values, str(bt), None, back.batch_index) + events
     return {"messageId": str(mid), "topic": str(t), "events": events}
 

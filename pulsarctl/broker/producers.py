@@ -82,7 +82,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     limit = ctx.setting("maxMessageSize") if chunking else 0
     lasts = None  # the index in entries of each message's last entry, once a message is chunked
     # The message history (history.py): each entry's sequence id and delivery time.
-    hseqs = [] if history.on(ctx) else None
+    hseqs = [] if history.wants_published(ctx) else None
     hdelays = []
     for i, m in enumerate(messages):
         s = m.sequence_id
@@ -222,7 +222,7 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
         first = info.next_offset
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
             positions.extend((lid, e) for e in range(e0, e0 + n))
-        if history.on(ctx):
+        if history.wants_published(ctx):
             history.published(ctx, info, first, len(entries), producer_name,
                               [seqs[g[0]] for g in placed], ctx.origin)
         extra = 0

@@ -52,4 +52,5 @@ def _trim_ledgers(ctx, info) -> int:
         cut = first + n
     if cut is None:
         return 0
+    history.keep_published(ctx, info, cut)
     return len(ctx.ledgers.trim(ctx.txn, info, cut))

@@ -294,9 +294,9 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
                 f"Cannot use cumulative acks on a non-exclusive/non-failover subscription "
                 f"('{c.name}' is {typ})")
         upto = max(offsets)
-        if history.on(ctx):
-            history.record_many(ctx, info, list(ctx.cursors.unacked(
-                txn, c, c.mark_delete + 1, upto + 1)), history.ACKED, c.name, cumulative=True)
+        # One range event (history.record_range), as the cursor's move is one.
+        history.record_range(ctx, info, c.mark_delete + 1, upto, history.ACKED, c.name,
+                             cumulative=True)
         for o, rec in list(pending_items(ctx, c.id)):
             if o > upto:
                 break

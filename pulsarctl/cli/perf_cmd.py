@@ -159,7 +159,7 @@ def perf_delayed(
 
 @perf.command("compare", help="Run pulsarctl's main paths side by side with their limits in one "
               "run, on a scratch store: `produce --stdin` and `consume` + ack (whole commands) "
-              "against raw LMDB appends and read + ack, the Python API's send() against raw "
+              "against raw LMDB appends and read + ack, the library API's send() against raw "
               "one-message commits, its batched send_async and receive + acknowledge against "
               "the real pulsar-client at --service-url (pulsar-lite or serve), and with --spark "
               "the Spark read against a data source doing no work. Prints each rate, its limit "
@@ -171,12 +171,12 @@ def perf_compare(
                                      help="Messages for produce --stdin and consume.")] = 200_000,
     size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
     api_num: Annotated[int, typer.Option("--api-messages",
-                                         help="Messages for the Python API runs.")] = 50_000,
+                                         help="Messages for the library API runs.")] = 50_000,
     sends: Annotated[int, typer.Option("--sends", help="One-at-a-time send()s.")] = 2000,
     rounds: Annotated[int, typer.Option("-r", "--rounds",
                                         help="Alternating rounds (each figure: the median).")] = 1,
     service_url: Annotated[str, typer.Option(
-        "--service-url", help="A Pulsar service URL for the peer of the Python API runs "
+        "--service-url", help="A Pulsar service URL for the peer of the library API runs "
         "(needs pulsar-client).", show_default=False)] = "",
     spark: Annotated[bool, typer.Option("--spark", help="Also the Spark read (needs the spark "
                                                         "extra; starts a local session).")] = False,

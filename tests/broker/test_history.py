@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from pulsarctl.broker import Broker, history
+from pulsarctl.broker import Broker, history, retention, topics
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import MessageId, OutgoingMessage, parse_message_id
+from pulsarctl.names import parse_topic
 
 from simclock import START_MS
 
@@ -160,21 +161,27 @@ def test_unknown_id_is_message_not_found(broker):
 
 
 def test_retention_trims_the_history_of_trimmed_ledgers(store_path, clock):
+    """The history of trimmed entries is kept for messageHistoryRetention: an entry with a life
+    of its own keeps its published event (stored from the entry before it went); one the
+    backlog clear passed keeps that range event. After the retention, explain knows neither."""
     b = Broker(store_path, clock)
     try:
         b.write(lambda ctx: ctx.put(10, "setting", "managedLedgerMaxEntriesPerLedger"))
         b.ledgers.rollover_entries = 10
         _p, ids = b.publish("t", msgs(25))
         sub(b, "t", "s", "c1")
+        got = b.fetch("t", "s", "c1", 1)
+        b.ack("t", "s", [got[0].id])
         b.subscription("t", "s").clear_backlog()  # ledgers 1 and 2 trimmed (retention 0)
-        # Kept for messageHistoryRetention after the entries went...
-        assert [e["event"] for e in b.explain("t", ids[0])["events"]] == ["published", "cleared"]
+        assert b.topics.internal_stats("t")["numberOfEntries"] < 25
+        assert [e["event"] for e in b.explain("t", ids[0])["events"]] == \
+            ["published", "delivered", "acked"]
+        assert [e["event"] for e in b.explain("t", ids[1])["events"]] == ["cleared"]
         clock.advance(8 * 24 * 3600 * 1000)
-        b.chores.apply_policies() if hasattr(b.chores, "apply_policies") else None
-        b.write(lambda ctx: __import__("pulsarctl.broker.retention", fromlist=["x"]).trim(
-            ctx, ctx.ledgers.info(ctx.txn, ctx.ledgers.lookup(ctx.txn, FULL + "t"))))
-        with pytest.raises(MessageNotFound):
-            b.explain("t", ids[0])
+        b.write(lambda ctx: retention.trim(ctx, topics.require(ctx, parse_topic("t"))))
+        for mid in ids[:2]:
+            with pytest.raises(MessageNotFound):
+                b.explain("t", mid)
         assert b.explain("t", ids[24])["events"]  # the ledger that takes appends stays
     finally:
         b.close()
@@ -190,3 +197,35 @@ def test_watch_hands_out_committed_events_only(broker, clock, monkeypatch):
     assert [(t.rsplit("/", 1)[1], pos, v[0]) for t, pos, v in seen] == [
         ("t", f"{ids[0].ledger_id}:{ids[0].entry_id}", "published"),
         ("t", f"{ids[0].ledger_id}:{ids[0].entry_id}", "delivered")]
+
+
+def _history_records(broker) -> int:
+    def count(ctx):
+        return sum(1 for _ in ctx.env.cursor(ctx.txn, "history"))
+    return broker.read(count)
+
+
+def test_moving_the_cursor_over_many_is_one_range_event(broker):
+    """clear-backlog, skip and a cumulative ack write one event for their range (O(1), as the
+    cursor's move is), and explain shows it on each entry of the range — but not on one the
+    subscription had acked before."""
+    _p, ids = broker.publish("t", msgs(1000))
+    sub(broker, "t", "s", "c1", typ="Exclusive")
+    got = broker.fetch("t", "s", "c1", 1)
+    broker.ack("t", "s", [got[0].id])
+    before = _history_records(broker)
+    broker.subscription("t", "s").skip(10)
+    broker.subscription("t", "s").clear_backlog()
+    assert _history_records(broker) - before == 2
+    assert [e["event"] for e in broker.explain("t", ids[0])["events"]] == \
+        ["published", "delivered", "acked"]
+    assert [e["event"] for e in broker.explain("t", ids[5])["events"]] == ["published", "skipped"]
+    assert [e["event"] for e in broker.explain("t", ids[500])["events"]] == \
+        ["published", "cleared"]
+    _p, more = broker.publish("t", msgs(100))
+    before = _history_records(broker)
+    broker.ack("t", "s", [more[49]], cumulative=True)
+    assert _history_records(broker) - before == 1
+    acked = broker.explain("t", more[10])["events"][-1]
+    assert acked["event"] == "acked" and acked["cumulative"] is True
+    assert [e["event"] for e in broker.explain("t", more[60])["events"]] == ["published"]

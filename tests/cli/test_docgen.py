@@ -113,7 +113,7 @@ def _bash_complete(*words: str) -> list[str]:
     (["pulsarctl", "consume", "t", "--subscription-type", "K"], ["Key_Shared"]),
     (["pulsarctl", "completion", ""], ["bash", "zsh", "fish"]),
     (["pulsarctl", "perf", "consume", "-t", "F"], ["Failover"]),
-    (["pulsarctl", "perf", ""], ["produce", "consume", "timers", "delayed"]),
+    (["pulsarctl", "perf", ""], ["produce", "consume", "timers", "delayed", "compare"]),
     # global options and their values are skipped on the way to the subcommand
     (["pulsarctl", "--store", "/tmp/x", "-o", "json", "top"], ["topics"]),
     (["pulsarctl", "-o", ""], ["text", "json", "ndjson"]),

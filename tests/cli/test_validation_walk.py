@@ -24,7 +24,7 @@ OPTIONS = {"subscription": "s", "count": "1", "partitions": "2", "ledger_id": "1
            "time": "1h", "size": "1M", "policy": "producer_request_hold",
            "max_redeliver": "3", "n": "1", "config": "maxMessageSize", "value": "100000",
            "subject": "alice", "role": "alice", "actions": "produce",
-           "output_private_key": "OUT", "output_public_key": "OUT"}
+           "output_private_key": "OUT", "output_public_key": "OUT", "topic": "t"}
 
 
 def leaves(cmd, path=()):
