@@ -61,10 +61,13 @@ def take(ctx, namespace: str | None = None) -> dict:
                          "originTopic": origin, "originSubscription": sub})
     for r in rows:
         del r["deadLetters"]
-    state = ctx.broker.env.get(ctx.txn, "meta", b"clock") or {"mode": "real"}
+    # The clock this transaction ran on: the store's (real, or simulated by `clock simulate`),
+    # or the one the Broker was given (tests, lessons).
+    simulated = ctx.broker._clock_for(ctx.txn).simulated
     return {
         "namespace": namespace,
-        "clock": {"mode": state.get("mode", "real"), "now": iso_ms(ctx.now), "nowMs": ctx.now},
+        "clock": {"mode": "simulated" if simulated else "real", "now": iso_ms(ctx.now),
+                  "nowMs": ctx.now},
         "topics": rows,
         "deadLetterTopics": dlqs,
     }

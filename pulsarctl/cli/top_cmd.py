@@ -107,7 +107,7 @@ def _header(snap: dict):
     c = snap["clock"]
     scope = snap["namespace"] or "all namespaces"
     interval = snap.get("intervalMs")
-    rates = f"rates over {interval / 1000:g}s" if interval else "rates: at the next refresh"
+    rates = f"rates over {round(interval / 1000, 1):g}s" if interval else "rates: at the next refresh"
     line1 = Text(f"pulsarctl top · {scope} · clock {c['now']} ({c['mode']})", style="bold")
     return Text("\n").join([line1, Text(f"{_timers(snap['daemon'])} · {rates}")])
 
