@@ -34,23 +34,23 @@ HELP = (
     "`pulsarctl daemon`, or `pulsarctl serve` holding the daemon lock) and the store's clock. "
     "Keys: up/down or j/k pick a topic, Enter opens its detail (subscriptions, consumers and "
     "what each holds), Esc or Backspace goes back, q quits. "
-    "--once prints one snapshot and exits (its rates from two snapshots 1 s apart); with "
-    "-o json: {\"namespace\", \"clock\": {\"mode\", \"now\", \"nowMs\"}, \"daemon\": "
-    "{\"running\", \"kind\": daemon|serve|process|null, \"pid\", \"lastTick\", "
-    "\"timersScheduled\", \"timersDue\", \"standbyPids\"}, \"intervalMs\", \"topics\": "
-    "[{\"topic\", \"partitions\", \"msgInCounter\", \"msgOutCounter\", \"bytesInCounter\", "
-    "\"storageSize\", \"msgBacklog\", \"unackedMessages\", \"redeliveredCounter\", "
-    "\"consumers\", \"msgRateIn\", \"msgRateOut\", \"redeliveriesPerMinute\", "
-    "\"isDeadLetterTopic\", \"subscriptions\": [{\"name\", \"type\", \"msgBacklog\", "
-    "\"msgOutCounter\", \"unackedMessages\", \"awaitingRedelivery\", \"delayedMessages\", "
-    "\"redeliveredCounter\", \"deadLetterTopic\", \"msgRateOut\", \"redeliveriesPerMinute\", "
-    "\"consumers\": [{\"consumerName\", \"unackedMessages\", \"alive\", \"isActive\"}]}]}], "
-    "\"deadLetterTopics\": [{\"topic\", \"messages\", \"originTopic\", "
-    "\"originSubscription\"}]}. Rates are per second of the store's clock between the two "
-    "snapshots (per real second when a simulated clock stood still), null when unknown.")
+    "--once prints one snapshot and exits (its rates from two snapshots 1 s apart). With "
+    "-o json it is an object with: namespace; clock (mode, now, nowMs); daemon (running, "
+    "kind: daemon, serve, process or null, pid, lastTick, timersScheduled, timersDue, "
+    "standbyPids); intervalMs; topics, a list of (topic, partitions, msgInCounter, "
+    "msgOutCounter, bytesInCounter, storageSize, msgBacklog, unackedMessages, "
+    "redeliveredCounter, consumers, msgRateIn, msgRateOut, redeliveriesPerMinute, "
+    "isDeadLetterTopic, subscriptions: a list of (name, type, msgBacklog, msgOutCounter, "
+    "unackedMessages, awaitingRedelivery, delayedMessages, redeliveredCounter, "
+    "deadLetterTopic, msgRateOut, redeliveriesPerMinute, consumers: a list of (consumerName, "
+    "unackedMessages, alive, isActive))); deadLetterTopics, a list of (topic, messages, "
+    "originTopic, originSubscription). Rates are per second of the store's clock between the "
+    "two "
+"snapshots (per real second when a simulated clock stood still), null when unknown.")
 
 Namespace = Annotated[Optional[str], typer.Argument(
-    help="Namespace (tenant/namespace); every namespace when omitted.", show_default=False)]
+    help="Namespace (tenant/namespace); every namespace when omitted.", metavar="NS",
+    show_default=False)]
 Once = Annotated[bool, typer.Option("--once", help="Print one snapshot and exit (for scripts "
                                     "with -o json).")]
 
