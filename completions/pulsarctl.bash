@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark"
             opts="--store -o --output --traceback --explain --version -h --help"
             vopts="--store -o --output"
             targ=""
@@ -84,6 +84,12 @@ _pulsarctl_node() {
             subs=""
             opts="--bind --port --http-port --config --basic-auth-file -h --help"
             vopts="--bind --port --http-port --config --basic-auth-file"
+            targ=""
+            ;;
+        "top")
+            subs=""
+            opts="--once -o --output -h --help"
+            vopts="-o --output"
             targ=""
             ;;
         "explain")
@@ -970,6 +976,7 @@ _pulsarctl_values() {
         "version|-o"|"version|--output") values="text json ndjson" ;;
         "doctor|-o"|"doctor|--output") values="text json ndjson" ;;
         "completion|#0") values="bash zsh fish" ;;
+        "top|-o"|"top|--output") values="text json ndjson" ;;
         "explain|-t"|"explain|--topic") names=topics ;;
         "explain|-o"|"explain|--output") values="text json ndjson" ;;
         "topics list|-o"|"topics list|--output") values="text json ndjson" ;;

@@ -82,6 +82,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, basic) and authorization as --config\'s broker.conf keys say; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'top' -d 'A live view of the topics of namespace NS (every namespace without it) on a terminal, refreshed every second until q or Ctrl-C: per topic messages in and out per second, backlog, unacked messages; per subscription its type, the messages waiting to be redelivered and delayed, redeliveries per minute and each consumer with how many messages it holds; the dead letter topics and their sizes; who runs the timers (a `pulsarctl daemon`, or `pulsarctl serve` holding the daemon lock) and the store\'s clock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'explain' -d 'A message\'s life, oldest first, from the store\'s message history: published, delivered (to whom, which redelivery), acked, nacked, ack timeouts, redeliveries and why, retry and dead letter moves (followed back to the original topic), expiry, skip and clear.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
@@ -266,6 +267,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l http-port -x -d 
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l config -x -d 'Pulsar\'s standalone.conf / broker.conf (key=value); flags override it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -l basic-auth-file -x -d 'The users and password hashes of AuthenticationProviderBasic (htpasswd -m; as Pulsar\'s -Dpulsar.auth.basic.conf; basicAuthConf in --config).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from serve' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl top
+complete -c pulsarctl -n '__fish_seen_subcommand_from top' -l once -d 'Print one snapshot and exit (for scripts with -o json).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl explain
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output -t --topic -s --subscription)' -d 'The topic the id is on.'

@@ -100,6 +100,9 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
             # in order, with its count; before it, it goes to the replay set.
             if o < c.read_position:
                 replay_add(ctx, c.id, o, n)
+    # The subscription's redeliveries so far, a counter as out is: `top` shows its growth as
+    # redeliveries per minute (broker/snapshot.py).
+    c.props["redelivered"] = c.props.get("redelivered", 0) + len(again)
     if again and typ in subs.SINGLE_ACTIVE:
         subs.rewind(ctx, c, release=again)
     ctx.cursors.save(ctx.txn, c)

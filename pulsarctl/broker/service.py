@@ -309,6 +309,14 @@ class Broker:
 
         return dlq.list_all(self, namespace)
 
+    def snapshot(self, namespace: str | None = None) -> dict:
+        """What `pulsarctl top` shows of a namespace (every one when None), read in one
+        transaction: topics, subscriptions, consumers, dead letter topics, the clock
+        (broker/snapshot.py; rates come from two of them, snapshot.rates)."""
+        from pulsarctl.broker import snapshot  # lazy: one-shot produce never needs it
+
+        return self.read(snapshot.take, namespace)
+
     # -- producing ---------------------------------------------------------------------------
     def check_sizes(self, messages, compression=0, chunking=False):
         if chunking:  # any size goes, in chunks

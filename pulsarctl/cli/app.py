@@ -68,7 +68,7 @@ def _join() -> None:
     namespaces groups, so they are imported here too, after the modules that own those groups."""
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd,
+        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -84,6 +84,7 @@ def _join() -> None:
     app.add_typer(perf_cmd.perf, name="perf")
     app.add_typer(daemon_cmd.daemon, name="daemon")
     app.registered_commands.extend(serve_cmd.top.registered_commands)  # serve
+    app.registered_commands.extend(top_cmd.top.registered_commands)  # top
     app.add_typer(dlq_cmd.dlq, name="dlq")
     app.registered_commands.extend(explain_cmd.top.registered_commands)  # explain
     app.add_typer(spark_cmd.spark_app, name="spark")

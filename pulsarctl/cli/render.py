@@ -313,3 +313,20 @@ class Counter:
         if self._status is not None:
             self._status.stop()
             self._status = None
+
+
+def rich(renderable) -> None:
+    """A rich renderable (a table, a group of them) on stdout for people, at the terminal's
+    width (COLUMNS when stdout is not a terminal): `top --once`."""
+    _console().print(renderable)
+
+
+def live_screen():
+    """A rich Live on stdout, in the terminal's alternate screen, refreshed only when the caller
+    updates it (`top`): leaving it (its context manager) gives the terminal its screen back.
+    stdout is the view itself, so nothing is redirected into it."""
+    # lazy: loaded when the command runs, not when the command tree is built
+    from rich.live import Live
+
+    return Live(console=_console(), screen=True, auto_refresh=False, transient=True,
+                redirect_stdout=False, redirect_stderr=False)

@@ -104,7 +104,7 @@ def _bash_complete(*words: str) -> list[str]:
 
 
 @pytest.mark.parametrize("words, expected", [
-    (["pulsarctl", "top"], ["topics"]),
+    (["pulsarctl", "topi"], ["topics"]),
     (["pulsarctl", "topics", "st"], ["stats", "stats-internal"]),
     (["pulsarctl", "consume", "t", "-o", ""], ["text", "json", "ndjson"]),
     (["pulsarctl", "produce", "t", "--ord"], ["--ordering-key"]),
@@ -115,7 +115,7 @@ def _bash_complete(*words: str) -> list[str]:
     (["pulsarctl", "perf", "consume", "-t", "F"], ["Failover"]),
     (["pulsarctl", "perf", ""], ["produce", "consume", "timers", "delayed", "compare"]),
     # global options and their values are skipped on the way to the subcommand
-    (["pulsarctl", "--store", "/tmp/x", "-o", "json", "top"], ["topics"]),
+    (["pulsarctl", "--store", "/tmp/x", "-o", "json", "topi"], ["topics"]),
     (["pulsarctl", "-o", ""], ["text", "json", "ndjson"]),
     # bash splits --opt=value at '=' (COMP_WORDBREAKS)
     (["pulsarctl", "--output", "=", "nd"], ["ndjson"]),
