@@ -177,7 +177,13 @@ def view(ctx, p, info, c, around: MessageId | None, n: int) -> View:
     before = max(0, start - max(first, md + 1))
     reads = {"entries": 0, "timerKeys": 0}
     if start < stop:
-        rows.extend(_window(ctx, info, c, start, stop, mid, reads))
+        window = _window(ctx, info, c, start, stop, mid, reads)
+        if rows and window and window[0].state == ACKED:
+            # The acked context at the window's start continues the acked prefix: one run.
+            rows[0] = rows[0]._replace(count=rows[0].count + window[0].count,
+                                       last_id=window[0].last_id)
+            window = window[1:]
+        rows.extend(window)
     typ = c.props.get("type", subs.EXCLUSIVE)
     return View(str(p), c.name, typ, ctx.now, md, rp, str(info.mark_position(md)),
                 str(pos(rp)), c.backlog(nxt), rows, before, max(0, nxt - max(stop, first)),
