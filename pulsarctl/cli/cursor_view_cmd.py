@@ -14,15 +14,14 @@ HELP = (
     "Show a subscription's cursor over its ledger: each entry (or run of entries) acked, "
     "pending (for which consumer, since when), awaiting redelivery (when, and why: nacked, ack "
     "timeout, consumer gone, redelivered, returned, Key_Shared key order), delayed (until "
-    "when) or backlog, with the mark-delete and read positions marked. The window holds -n "
-    "entries around the mark-delete position, or around --around ID; the acked entries before "
-    "it are one folded row, the rest are counted. Changes nothing. "
-    "-o json: {\"topic\", \"subscription\", \"type\", \"markDeletePosition\", \"readPosition\", "
-    "\"msgBacklog\", \"entries\": [{\"messageId\", \"state\": "
-    "\"acked|pending|redeliver|delayed|backlog\", \"count\", \"consumerName\", "
-    "\"redeliveryCount\", \"due\", ...}], \"notDrawnBefore\", \"notDrawnAfter\"}, a run of one "
-    "state being one entry with its \"count\" (and \"lastMessageId\"); a partitioned topic "
-    "gives {\"topic\", \"subscription\", \"partitions\": [that document for each partition]}."
+    "when) or backlog, with the mark-delete and read positions marked. The window holds N "
+    "entries around the mark-delete position, or around a message id; the acked entries "
+    "before it are one folded row, the rest are counted. Changes nothing. "
+    "-o json: one document with markDeletePosition, readPosition, msgBacklog and entries, "
+    "each with messageId, state (acked, pending, redeliver, delayed or backlog), count, "
+    "consumerName, redeliveryCount and due (and reason, since, batch where they apply); a run "
+    "of one state is one entry with its count and lastMessageId. A partitioned topic gives "
+    "topic, subscription and partitions: that document for each partition, in order."
 )
 
 
