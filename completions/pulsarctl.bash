@@ -99,7 +99,7 @@ _pulsarctl_node() {
             targ=""
             ;;
         "topics")
-            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
+            subs="list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status cursor get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies"
             opts="-h --help"
             vopts=""
             targ=""
@@ -264,6 +264,12 @@ _pulsarctl_node() {
             subs=""
             opts="-o --output -h --help"
             vopts="-o --output"
+            targ="0"
+            ;;
+        "topics cursor")
+            subs=""
+            opts="-s --subscription --around -n --entries -o --output -h --help"
+            vopts="-s --subscription --around -n --entries -o --output"
             targ="0"
             ;;
         "topics get-message-ttl")
@@ -1039,6 +1045,9 @@ _pulsarctl_values() {
         "topics compact|#0") names=topics ;;
         "topics compaction-status|-o"|"topics compaction-status|--output") values="text json ndjson" ;;
         "topics compaction-status|#0") names=topics ;;
+        "topics cursor|-s"|"topics cursor|--subscription") names=subscriptions ;;
+        "topics cursor|-o"|"topics cursor|--output") values="text json ndjson" ;;
+        "topics cursor|#0") names=topics ;;
         "topics get-message-ttl|-o"|"topics get-message-ttl|--output") values="text json ndjson" ;;
         "topics get-message-ttl|#0") names=topics ;;
         "topics remove-message-ttl|-o"|"topics remove-message-ttl|--output") values="text json ndjson" ;;

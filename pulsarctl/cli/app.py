@@ -64,11 +64,12 @@ def _print_version(value: bool) -> None:
 def _join() -> None:
     """Join the command modules' groups and top-level commands onto the root. Each module owns
     what it defines (no module imports this one to register itself); the order here is the
-    order of `pulsarctl --help`. cursor_cmd and policies_cmd add commands to the topics and
-    namespaces groups, so they are imported here too, after the modules that own those groups."""
-    from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
-        client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
+    order of `pulsarctl --help`. cursor_cmd, cursor_view_cmd and policies_cmd add commands to
+    the topics and namespaces groups, so they are imported here too, after the modules that own
+    those groups."""
+    from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, cursor_view_cmd, policies_cmd)
+        client_cmds, topics_cmd, cursor_cmd, cursor_view_cmd, tenants_cmd, admin_cmd, perf_cmd,
+        daemon_cmd, policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)

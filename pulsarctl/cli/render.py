@@ -113,6 +113,12 @@ def table(columns: list[str], rows: list[list], title: str | None = None) -> Non
     _console().print(t)
 
 
+def show(renderable) -> None:
+    """A rich renderable (a picture: `topics cursor`) on stdout; no colour with NO_COLOR or
+    off a terminal, as rich decides; wrapped at the terminal's width (COLUMNS, else 80)."""
+    _console().print(renderable)
+
+
 def _plain_table(columns: list[str], rows: list[list[str]], title: str | None) -> None:
     # A cell's own newlines would split its row: shown escaped, as safe() shows controls.
     rows = [[c.replace("\n", "\\n") for c in r] for r in rows]

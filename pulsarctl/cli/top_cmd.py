@@ -213,8 +213,8 @@ def screen(snap: dict, selected: str | None = None, height: int | None = None, k
 
 def detail_renderable(broker, topic: str):
     """What the detail pane shows of one topic: its subscriptions and their consumers, with what
-    each holds (`topics stats`, read now). The one function the pane calls, so the cursor
-    picture (pulsarctl/cli/cursor_picture.py) can take its place."""
+    each holds (`topics stats`, read now), then each subscription's cursor picture
+    (pulsarctl/cli/cursor_picture.py, as `topics cursor` draws it)."""
     # lazy: loaded when the command runs, not when the command tree is built
     from rich import box
     # lazy: loaded when the command runs, not when the command tree is built
@@ -253,7 +253,23 @@ def detail_renderable(broker, topic: str):
                          str(x["priorityLevel"]), what)
     if not st["subscriptions"]:
         return Group(head, Text(""), Text("no subscriptions"))
-    return Group(head, Text(""), subs, Text(""), cons)
+    # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.cli.cursor_picture import cursor_picture
+
+    # Each subscription's cursor as `topics cursor` draws it, in a window that fits a screen.
+    pictures = []
+    for name in sorted(st["subscriptions"]):
+        try:
+            view = broker.subscription(topic, name).cursor_view(n=PICTURE_WINDOW)
+        except PulsarctlError as exc:   # deleted meanwhile
+            pictures += [Text(""), Text(exc.line())]
+            continue
+        pictures += [Text(""), Text(render.safe(f"cursor of {name}"), style="bold"),
+                     cursor_picture(view)]
+    return Group(head, Text(""), subs, Text(""), cons, *pictures)
+
+
+PICTURE_WINDOW = 12  # entries of each subscription's cursor picture in the detail pane
 
 
 # -- the live view ------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def test_live_view_in_tmux(cli, store_path, tmp_path):
     tmux = [TMUX, "-L", sock]
     env_cmd = (f"env -u COLUMNS -u LINES PULSARCTL_STORE={store_path} NO_COLOR=1 {sys.executable} -P -m pulsarctl "
                f"top public/default; echo EXIT=$?; sleep 60")
-    subprocess.run(tmux + ["-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30",
+    subprocess.run(tmux + ["-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "48",
                            env_cmd], check=True, cwd=str(tmp_path))
 
     def pane():
@@ -135,6 +135,7 @@ def test_live_view_in_tmux(cli, store_path, tmp_path):
         detail = _wait(lambda: showing("CONSUMER", "HOLDS"), "the detail pane of t")
         assert "persistent://public/default/t: 3 in, 2 out" in detail
         assert "Esc or Backspace back" in detail
+        assert "cursor of jobs" in detail  # the cursor picture, as `topics cursor` draws it
         keys("Escape")
         _wait(lambda: "▶ t" in pane(), "back to the topics")
         keys("q")

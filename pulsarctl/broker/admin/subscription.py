@@ -8,6 +8,7 @@ from pulsarctl.broker import (
     batches, consumers, cursor_admin, deadletter, partitions, redelivery, redelivery_state, stats,
     timers, topics, unpack, subscriptions as subs,
 )
+from pulsarctl.broker import cursor_view as pictures
 from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
 from pulsarctl.broker.targets import expand, subscribed, topic_name
 from pulsarctl.errors import InvalidValue, MessageNotFound
@@ -111,6 +112,14 @@ class Subscription:
                     })
             return out
         return self._broker.read(run)
+
+    def cursor_view(self, around=None, n: int = pictures.DEFAULT_WINDOW):
+        """The picture of the cursor (`topics cursor`): a window of n entries, around the
+        mark-delete position or the message id around (a MessageId or its text), each entry's
+        state; one read transaction, O(n) (broker/cursor_view.py). A cursor_view.Views."""
+        if isinstance(around, str):
+            around = parse_message_id(around)
+        return self._broker.read(pictures.views, self.topic, self.name, around, n)
 
     def consumers(self):
         def run(ctx):

@@ -1,0 +1,169 @@
+"""The cursor picture as people see it: a rich renderable built from a broker cursor view
+(pulsarctl/broker/cursor_view.py), for `topics cursor`, the `top` dashboard and the lessons.
+
+One line per entry or run of entries, oldest first: its id (or first-last ids and a count), a
+mark and a label per state, and what the state says (who holds it since when, when and why it
+comes back, until when it is delayed). The mark-delete and read positions are lines of their
+own between the entries, exactly where they fall. Each state has its own mark as well as its
+colour, so the picture reads the same with NO_COLOR, and lines stay within 80 columns for a
+window's usual contents (a long consumer name wraps)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from rich.console import Group
+from rich.text import Text
+
+# State -> (mark, style). The marks differ so that the picture needs no colour.
+STYLES = {
+    "acked": ("✓", "green"),
+    "pending": ("●", "yellow"),
+    "redeliver": ("↻", "bold red"),
+    "delayed": ("◷", "cyan"),
+    "backlog": ("○", "bright_white"),
+}
+_MARKER = "magenta"
+_REASONS = {
+    "nacked": "nacked",
+    "ackTimeout": "ack timeout",
+    "consumerGone": "consumer gone",
+    "redelivered": "redelivered",
+    "returned": "returned by a consumer that left",
+    "keyOrder": "waits for its key's consumer",
+    "deliverAt": "deliver at",
+}
+
+
+def cursor_picture(view):
+    """A renderable of one cursor_view.View, or of a cursor_view.Views (a partitioned topic
+    gives one picture per partition, one after the other)."""
+    if hasattr(view, "views"):
+        parts = []
+        for i, v in enumerate(view.views):
+            if i:
+                parts.append(Text(""))
+            parts.append(_one(v))
+        return Group(*parts)
+    return _one(view)
+
+
+def _one(v) -> Group:
+    lines = [Text.assemble((v.topic, "bold"), f"  subscription {v.subscription} ({v.type})"),
+             Text(f"backlog {v.backlog:,}  ·  at {_clock(v.now)}", style="dim")]
+    ids = [_ids(r) for r in v.rows]
+    width = max([len(s) for s in ids] + [8])
+    md, rp, start, stop = v.mark_delete, v.read_position, v.start, v.stop
+    # Everything goes in offset order; a marker is half an entry before the entry it stands
+    # in front of, and one that falls in a stretch not drawn comes just after that stretch.
+    items = [((r.offset, 2), _row(r, text, width, v.now)) for r, text in zip(v.rows, ids)]
+    items.append(((md + 0.5, 0), _marker("mark-delete", v.mark_delete_position)))
+    at = rp - 0.5
+    if v.not_drawn_before:
+        items.append(((md + 0.75, 0), _elided(v.not_drawn_before, "before the window")))
+        if md + 1 < rp < start + 0.5:
+            at = md + 0.8
+    if v.not_drawn_after:
+        items.append(((stop - 0.25, 0), _elided(v.not_drawn_after, "after the window")))
+        if rp > stop:
+            at = stop - 0.1
+    items.append(((at, 1), _marker("read position", v.read_position_text)))
+    items.sort(key=lambda x: x[0])
+    lines += [line for _k, line in items]
+    if not v.rows:
+        lines.append(Text("  (no entries)", style="dim"))
+    return Group(*lines)
+
+
+def _ids(r) -> str:
+    first = f"{r.first_id.ledger_id}:{r.first_id.entry_id}"
+    if r.count == 1:
+        return first
+    return f"{first}–{r.last_id.ledger_id}:{r.last_id.entry_id}"
+
+
+def _row(r, ids: str, width: int, now: int) -> Text:
+    mark, style = STYLES[r.state]
+    t = Text("  ")
+    t.append(ids.ljust(width), style="dim" if r.state == "acked" else None)
+    t.append(f"  {mark} ", style=style)
+    t.append(r.state.ljust(9), style=style)
+    t.append(f" ×{r.count:,}".ljust(8) if r.count > 1 else " " * 8)
+    detail = _detail(r, now)
+    if detail:
+        t.append(" " + detail)
+    t.rstrip()
+    return t
+
+
+def _detail(r, now: int) -> str:
+    parts = []
+    if r.state == "pending":
+        parts.append(f"{r.consumer} since {_clock(r.since)}")
+        if r.redelivery_count:
+            parts.append(f"redelivery {r.redelivery_count}")
+        if r.due is not None:
+            parts.append(f"ack timeout {_clock(r.due)} ({_rel(r.due, now)})")
+    elif r.state == "redeliver":
+        why = _REASONS.get(r.reason, r.reason or "")
+        when = "next fetch" if r.due is None or r.due == now and r.reason not in (
+            "nacked", "ackTimeout") else f"{_clock(r.due)} ({_rel(r.due, now)})"
+        parts.append(f"{why}, due {when}")
+        if r.consumer:
+            parts.append(f"was {r.consumer}")
+        if r.redelivery_count:
+            parts.append(f"redelivery {r.redelivery_count}")
+    elif r.state == "delayed":
+        parts.append(f"until {_clock(r.due)} ({_rel(r.due, now)})")
+    if r.batch_size:
+        acked = f", acked {_indexes(r.batch_acked)}" if r.batch_acked else ""
+        parts.append(f"batch of {r.batch_size}{acked}")
+    return " · ".join(parts)
+
+
+def _indexes(idx) -> str:
+    """Batch indexes as runs: 0-2,5."""
+    runs, start, prev = [], None, None
+    for i in list(idx) + [None]:
+        if start is not None and (i is None or i != prev + 1):
+            runs.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if i is not None and start is None:
+            start = i
+        prev = i
+    return ",".join(runs)
+
+
+def _marker(what: str, position: str) -> Text:
+    return Text(f"  ── {what} {position} ──", style=_MARKER)
+
+
+def _elided(n: int, where: str) -> Text:
+    return Text(f"  ⋮ {n:,} entr{'y' if n == 1 else 'ies'} {where} not drawn "
+                "(--around ID, -n N)", style="dim")
+
+
+def _clock(ms: int | None) -> str:
+    """The time of day (UTC) of ms, with milliseconds when there are any."""
+    if ms is None:
+        return "-"
+    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    text = dt.strftime("%H:%M:%S")
+    return text + (f".{ms % 1000:03d}" if ms % 1000 else "")
+
+
+def _rel(at: int, now: int) -> str:
+    d = at - now
+    if d == 0:
+        return "now"
+    return f"in {_span(d)}" if d > 0 else f"{_span(-d)} ago"
+
+
+def _span(ms: int) -> str:
+    if ms < 1000:
+        return f"{ms}ms"
+    s = ms / 1000
+    if s < 60:
+        return f"{s:.3g}s"
+    if s < 3600:
+        return f"{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
