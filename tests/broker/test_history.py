@@ -229,3 +229,22 @@ def test_moving_the_cursor_over_many_is_one_range_event(broker):
     acked = broker.explain("t", more[10])["events"][-1]
     assert acked["event"] == "acked" and acked["cumulative"] is True
     assert [e["event"] for e in broker.explain("t", more[60])["events"]] == ["published"]
+
+
+def test_a_fetch_and_an_ack_of_many_are_a_few_span_records(broker):
+    """Deliveries of one fetch and acks of one call are span records of at most MAX_SPAN
+    offsets (one put each, not one per message), and explain finds them on every entry,
+    at the span's edges too."""
+    _p, ids = broker.publish("t", msgs(3000))
+    sub(broker, "t", "s", "c1")
+    before = _history_records(broker)
+    got = broker.fetch("t", "s", "c1", 3000)
+    assert len(got) == 3000
+    assert _history_records(broker) - before == 3  # 3000 offsets in spans of 1024
+    broker.ack("t", "s", [m.id for m in got[::2]])  # every other one: not a run
+    assert _history_records(broker) - before == 6
+    for i in (0, 1, 1023, 1024, 2047, 2048, 2998, 2999):
+        events = [e["event"] for e in broker.explain("t", ids[i])["events"]]
+        assert events == (["published", "delivered", "acked"] if i % 2 == 0
+                          else ["published", "delivered"]), i
+        assert broker.explain("t", ids[i], "other")["events"][1:] == []
