@@ -22,7 +22,9 @@ The states, and where each is kept:
                   consumer's key or behind an older message of its key: goes out when that
                   key's consumer fetches.
   (The replay set keeps only the count to deliver with, not why: "redelivered", "returned" and
-  "keyOrder" are read from that count and the subscription type.)
+  "keyOrder" are read from that count and the subscription type; a redelivered message's
+  cause, "nacked at 10:00:05, nack backoff 4s" or "ack timeout 30s", comes from the message
+  history, as "why".)
 - delayed: in the delayed index (delayed.py) until its deliver-at time; or, on Shared and
   Key_Shared, past the read position with a deliver-at time still ahead (dispatch will hold it).
 - backlog: everything else not acked (not read yet, or read again from a rewound cursor).
@@ -39,7 +41,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from store import codec, keys
-from pulsarctl.broker import batches, consumers, delayed, subscriptions as subs, unacked
+from pulsarctl.broker import batches, consumers, delayed, history, subscriptions as subs, unacked
 from pulsarctl.broker.nacks import NACK_PRECISION_BITS, delay_ms
 from pulsarctl.broker.partitions import owner_topic
 from pulsarctl.broker.records import ACK_TIMEOUT, NACK, Pending, Timer
@@ -74,6 +76,7 @@ class Row(NamedTuple):
     since: int | None = None        # pending: when it was delivered (ms)
     batch_size: int | None = None   # a batch entry: its message count
     batch_acked: tuple = ()         # and the indexes acked so far
+    why: str | None = None          # redeliver: the history's reason ("nacked at 10:00:05...")
 
     def to_json(self) -> dict:
         doc = {"messageId": str(self.first_id), "state": self.state, "count": self.count,
@@ -87,6 +90,8 @@ class Row(NamedTuple):
             doc["since"] = iso_ms(self.since)
         if self.batch_size:
             doc["batch"] = {"size": self.batch_size, "acked": list(self.batch_acked)}
+        if self.why is not None:
+            doc["why"] = self.why
         return doc
 
 
@@ -216,6 +221,7 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
         idx = tuple(sorted(batches.acked_indexes(ctx, c, o))) if size and batch_acks else ()
         rc = counts.get(o, 0)
         prec = pending.get(o)
+        told = None
         if o <= md or _in(acked, o):
             row = (ACKED,)
         elif prec is not None:
@@ -224,6 +230,8 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
             again = replay[o]
             why = (REDELIVERED if again else KEY_ORDER if typ == subs.KEY_SHARED else RETURNED)
             row = (REDELIVER, None, again, now, why)
+            # The replay set keeps no reason; the message history does (history.py).
+            told = history.why_redelivered(ctx, info.ml_id, o, c.name) if again else None
         elif deliver_at and txn.get(_triple(cid, deliver_at, o), db=ddb) is not None:
             row = (DELAYED, None, rc, deliver_at, DELIVER_AT)
         elif (deliver_at and hold_past is not None and o >= rp and deliver_at > hold_past):
@@ -233,7 +241,8 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
         state, consumer, count, due, reason, since = (*row, None, None, None, None, None)[:6]
         if state != ACKED and state != BACKLOG and count is None:
             count = rc
-        this = Row(o, 1, mid(o), mid(o), state, consumer, count, due, reason, since, size, idx)
+        this = Row(o, 1, mid(o), mid(o), state, consumer, count, due, reason, since, size, idx,
+                   told)
         prev = out[-1] if out else None
         if prev is not None and _folds(prev, this, rp):
             out[-1] = prev._replace(count=prev.count + 1, last_id=this.last_id)

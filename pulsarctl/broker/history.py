@@ -349,6 +349,20 @@ def last(ctx, ml_id: int, offset: int, event: str, sub: str | None = None):
     return None
 
 
+def why_redelivered(ctx, ml_id: int, offset: int, sub: str) -> str | None:
+    """The reason of the newest redelivery of the entry on subscription sub ("nacked at
+    10:00:05, nack backoff 4s", "ack timeout 30s", "consumer c1 gone"), from its own events
+    only (a redelivery is always one): what the cursor picture shows of a message waiting in
+    the replay set. None when the history has none."""
+    if _DB not in ctx.env.db:
+        return None
+    found = None
+    for _k, v in ctx.env.scan(ctx.txn, _DB, keys.pair(ml_id, offset)):
+        if v[0] == REDELIVERED and v[2] == sub and v[5]:
+            found = v[5].get("reason")
+    return found
+
+
 def as_doc(value: list, sub_filter: str | None = None) -> dict | None:
     """One stored event as explain's JSON object (None when it is another subscription's)."""
     event, at, sub, consumer, rc, extra = (list(value) + [None] * 6)[:6]

@@ -107,6 +107,8 @@ def _detail(r, now: int) -> str:
         why = _REASONS.get(r.reason, r.reason or "")
         when = "next fetch" if r.due is None or r.due == now and r.reason not in (
             "nacked", "ackTimeout") else f"{_clock(r.due)} ({_rel(r.due, now)})"
+        if r.why:
+            why = f"{why} ({r.why})"
         parts.append(f"{why}, due {when}")
         if r.consumer:
             parts.append(f"was {r.consumer}")

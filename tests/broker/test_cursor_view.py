@@ -86,6 +86,9 @@ def test_a_nacked_message_awaits_redelivery_with_its_due_time(broker, clock):
     broker.chores.fire_due()                     # `clock advance` or the daemon fires it
     r = row_at(view(broker), ids[1])
     assert (r.state, r.reason, r.redelivery_count) == ("redeliver", "redelivered", 1)
+    # Why, from the message history: when it was nacked and the delay it waited.
+    assert r.why == "nacked at 00:00:01, nack backoff 5s"
+    assert row_at(view(broker), ids[1]).to_json()["why"] == r.why
     broker.fetch("t", "s", "c1", 5)
     r = row_at(view(broker), ids[1])
     assert (r.state, r.consumer, r.redelivery_count) == ("pending", "c1", 1)
