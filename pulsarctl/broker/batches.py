@@ -26,7 +26,7 @@ receiver queue would in one process.
 from __future__ import annotations
 
 from store import codec, keys
-from pulsarctl.broker import topics
+from pulsarctl.broker import history, topics
 from pulsarctl.broker.unpack import batch_columns, messages
 from pulsarctl.entries import Entry, batch_size
 from pulsarctl.errors import InvalidValue, MessageNotFound
@@ -232,6 +232,8 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
         if new:
             ctx.put(sorted(have), "batchack", c.id, o)
             c.props["batchAcks"] = True
+            # An ack of some indexes is an event of theirs (explain shows it on those only).
+            history.record(ctx, info, o, history.ACKED, c.name, batchIndexes=sorted(new))
             holder = _held_by(ctx, c, o)
             if holder is not None:
                 holders.add(holder)

@@ -248,3 +248,21 @@ def test_a_fetch_and_an_ack_of_many_are_a_few_span_records(broker):
         assert events == (["published", "delivered", "acked"] if i % 2 == 0
                           else ["published", "delivered"]), i
         assert broker.explain("t", ids[i], "other")["events"][1:] == []
+
+
+def test_an_ack_of_some_indexes_of_a_batch_is_theirs(broker):
+    from pulsarctl.broker import batches as batching
+
+    _p, ids = broker.publish("t", msgs(3), batching=batching.Spec(10, 1 << 20))
+    sub(broker, "t", "s", "c1")
+    got = broker.fetch("t", "s", "c1", 10)
+    broker.ack("t", "s", [got[1].id])
+    kinds = {i: [e["event"] for e in broker.explain("t", ids[i])["events"]] for i in range(3)}
+    assert kinds == {0: ["published", "delivered"], 1: ["published", "delivered", "acked"],
+                     2: ["published", "delivered"]}
+    broker.ack("t", "s", [got[0].id, got[2].id])   # the entry is acked whole now
+    kinds = {i: [e["event"] for e in broker.explain("t", ids[i])["events"]] for i in range(3)}
+    assert kinds == {0: ["published", "delivered", "acked"],
+                     1: ["published", "delivered", "acked", "acked"],
+                     2: ["published", "delivered", "acked"]}
+    assert broker.explain("t", ids[1])["events"][2]["batchIndexes"] == [1]
