@@ -103,14 +103,22 @@ def parse_message_id(text: str) -> MessageId:
     return MessageId(*values)
 
 
+_ISO_LAST = [None, None]  # the last (ms, text): a batch's messages share their publish time
+
+
 def iso_ms(ms: int | None) -> str | None:
     """ISO 8601 UTC with milliseconds, as message records print times."""
     if not ms:
         return None
+    last = _ISO_LAST
+    if last[0] == ms:
+        return last[1]
     from datetime import datetime, timezone  # lazy: one-shot produce never needs it
 
     dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    text = dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    last[0], last[1] = ms, text
+    return text
 
 
 class OutgoingMessage:

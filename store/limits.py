@@ -32,7 +32,7 @@ def appends(env: Env, lines, per_txn: int = PER_TXN) -> int:
     def chunk(txn, first, values):
         put = txn.put
         for i, v in enumerate(values, first):
-            put(pack(i), v.rstrip(b"\n"), db=db, append=True)
+            put(pack(i), v.rstrip(b"\n"), db=db)
 
     while True:
         values = [v for _, v in zip(range(per_txn), it)]

@@ -554,7 +554,10 @@ def test_a_compressed_batch_round_trips(store_path, clock, codec):
     from pulsarctl.compression import CODES
 
     client = pulsarctl.Client(broker=Broker(store_path, clock))
-    p = client.create_producer("t", batching_enabled=True, compression_type=codec)
+    # The publish delay is long: flush() sends the one batch, however slow the machine is
+    # (with the default 10 ms a busy machine let the delay split it in two).
+    p = client.create_producer("t", batching_enabled=True, compression_type=codec,
+                               batching_max_publish_delay_ms=60_000)
     body = [(json.dumps({"order": i, "status": "paid"}) * 5).encode() for i in range(50)]
     for b in body:
         p.send_async(b)
