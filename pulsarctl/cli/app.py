@@ -60,7 +60,7 @@ def _join() -> None:
     namespaces groups, so they are imported here too, after the modules that own those groups."""
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, policies_cmd: see above)
         client_cmds, topics_cmd, cursor_cmd, tenants_cmd, admin_cmd, perf_cmd, daemon_cmd,
-        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd,
+        policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, lesson_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -78,6 +78,7 @@ def _join() -> None:
     app.registered_commands.extend(serve_cmd.top.registered_commands)  # serve
     app.add_typer(dlq_cmd.dlq, name="dlq")
     app.add_typer(spark_cmd.spark_app, name="spark")
+    app.add_typer(lesson_cmd.lesson, name="lesson")
 
 
 _join()
