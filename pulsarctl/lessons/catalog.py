@@ -7,6 +7,7 @@ ledger is numbered in the order topics are created: the first topic's messages a
 from __future__ import annotations
 
 from pulsarctl.lessons.model import Builder, Lesson, Question
+from pulsarctl.names import dlq_topic, retry_topic
 
 
 def shared_vs_exclusive() -> Lesson:
@@ -251,10 +252,10 @@ def nack_backoff_and_dlq() -> Lesson:
            "A message delivered maxRedeliverCount + 1 times goes to the DLQ on its next "
            "redelivery; the original is acked.",
            "ConsumerImpl.processPossibleToDLQ")
-    b.step("read jobs-w-DLQ -m earliest",
+    b.step(f"read {dlq_topic('jobs', 'w')} -m earliest",
            "The dead letter, a new message on jobs-w-DLQ, says where it came from.",
            "REAL_TOPIC, ORIGIN_MESSAGE_ID and REAL_SUBSCRIPTION are copied into its properties.",
-           "DeadLetterTopic: <topic>-<subscription>-DLQ")
+           "DeadLetterPolicy (default topic <topic>-<subscription>-DLQ)")
     return b.lesson(
         "nack-backoff-and-dlq",
         "Negative acks: redelivery with a growing backoff, then the dead letter topic",
@@ -264,7 +265,8 @@ def nack_backoff_and_dlq() -> Lesson:
 
 def retry_letter() -> Lesson:
     b = Builder("pay", "billing")
-    retry = ("pay-billing-RETRY", "billing")
+    retry = (retry_topic("pay", "billing"), "billing")
+    dlq = dlq_topic("pay", "billing")
     b.simulate()
     b.step("produce pay -m p1", "One message: 1:0:-1.", "Its processing will be retried.",
            "MessageIdImpl", look=None)
@@ -304,14 +306,14 @@ def retry_letter() -> Lesson:
            "When RECONSUMETIMES would pass maxRedeliverCount, reconsumeLater sends to the DLQ, "
            "with no delay.",
            "ConsumerImpl.doReconsumeLater", look=retry)
-    b.step("read pay-billing-DLQ -m earliest",
+    b.step(f"read {dlq} -m earliest",
            "The dead letter keeps the first origin (ORIGIN_MESSAGE_ID=1:0:-1) and the count.",
            "The app saw p1 max + 1 = 3 times: the original and 2 retries.",
            "RetryTopicTest: REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES", look=None)
     return b.lesson(
         "retry-letter", "Retry letter topic: reconsume later with TDMQ's delay levels, then DLQ",
         Question("Follow the dead letter 3:0:-1 back: which topics did it pass through, and "
-                 "with which delays?", "3:0:-1", "pay-billing-DLQ"))
+                 "with which delays?", "3:0:-1", dlq))
 
 
 def delayed_delivery() -> Lesson:
