@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson"
             opts="--store -o --output --traceback --explain --version -h --help"
             vopts="--store -o --output"
             targ=""
@@ -926,6 +926,24 @@ _pulsarctl_node() {
             vopts="-n --num-messages -s --size --repeat --master -o --output"
             targ=""
             ;;
+        "lesson")
+            subs="list run"
+            opts="-h --help"
+            vopts=""
+            targ=""
+            ;;
+        "lesson list")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
+        "lesson run")
+            subs=""
+            opts="-y --yes --dir --clean -o --output -h --help"
+            vopts="--dir -o --output"
+            targ=""
+            ;;
         *)
             subs="" opts="" vopts="" targ=""
             ;;
@@ -1192,6 +1210,8 @@ _pulsarctl_values() {
         "spark dlq-reprocess|-o"|"spark dlq-reprocess|--output") values="text json ndjson" ;;
         "spark dlq-reprocess|#0") names=dlqs ;;
         "spark bench|-o"|"spark bench|--output") values="text json ndjson" ;;
+        "lesson list|-o"|"lesson list|--output") values="text json ndjson" ;;
+        "lesson run|-o"|"lesson run|--output") values="text json ndjson" ;;
     esac
 }
 

@@ -96,6 +96,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'perf' -d 'Benchmarks i
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'daemon' -d 'The timer daemon: one active per store, elected by a file lock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'dlq' -d 'Dead letter topics: list, inspect, drain, replay and purge them, through each DLQ\'s own subscription pulsarctl-dlq.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'spark' -d 'Spark jobs over topics: export, dead letter reports and reprocessing (needs pyspark: install the spark extra of pulsarctl).'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'lesson' -d 'Guided lessons on Pulsar\'s delivery semantics, each on a private store with a simulated clock.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l store -r -F -d 'Store directory (default: $PULSARCTL_STORE, the config file, then ~/.local/share/pulsarctl/store).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -l traceback -d 'Show a traceback on errors (for bug reports).'
@@ -1209,3 +1210,19 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl lesson
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -a 'list' -d 'The lessons: name, number of steps and what each teaches.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -a 'run' -d 'Run a lesson: each step\'s command is shown, run on the lesson\'s own store (never yours: --store and $PULSARCTL_STORE are ignored), followed by the picture of its subscription and what Pulsar did and why.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl lesson list
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from list' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from list' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl lesson run
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from run' -s y -l yes -d 'Run every step without waiting for Enter.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from run' -l dir -x -d 'Make the lesson\'s store in this directory (default: the temporary directory).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from run' -l clean -d 'Remove the lesson\'s store when the lesson ends.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from run' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and __fish_seen_subcommand_from run' -s h -l help -d 'Show this message and exit.'

@@ -270,3 +270,11 @@ class Unsupported(Exception):
     """pulsarctl.spark._columnar: a chunk holds an entry its fast decoder does not read. Raised
     and caught inside that module, which then reads the chunk row by row: never reaches a user,
     so it carries no exit code."""
+
+
+# -- lessons -------------------------------------------------------------------------------------
+class LessonFailed(PulsarctlError):
+    """A step of a lesson (`pulsarctl lesson run`) did not end as the lesson expects: the
+    lessons are data, run by the test suite, so this is a bug in the lesson, not in what the
+    learner did."""
+    hint = "this is a bug in the lesson: please report it with the command line above"

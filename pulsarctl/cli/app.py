@@ -70,6 +70,7 @@ def _join() -> None:
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, cursor_view_cmd, policies_cmd)
         client_cmds, topics_cmd, cursor_cmd, cursor_view_cmd, tenants_cmd, admin_cmd, perf_cmd,
         daemon_cmd, policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
+        lesson_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -89,6 +90,7 @@ def _join() -> None:
     app.add_typer(dlq_cmd.dlq, name="dlq")
     app.registered_commands.extend(explain_cmd.top.registered_commands)  # explain
     app.add_typer(spark_cmd.spark_app, name="spark")
+    app.add_typer(lesson_cmd.lesson, name="lesson")
 
 
 _join()

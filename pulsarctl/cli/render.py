@@ -5,6 +5,8 @@ one-shot command stays light.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 
@@ -34,6 +36,16 @@ def out_bytes(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
+
+
+@contextlib.contextmanager
+def captured():
+    """What is printed inside the block (stdout, stderr) kept as text instead: `lesson run`
+    runs each step's command line in-process and shows its output within the lesson's own.
+    Yields the two buffers; read them with getvalue() after the block."""
+    out, err_ = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err_):
+        yield out, err_
 
 
 def read_stdin_line() -> str:

@@ -190,7 +190,7 @@ def screen(snap: dict, selected: str | None = None, height: int | None = None, k
     for i, c in enumerate(_COLUMNS):
         # the numbers never wrap; a long name is cut short
         t.add_column(c, justify="right" if i else "left", no_wrap=bool(i),
-                     overflow="ellipsis", min_width=len(c) if i else 10)
+                     overflow="ellipsis", min_width=len(c) if i else 24)
     for _name, rows in blocks:
         for cells, style in rows:
             t.add_row(*[render.safe(x) for x in cells], style=style)

@@ -53,11 +53,11 @@ EXPECTED = """\
 pulsarctl top · public/default · clock 2026-01-01T00:00:00.000Z (simulated)
 timers: no daemon (they fire when a command touches the subscription) · rates over 1s
 
-TOPIC              IN/s  OUT/s  BACKLOG  UNACKED  REDELIVER  DELAYED  REDEL/min
-───────────────────────────────────────────────────────────────────────────────
-  t                 0.0    0.0        3        2                            0.0
-    jobs · Shared          0.0        3        2          0        0        0.0
-      cli                                      2                               
+TOPIC                     IN/s  OUT/s  BACKLOG  UNACKED  REDELIVER  DELAYED  REDEL/min
+──────────────────────────────────────────────────────────────────────────────────────
+  t                        0.0    0.0        3        2                            0.0
+    jobs · Shared                 0.0        3        2          0        0        0.0
+      cli                                             2                               
 
 DEAD LETTER TOPIC   MESSAGES   FROM TOPIC / SUBSCRIPTION
 ────────────────────────────────────────────────────────

@@ -58,6 +58,12 @@ def test_sh_blocks_run_in_order(tmp_path, bash):
     assert "content:order 1" in r.stdout
     assert '"payload":"1"' in r.stdout  # read numbers -m earliest -n 3 -o ndjson
     assert "persistent://public/default/orders" in r.stdout
+    # Learning Pulsar with pulsarctl: the cursor picture, the history, the lesson
+    assert "nacked, due 09:00:09.856" in r.stdout
+    assert ("redelivered on subscription crew, redelivery count 1 (nacked at 09:00:00, nack "
+            "backoff 10s)") in r.stdout
+    assert "negatively acknowledged by consumer ann of subscription crew" in r.stderr  # --explain
+    assert "Lesson nack-backoff-and-dlq" in r.stdout and "== question ==" in r.stdout
 
 
 def test_python_block_runs(tmp_path):

@@ -1,0 +1,252 @@
+"""Guided lessons (issue 17, item 5): every lesson runs unattended (`lesson run NAME --yes`),
+each step's command succeeds (or is refused exactly as the lesson says), the key fact of the
+lesson is in what the learner sees, and the user's store (PULSARCTL_STORE) is never touched."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from cli_helpers import assert_error, ok, pjson
+
+from pulsarctl.lessons import LESSONS
+from pulsarctl.lessons import runner
+from pulsarctl.lessons.model import Builder, Question
+
+NAMES = ["shared-vs-exclusive", "failover", "key-shared", "cumulative-ack", "ack-timeout",
+         "nack-backoff-and-dlq", "retry-letter", "delayed-delivery"]
+
+# What each lesson is for, as the learner sees it in the run's text (a step's output or its
+# picture): the fact that must not silently stop being true.
+KEY_FACTS = {
+    "shared-vs-exclusive": ["error: Exclusive consumer is already connected",
+                            "1:2–1:3   ● pending   ×2      c2 since 10:00:00"],
+    "failover": ["c1        yes", "c2        no",
+                 "closed consumer c1; 2 pending message(s) given back"],
+    "key-shared": ["C3                0         0        [0, 16384]",
+                   "1:0–1:1   ● pending   ×2      C3", "1:2       ● pending           C1",
+                   "error: Range conflict with consumer S1",
+                   "1:2       ● pending           S2"],
+    "cumulative-ack": ["acked 3 message(s)", "markDeletePosition           1:3",
+                       "error: Cannot use cumulative acks on a non-exclusive/non-failover"],
+    "ack-timeout": ["fired: 1 ack timeout", "redeliveryCount:[1]"],
+    "nack-backoff-and-dlq": ["nacked, due 10:00:00.768", "nacked, due 10:00:02.816",
+                             "nacked, due 10:00:06.912", "redeliveryCount:[2]",
+                             "redelivered (nacked at 10:00:01, nack backoff 2s)",
+                             "ORIGIN_MESSAGE_ID=1:0:-1", "REAL_SUBSCRIPTION=w"],
+    "retry-letter": ["RECONSUMETIMES=1, DELAY_TIME=1000", "RECONSUMETIMES=2, DELAY_TIME=5000",
+                     "0 message(s) to the retry topic, 1 to the dead letter topic",
+                     "RECONSUMETIMES=3"],
+    "delayed-delivery": ["fired: 1 delayed", "content:later"],
+}
+
+
+@pytest.fixture
+def lessons_dir(tmp_path):
+    return str(tmp_path / "lessons")
+
+
+def _untouched(store_path):
+    """The user's store: nothing was made there."""
+    assert not os.path.exists(store_path), os.listdir(store_path)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_lesson_runs_unattended_and_shows_its_key_fact(cli, store_path, lessons_dir, name):
+    r = ok(cli("lesson", "run", name, "--yes", "--dir", lessons_dir))
+    text = r.stdout
+    lesson = next(x for x in LESSONS if x.name == name)
+    assert text.count("== step ") == len(lesson.steps)
+    for step in lesson.steps:
+        assert f"$ {runner.shown(step.argv)}\n" in text
+        assert f"  Pulsar: {step.what}\n" in text and f"[{step.rule}]\n" in text
+    for fact in KEY_FACTS[name]:
+        assert fact in text, fact
+    # The closing question and how to check it, on the lesson's own store.
+    (store,) = re.findall(r"^It runs on its own store with a simulated clock: (.+)$", text, re.M)
+    assert store.startswith(lessons_dir) and os.path.isdir(store)
+    check = "pulsarctl --store " + store + " " + " ".join(lesson.question.explain_argv())
+    assert f"Check it: {check}\n" in text
+    _untouched(store_path)
+
+
+def test_every_step_exits_as_the_lesson_says_in_the_json_document(cli, store_path, lessons_dir):
+    for lesson in LESSONS:
+        doc = pjson(cli("lesson", "run", lesson.name, "-o", "json", "--dir", lessons_dir,
+                        "--clean"))
+        assert [s["exitCode"] for s in doc["steps"]] == [s.exit_code for s in lesson.steps]
+        assert [s["command"] for s in doc["steps"]] == [runner.shown(s.argv)
+                                                       for s in lesson.steps]
+        for s, step in zip(doc["steps"], lesson.steps):
+            assert (s["picture"] is None) == (step.look is None)
+            if step.look is not None:
+                assert s["pictureCommand"] == runner.shown(runner.picture_argv(*step.look))
+        assert doc["question"]["check"].startswith("pulsarctl explain ")
+        assert not os.path.exists(os.path.dirname(doc["store"]))  # --clean
+    _untouched(store_path)
+
+
+def test_at_least_the_eight_lessons_of_the_issue():
+    assert [x.name for x in LESSONS][:8] == NAMES
+    for lesson in LESSONS:
+        assert lesson.steps[0].argv[:2] == ("clock", "simulate")  # a simulated clock first
+        assert lesson.question.explain_argv()[0] == "explain"
+
+
+def test_the_users_store_is_untouched_even_with_store_given(cli, tmp_path, lessons_dir):
+    mine = str(tmp_path / "mine")
+    ok(cli("--store", mine, "produce", "t", "-m", "keep"))
+    before = pjson(cli("--store", mine, "topics", "stats", "t", "-o", "json"))
+    ok(cli("--store", mine, "lesson", "run", "failover", "--yes", "--dir", lessons_dir))
+    assert pjson(cli("--store", mine, "topics", "stats", "t", "-o", "json")) == before
+    assert pjson(cli("--store", mine, "topics", "list", "public/default", "-o", "json")) == \
+        ["persistent://public/default/t"]
+
+
+LIST_TEXT = """\
+name                  steps  what it teaches
+shared-vs-exclusive   7      Exclusive admits one consumer, Shared spreads messages over many
+failover              7      Failover: one active consumer, the others standing by; a rewind on change
+key-shared            13     Key_Shared: keys hashed to slots, auto-split ranges and sticky ranges
+cumulative-ack        8      Cumulative acks move the mark-delete position (Exclusive, Failover)
+ack-timeout           8      Ack timeout: what is not acked in time is delivered again
+nack-backoff-and-dlq  12     Negative acks: redelivery with a growing backoff, then the dead letter topic
+retry-letter          11     Retry letter topic: reconsume later with TDMQ's delay levels, then DLQ
+delayed-delivery      9      Delayed delivery: held back on Shared, ignored by Failover
+"""
+
+
+def test_lesson_list_text_and_json(cli, store_path):
+    assert ok(cli("lesson", "list")).stdout == LIST_TEXT
+    doc = pjson(cli("lesson", "list", "-o", "json"))
+    assert [set(d) for d in doc] == [{"name", "title", "steps"}] * len(LESSONS)
+    assert doc[0] == {"name": "shared-vs-exclusive", "steps": 7,
+                      "title": "Exclusive admits one consumer, Shared spreads messages over many"}
+    _untouched(store_path)
+
+
+# The first steps of shared-vs-exclusive as the learner sees them (the store path varies).
+SHARED_VS_EXCLUSIVE_HEAD = """\
+Lesson shared-vs-exclusive: Exclusive admits one consumer, Shared spreads messages over many
+It runs on its own store with a simulated clock: STORE
+(your store is not touched; to type the commands yourself: export PULSARCTL_STORE=STORE)
+
+== step 1 of 7 ==
+$ pulsarctl clock simulate --at 2026-01-01T10:00:00Z
+simulated 2026-01-01T10:00:00.000Z
+  Pulsar: The lesson's store now runs on a simulated clock; it moves only with `clock advance`.
+  Why:    Redelivery delays, ack timeouts and delayed messages then fire exactly when a step says, with no waiting. [pulsarctl: one clock per store, injected into the broker]
+
+== step 2 of 7 ==
+$ pulsarctl produce orders -m o1 -m o2 -m o3 -m o4
+1:0:-1
+1:1:-1
+1:2:-1
+1:3:-1
+  Pulsar: Four messages are appended to the topic's ledger: ids 1:0:-1 to 1:3:-1.
+  Why:    An id is ledger:entry:partition; -1 says the topic is not partitioned. [MessageIdImpl.toString]
+
+== step 3 of 7 ==
+$ pulsarctl receive orders -s audit -t Exclusive -p Earliest --consumer-name c1 -n 2
+----- got message -----
+messageId:1:0:-1
+key:[null], properties:[], content:o1
+----- got message -----
+messageId:1:1:-1
+key:[null], properties:[], content:o2
+-- state: $ pulsarctl topics cursor orders -s audit
+persistent://public/default/orders  subscription audit (Exclusive)
+backlog 4  ·  at 10:00:00
+  ── mark-delete 1:-1 ──
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  ── read position 1:2 ──
+  1:2–1:3   ○ backlog   ×2
+  Pulsar: c1 is the one consumer of Exclusive subscription audit; it holds o1 and o2, pending until acked.
+  Why:    receive does not ack: a delivered message stays pending for its consumer, and Earliest starts the new subscription before o1. [PersistentSubscription; subscriptionInitialPosition=Earliest]
+
+== step 4 of 7 ==
+$ pulsarctl receive orders -s audit -t Exclusive --consumer-name c2
+error: Exclusive consumer is already connected to subscription 'audit' (consumer 'c1', its lease ends in 300s); use another subscription, a Shared subscription (-t Shared), or wait
+-- state: $ pulsarctl topics cursor orders -s audit
+persistent://public/default/orders  subscription audit (Exclusive)
+backlog 4  ·  at 10:00:00
+  ── mark-delete 1:-1 ──
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  ── read position 1:2 ──
+  1:2–1:3   ○ backlog   ×2
+  Pulsar: The broker refuses c2 with ConsumerBusy: "Exclusive consumer is already connected" (exit 4).
+  Why:    An Exclusive subscription admits one consumer; a second waits until the first disconnects (or its lease ends). [AbstractDispatcherSingleActiveConsumer.internalAddConsumer]
+"""
+
+
+def test_a_lesson_as_the_learner_sees_it(cli, lessons_dir):
+    text = ok(cli("lesson", "run", "shared-vs-exclusive", "--yes", "--dir", lessons_dir)).stdout
+    (store,) = re.findall(r"own store with a simulated clock: (.+)$", text, re.M)
+    text = text.replace(store, "STORE")
+    head = text[:text.index("\n== step 5 of 7 ==")]
+    assert head == SHARED_VS_EXCLUSIVE_HEAD
+    assert text.endswith(
+        "== question ==\n"
+        "Who holds 1:3:-1 on work, and why was c2 admitted to work but refused on audit?\n"
+        "Check it: pulsarctl --store STORE explain 1:3:-1 -t orders -s work\n"
+        f"The lesson's store stays in {os.path.dirname(store)}; remove it when done.\n")
+
+
+def test_interactive_enter_goes_on_and_q_stops(cli, lessons_dir):
+    r = ok(cli("lesson", "run", "failover", "--dir", lessons_dir, input="\n\nq\n"))
+    assert r.stdout.count("== step ") == 3 and "(stopped)" in r.stdout
+    assert r.stderr.count("-- Enter: next step, q: stop --") == 3
+    # End of input stops too.
+    r = ok(cli("lesson", "run", "failover", "--dir", lessons_dir, input=""))
+    assert r.stdout.count("== step ") == 1 and "(stopped)" in r.stdout
+    r = ok(cli("lesson", "run", "failover", "--dir", lessons_dir, input="\n" * 10))
+    assert r.stdout.count("== step ") == 7 and "== question ==" in r.stdout
+
+
+def test_an_unknown_lesson_is_exit_3_with_a_hint(cli):
+    line = assert_error(cli("lesson", "run", "no-such"), 3, stdout_empty=True)
+    assert "pulsarctl lesson list" in line
+
+
+def test_a_step_that_fails_stops_the_lesson_with_one_line(cli, lessons_dir, monkeypatch):
+    """A lesson whose step does not exit as written (here: an ack of an id that is not there)
+    is a bug in the lesson: shown, then one error line and exit 1; the steps after it never
+    run."""
+    import pulsarctl.lessons as lessons
+
+    b = Builder("t", "s")
+    b.simulate()
+    b.step("ack t -s s 9:9:-1", "acked", "never", "none", look=None)
+    b.step("produce t -m never", "never", "never", "none", look=None)
+    broken = b.lesson("broken", "a broken lesson", Question("?", "1:0:-1", "t"))
+    monkeypatch.setattr(lessons, "LESSONS", lessons.LESSONS + (broken,))
+    r = cli("lesson", "run", "broken", "--yes", "--dir", lessons_dir)
+    line = assert_error(r, 1)
+    assert "lesson broken, step 2: `pulsarctl ack t -s s 9:9:-1` exited 3, not 0" in line
+    assert "bug in the lesson" in line
+    assert "$ pulsarctl ack t -s s 9:9:-1" in r.stdout and "produce t" not in r.stdout
+
+
+def test_the_picture_is_the_cursor_picture():
+    assert runner.picture_argv("t", "s") == ["topics", "cursor", "t", "-s", "s"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_closing_question_is_answered_by_explain(cli, lessons_dir, name):
+    """The check a lesson ends with runs on the lesson's store and tells the message's life:
+    published, then what the lesson did to it on the subscription it asks about."""
+    lesson = next(x for x in LESSONS if x.name == name)
+    doc = pjson(cli("lesson", "run", name, "-o", "json", "--dir", lessons_dir))
+    events = pjson(cli("--store", doc["store"], *lesson.question.explain_argv(), "-o",
+                       "json"))["events"]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "published" and len(kinds) >= 2, kinds
+    q = lesson.question
+    if q.subscription is not None:
+        assert all(e["subscription"] in (None, q.subscription) for e in events), events
+
+
+def test_json_shape_of_lesson_list_is_a_list(cli):
+    assert isinstance(json.loads(ok(cli("lesson", "list", "-o", "json")).stdout), list)
