@@ -46,6 +46,12 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
          "pulsarctl completion bash > ~/.local/share/bash-completion/completions/pulsarctl"),
         ("Use another store for one command:",
          "pulsarctl --store /tmp/pulsar-play topics list public/default"),
+        ("A message's life, oldest first, and every change of a command on stderr:",
+         "pulsarctl explain 1:0:-1 -t jobs -s workers\n"
+         "pulsarctl --explain clock advance 1m"),
+        ("A live dashboard of a namespace, or one snapshot for scripts:",
+         "pulsarctl top public/default\n"
+         "pulsarctl top --once -o json"),
     ],
     ("topics",): [
         ("List the topics of a namespace, look inside one:",
@@ -64,6 +70,14 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
         ("Offload what is older than a week to another disk:",
          "pulsarctl topics offload orders --older-than 7d --to /mnt/shared/pulsar-tier\n"
          "pulsarctl topics offload-status orders"),
+        ("The picture of a subscription's cursor, around one message:",
+         "pulsarctl topics cursor jobs -s workers\n"
+         "pulsarctl topics cursor jobs -s workers --around 1:40:-1 -n 20 -o json"),
+    ],
+    ("lesson",): [
+        ("The guided scenarios, and one run without waiting for Enter:",
+         "pulsarctl lesson list\n"
+         "pulsarctl lesson run nack-backoff-and-dlq --yes"),
     ],
     ("tenants",): [
         ("Create a tenant with an admin role, list them:",

@@ -18,7 +18,7 @@ from store.env import DATABASES, Env
 # Plausible values for arguments and required options, by parameter name.
 ARGS = {"topic": "t", "topics": "t", "target": "t", "dlq": "t-s-DLQ", "tenant": "newt",
         "namespace": "public/default", "subscription": "s", "consumer": "c", "duration": "1s",
-        "shell": "bash", "ids": "1:0", "message_id": "1:0"}
+        "shell": "bash", "ids": "1:0", "message_id": "1:0", "name": "failover"}
 OPTIONS = {"subscription": "s", "count": "1", "partitions": "2", "ledger_id": "1", "entry_id": "0",
            "to": "OUT", "out": "OUT", "expire_time": "1s", "ttl": "1s",
            "time": "1h", "size": "1M", "policy": "producer_request_hold",
