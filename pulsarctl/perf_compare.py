@@ -213,7 +213,8 @@ def _api_batched(tmp: str, n: int, size: int, rounds: int, service_url: str | No
             say(f"round {r + 1}: the same through pulsar-client at {service_url}")
             topic = "persistent://public/default/compare-" + uuid.uuid4().hex[:8]
             try:
-                t = _batched_run(lambda: pulsar.Client(service_url, operation_timeout_seconds=30),
+                t = _batched_run(lambda: pulsar.Client(service_url, operation_timeout_seconds=30,
+                                                       logger=_quiet_logger()),
                                  topic, n, payload, True)
             except Exception as exc:  # the client's own exceptions (ConnectError, Timeout...)
                 raise PulsarctlError(f"the peer at {service_url} failed: {exc}",
@@ -227,6 +228,16 @@ def _api_batched(tmp: str, n: int, size: int, rounds: int, service_url: str | No
         _row("apiConsumeAck", f"Python API receive + acknowledge each of {n:,}", n, mine_c,
              peer_c, peer, GOALS["apiConsumeAck"] if service_url else None),
     ]
+
+
+def _quiet_logger():
+    """The client's log through Python's logging, warnings and worse only: its own logger writes
+    every connection's INFO lines to standard output, where the comparison's result goes."""
+    import logging  # lazy: only a comparison with a peer needs it
+
+    log = logging.getLogger("pulsarctl.perf_compare.pulsar")
+    log.setLevel(logging.WARNING)
+    return log
 
 
 def _spark(n: int, size: int, say) -> dict:
