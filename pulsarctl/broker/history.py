@@ -26,7 +26,7 @@ import bisect
 from store import codec, keys
 from pulsarctl.broker import policies, topics
 from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
-from pulsarctl.errors import MessageNotFound
+from pulsarctl.errors import MessageNotFound, SubscriptionNotFound
 from pulsarctl.messages import parse_message_id
 from pulsarctl.names import topic_name
 from pulsarctl.units import parse_duration_ms
@@ -518,6 +518,14 @@ def explain(ctx, topic, mid, sub: str | None = None) -> dict:
                 if info.entries else "the topic has no messages")
         raise MessageNotFound(f"message {mid} not found on {info.name}", hint=hint)
     events = _docs(values, str(t), sub, mid.batch_index)
+    if sub is not None and not any(e["subscription"] == sub for e in events) \
+            and ctx.cursors.get(ctx.txn, info.ml_id, sub) is None:
+        # A typo would only filter everything out: say so (a deleted subscription's events
+        # still show).
+        raise SubscriptionNotFound(
+            f"subscription '{sub}' not found on {info.name}, and no event of the message "
+            f"names it", hint="list them with `pulsarctl topics subscriptions "
+            f"{info.name.split('/')[-1]}`")
     seen = 0
     while values and seen < _FOLLOW_LIMIT:
         origin = (values[0][5] or {}) if values[0][0] == PUBLISHED else {}

@@ -9,7 +9,7 @@ import shlex
 import tempfile
 from typing import Callable, Iterator, NamedTuple, Optional
 
-from pulsarctl.errors import LessonFailed
+from pulsarctl.errors import InvalidValue, LessonFailed
 from pulsarctl.lessons.model import Lesson, Step
 
 def picture_argv(topic: str, sub: str) -> list[str]:
@@ -52,9 +52,15 @@ def shown(argv: list[str] | tuple[str, ...]) -> str:
 def new_store(name: str, parent: str | None = None) -> str:
     """A new, empty store directory for one run of a lesson (never the user's store):
     <parent or the temporary directory>/pulsarctl-lesson-NAME-XXXX/store."""
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-    home = tempfile.mkdtemp(prefix=f"pulsarctl-lesson-{name}-", dir=parent)
+    try:
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+        home = tempfile.mkdtemp(prefix=f"pulsarctl-lesson-{name}-", dir=parent)
+    except OSError as exc:
+        where = parent or tempfile.gettempdir()
+        raise InvalidValue(f"cannot make the lesson's store under {where}: "
+                           f"{exc.strerror or exc}",
+                           hint="give --dir a directory you can write to") from None
     return os.path.join(home, "store")
 
 

@@ -237,6 +237,7 @@ def test_a_fetch_and_an_ack_of_many_are_a_few_span_records(broker):
     at the span's edges too."""
     _p, ids = broker.publish("t", msgs(3000))
     sub(broker, "t", "s", "c1")
+    sub(broker, "t", "other", "c2")   # a subscription that never fetches
     before = _history_records(broker)
     got = broker.fetch("t", "s", "c1", 3000)
     assert len(got) == 3000

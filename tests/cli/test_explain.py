@@ -85,3 +85,12 @@ def test_explain_unknown_id_is_one_line_and_exit_3(cli):
     r = cli("explain", "1:99", "-t", "t")
     assert r.exit_code == 3
     assert len(r.stderr.strip().splitlines()) == 1 and "not found" in r.stderr
+
+
+def test_a_subscription_nothing_names_is_not_found(cli):
+    """-s filters the life to one subscription's events; one that does not exist and no event
+    names (a typo) is exit 3, not an empty life."""
+    ok(cli("produce", "t", "-m", "x"))
+    r = cli("explain", "1:0:-1", "-t", "t", "-s", "nosub")
+    assert r.exit_code == 3 and "subscription 'nosub' not found" in r.stderr
+    assert "pulsarctl topics subscriptions t" in r.stderr

@@ -250,3 +250,11 @@ def test_the_closing_question_is_answered_by_explain(cli, lessons_dir, name):
 
 def test_json_shape_of_lesson_list_is_a_list(cli):
     assert isinstance(json.loads(ok(cli("lesson", "list", "-o", "json")).stdout), list)
+
+
+def test_a_lesson_directory_that_cannot_be_made_is_one_line(cli, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    line = assert_error(cli("lesson", "run", "failover", "--yes", "--dir",
+                            str(blocker / "sub")), 2)
+    assert "cannot make the lesson's store" in line and "--dir" in line
