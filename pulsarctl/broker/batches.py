@@ -75,6 +75,54 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
                  num_messages=n, highest_sequence_id=max(seqs)).to_stored()
 
 
+def payload_batch(payloads: list, code: int = 0) -> tuple[bytes, int]:
+    """The serialized batch of plain messages (a payload each and nothing else), as stored
+    (compressed with code), and its size before compression."""
+    body = codec.encode([payloads, None, None, None, None, None])
+    return (compress(code, body) if code else body), len(body)
+
+
+def build_payload_entry(publish_time: int, producer: str, n: int, first_seq: int,
+                        batch: tuple[bytes, int], code: int = 0) -> list:
+    """build_entry of n plain messages with the sequence ids first_seq onwards, from their
+    serialized batch (payload_batch): the same list (tests/broker/test_batching.py compares
+    them), without an OutgoingMessage per message (produce --stdin's bulk path)."""
+    stored, size = batch
+    return Entry(publish_time, producer, first_seq, stored, compression=code,
+                 uncompressed_size=size, num_messages=n,
+                 highest_sequence_id=first_seq + n - 1).to_stored()
+
+
+def plain_ranges(sizes: list, max_messages: int, max_bytes: int, limit: int,
+                 breaks=()) -> list[tuple[int, int]]:
+    """The (start, stop) index ranges group gives plain messages of these payload sizes (no
+    delivery time, no key-based batching); breaks: indexes that start a new batch (the
+    publish delay ran out before them, OutgoingMessage.new_batch)."""
+    max_n = max(1, max_messages)
+    max_b = min(max_bytes, limit) if max_bytes > 0 else limit
+    out: list = []
+    bounds = [0, *sorted(b for b in breaks if 0 < b < len(sizes)), len(sizes)]
+    for lo, hi in zip(bounds, bounds[1:]):
+        if lo == hi:
+            continue
+        if max(sizes[lo:hi]) * max_n < max_b:   # the count alone closes every batch
+            out.extend((i, min(i + max_n, hi)) for i in range(lo, hi, max_n))
+            continue
+        start, nbytes = lo, 0
+        for i in range(lo, hi):
+            n = sizes[i]
+            if i > start and (nbytes + n > max_b or i - start >= max_n):
+                out.append((start, i))
+                start, nbytes = i, 0
+            nbytes += n
+            if i + 1 - start >= max_n or nbytes >= max_b:
+                out.append((start, i + 1))
+                start, nbytes = i + 1, 0
+        if start < hi:
+            out.append((start, hi))
+    return out
+
+
 # -- grouping a producer's messages into batches -------------------------------------------
 class Spec:
     """What a producer batches by: at most max_messages messages and max_bytes bytes of
@@ -113,18 +161,8 @@ def group(msgs: list, spec: Spec, limit: int) -> list[list[int]]:
         m.deliver_at or m.chunks is not None or m.new_batch for m in msgs)
     out: list[list[int]] = []
     if plain:  # the common case, without a look at each message
-        start = nbytes = 0
-        for i, n in enumerate(sizes):
-            if i > start and (nbytes + n > max_b or i - start >= max_n):
-                out.append(list(range(start, i)))
-                start, nbytes = i, 0
-            nbytes += n
-            if i + 1 - start >= max_n or nbytes >= max_b:
-                out.append(list(range(start, i + 1)))
-                start, nbytes = i + 1, 0
-        if start < len(sizes):
-            out.append(list(range(start, len(sizes))))
-        return out
+        return [list(range(a, z)) for a, z in plain_ranges(sizes, spec.max_messages,
+                                                           spec.max_bytes, limit)]
     cont: list[int] = []
     nbytes = 0
 

@@ -149,6 +149,77 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
 DUPLICATE = MessageId(-1, -1, -1)
 
 
+def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str | None,
+                     partition: int = -1, compression: int = 0, batching=None, breaks=()):
+    """publish for plain messages given as their payloads (no key, properties, times,
+    schema or chunking): what `produce --stdin` sends, in batch entries by batching (a
+    batches.Spec; breaks: indexes that start a new batch), without an OutgoingMessage, a
+    MessageId or a look at each message. Returns (producer name, [(ledger id, entry id,
+    partition, messages in the entry)]), or None for what publish itself must do (any other
+    case, a payload or a batch entry over maxMessageSize): then nothing was written."""
+    if batching is None or batching.key_based or not payloads:
+        return None
+    limit = ctx.setting("maxMessageSize")
+    sizes = list(map(len, payloads))
+    if compression:
+        # As publish checks them: a payload over the limit is judged compressed.
+        if any(n > limit and len(compress(compression, payloads[i])) > limit
+               for i, n in enumerate(sizes)):
+            return None
+    elif max(sizes) > limit:
+        return None   # publish says which message is too large
+    ranges = batches.plain_ranges(sizes, batching.max_messages, batching.max_bytes, limit, breaks)
+    # The batches first: one over maxMessageSize goes back to publish (which halves it) before
+    # anything is written.
+    batched = {}
+    for a, z in ranges:
+        if z - a > 1:
+            batch = batched[a] = batches.payload_batch(payloads[a:z], compression)
+            if len(batch[0]) > limit:
+                return None
+    info = topics.ensure(ctx, topic)
+    if topics.meta(ctx, topic).get("terminated"):
+        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
+                              hint="produce to another topic")
+    backlog_quota.check(ctx, info)
+    if producer_name is None:
+        producer_name = new_producer_name(ctx)
+    access.check(ctx, topic, producer_name)
+    last = ctx.get("producer", info.ml_id, producer_name)
+    seq = (-1 if last is None else last) + 1
+    now = ctx.now
+    entries, counts, firsts = [], [], []
+    for a, z in ranges:
+        if z - a == 1:
+            m = OutgoingMessage(payloads[a])
+            packed = (compression, compress(compression, m.payload)) if compression else None
+            rec = build_entry(now, producer_name, seq + a, m, packed)
+        else:
+            rec = batches.build_payload_entry(now, producer_name, z - a, seq + a, batched[a],
+                                              compression)
+        entries.append(_encode(rec))
+        counts.append(z - a)
+        firsts.append(seq + a)
+    ctx.put(seq + len(payloads) - 1, "producer", info.ml_id, producer_name)
+    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
+    if rollover is not None:
+        ctx.ledgers.rollover_entries = rollover
+    first = info.next_offset
+    runs = []
+    k = 0
+    for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
+        for e in range(e0, e0 + n):
+            runs.append((lid, e, partition, counts[k]))
+            k += 1
+    extra = len(payloads) - len(entries)
+    if extra:
+        # msgInCounter counts messages; the ledger counts entries.
+        ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
+    if history.wants_published(ctx):
+        history.published(ctx, info, first, len(entries), producer_name, firsts, ctx.origin)
+    return producer_name, runs
+
+
 def _not_last(chunks) -> bool:
     """OutgoingMessage.chunks holds chunks of a message but not its last one (one chunk sent
     alone over the binary protocol)."""

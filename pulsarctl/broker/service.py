@@ -67,6 +67,15 @@ def _publish(ctx, name, messages, producer_name=None, route=None, compression=0,
     return name_out, [ids_by[i].pop() for i in order]
 
 
+def _publish_payloads(ctx, name, payloads, producer_name, compression, batching, breaks):
+    """Broker.publish_payloads's transaction body (see there)."""
+    t = topic_name(name)
+    if not t.is_partition and partitions.get(ctx, t):
+        return None   # routed message by message: publish
+    return producers.publish_payloads(ctx, t, payloads, producer_name, t.partition_index,
+                                      compression, batching, breaks)
+
+
 CLIENT_TIME_WINDOW_MS = 10_000
 
 
@@ -342,6 +351,18 @@ class Broker:
         batching: a batches.Spec: the messages go into batch entries, per partition."""
         return self.write(_publish, name, messages, producer_name, route, compression, schema,
                           chunking, batching)
+
+    @routed
+    @wakes
+    def publish_payloads(self, name, payloads, producer_name=None, compression=0,
+                         batching=None, breaks=()):
+        """publish for plain messages given as their payloads, in batch entries (batching: a
+        batches.Spec; breaks: indexes that start a new batch): one transaction, no object per
+        message. Returns (producer name, [(ledger id, entry id, partition, messages in the
+        entry)]), or None when publish must do it (a partitioned topic, a payload or batch
+        over maxMessageSize, key-based batching): then nothing was written."""
+        return self.write(_publish_payloads, name, payloads, producer_name, compression,
+                          batching, breaks)
 
     def publish_many(self, jobs) -> list:
         """Group commit: publish several producers' sends, each a (topic, messages, producer

@@ -103,6 +103,19 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
         producer.check_sizes(msgs)
         for group in _paced(msgs, rate):
             emit(producer.send_many(group, batching=batch_bodies))
+    def emit_runs(runs):
+        nonlocal sent
+        n = sum(r[3] for r in runs)
+        sent += n
+        render.message_id_runs(runs, out, topic)
+        render.flush()
+        if progress is not None:
+            progress.update(sent)
+
+    # Plain lines (no --ndjson, key, properties, times, sequence id or rate) go out from their
+    # payloads alone (Producer.send_payloads), in the same transactions of CHUNK lines and
+    # the same batches; the producer says when it cannot (then the messages are made).
+    bulk = not ndjson and seq is None and not rate and collected is None and p.plain(template)
     if from_stdin:
         try:
             lineno = 0
@@ -110,6 +123,24 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
             for lines in p.stdin_batches(sys.stdin, max_ms=window_ms, times=times):
                 if not lines:
                     continue
+                if bulk:
+                    timed = delay_ms is not None and len(times) == len(lines)
+                    breaks = p.delay_breaks(times, delay_ms) if timed else []
+                    done = 0
+                    while done < len(lines):
+                        stop = min(done + CHUNK, len(lines))
+                        runs = producer.send_payloads(
+                            lines[done:stop], [b - done for b in breaks if done < b < stop])
+                        if runs is None:
+                            bulk = False   # the producer cannot: make the messages from now on
+                            break
+                        emit_runs(runs)
+                        done = stop
+                    if done == len(lines):
+                        lineno += len(lines)
+                        continue
+                    lines = lines[done:]
+                    times[:] = times[done:] if timed else times
                 if ndjson:
                     msgs = [p.record_to_message(ln, template, lineno + i + 1) for i, ln in enumerate(lines)]
                 else:

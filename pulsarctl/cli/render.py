@@ -290,6 +290,34 @@ def message_ids(ids, fmt: str, topic: str | None = None, producer: str | None = 
         sys.stdout.write("".join(f"{i}\n" for i in ids))
 
 
+def message_id_runs(runs, fmt: str, topic: str) -> None:
+    """message_ids of (ledger id, entry id, partition, messages in the entry) runs, as a bulk
+    produce returns them (a batch entry's messages have the batch indexes 0 to n-1): the same
+    lines, written without a MessageId each. Text or NDJSON (JSON collects ids instead)."""
+    parts = []
+    add = parts.append
+    if fmt == NDJSON:
+        global _STR
+        if _STR is None:
+            # lazy: loaded when the command runs, not when the command tree is built
+            from json.encoder import encode_basestring
+
+            _STR = encode_basestring
+        tail = '","topic":' + _STR(topic) + "}\n"
+        if not tail.isascii():
+            tail = tail.translate(_JSON_C1)
+        head = '{"messageId":"'
+    else:
+        head, tail = "", "\n"
+    for lid, eid, part, n in runs:
+        if n == 1:
+            add(f"{head}{lid}:{eid}:{part}{tail}")
+            continue
+        prefix = f"{head}{lid}:{eid}:{part}:"
+        add(tail.join(map(prefix.__add__, map(str, range(n)))) + tail)
+    sys.stdout.write("".join(parts))
+
+
 def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with_id=False) -> None:
     """One message: a record for json/ndjson; pulsar-client's layout for people."""
     if fmt == NDJSON and not (hide_content or hex_):

@@ -2,6 +2,8 @@
 batches (every N lines or T ms, so a long-lived pipe publishes as lines arrive)."""
 from __future__ import annotations
 
+import bisect
+
 import os
 
 from pulsarctl import clock as clocks
@@ -72,6 +74,33 @@ def mark_delays(msgs: list, times: list, delay_ms: int, start: float | None) -> 
             m.new_batch = True
             start = t
     return start
+
+
+def delay_breaks(times: list, delay_ms: int) -> list[int]:
+    """mark_delays for plain lines without a message each: the indexes of the lines that start
+    a new batch (the first of a batch arrived delay_ms or more before them). times: arrival
+    times in ms, in order (line_batches)."""
+    out: list[int] = []
+    d = max(delay_ms, 0.001)
+    i, n = 0, len(times)
+    while i < n:
+        start = times[i]
+        j = bisect.bisect_left(times, start + d, i + 1)
+        while j < n and times[j] - start < d:   # the float sum may round either way
+            j += 1
+        while j - 1 > i and times[j - 1] - start >= d:
+            j -= 1
+        if j < n:
+            out.append(j)
+        i = j
+    return out
+
+
+def plain(template: Template) -> bool:
+    """Whether the template gives its messages nothing but their payload."""
+    return not (template.properties or template.key is not None
+                or template.ordering_key is not None or template.event_time
+                or template.deliver_at)
 
 
 def build(template: Template, bodies: list[bytes], num: int = 1, sequence_id=None):

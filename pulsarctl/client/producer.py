@@ -223,16 +223,37 @@ class Producer:
         self.last_ids = ids
         return ids
 
+    def send_payloads(self, payloads: list[bytes], breaks=()) -> list | None:
+        """Publish plain messages from their payloads alone, in batches, in one transaction
+        (`produce --stdin`'s bulk path: no OutgoingMessage or MessageId per message); breaks:
+        indexes that start a new batch. Returns [(ledger id, entry id, partition, messages in
+        the entry)], or None (nothing sent) where send_many must do it: a producer that does
+        not batch or has a schema, a partitioned topic, a message or batch over
+        maxMessageSize."""
+        if self._batcher is None or self._schema not in (None, "BYTES") or self._chunking:
+            return None
+        with self._cond:
+            self.flush()
+            got = self._held_call(lambda: self._broker.publish_payloads(
+                self._topic, payloads, self._name, self._compression, self._batcher.spec,
+                breaks))
+        if got is None:
+            return None
+        self._name = got[0]
+        return got[1]
+
     def _held(self, msgs, batching: bool = True):
         """Publish; while a producer_request_hold backlog quota holds the producer, try again
         until the send timeout, then fail as Pulsar's ProducerBlockedQuotaExceededError."""
+        return self._held_call(lambda: self._broker.publish(
+            self._topic, msgs, self._name, self._route, self._compression, self._schema,
+            self._chunking, self._batcher.spec if self._batcher and batching else None))
+
+    def _held_call(self, publish):
         deadline = None
         while True:
             try:
-                return self._broker.publish(self._topic, msgs, self._name, self._route,
-                                            self._compression, self._schema, self._chunking,
-                                            self._batcher.spec if self._batcher and batching
-                                            else None)
+                return publish()
             except BacklogQuotaHold:
                 now = clocks.monotonic()
                 if deadline is None:
