@@ -90,6 +90,7 @@ def _line(data) -> str:
 
 
 _STR = None  # json's string encoder (C), for _record_line
+_SHAPES: dict = {}  # _record_line's shared fields, by what they are made of
 
 
 def _record_line(m) -> str | None:
@@ -117,19 +118,46 @@ def _record_line(m) -> str | None:
 
     props = m.properties_
     key, producer, sub = m.key, m.producer_name, m.subscription
-    event = iso_ms(m.event_time)
-    text = "".join((
-        '{"messageId":"', str(m.id), '","topic":', enc(m.topic), ',"payload":', enc(payload),
-        ',"key":', "null" if key is None else enc(key), ',"orderingKey":null,"properties":',
-        _line(dict(props))[:-1] if props else "{}",
-        ',"publishTime":', "null" if not m.publish_time else '"' + iso_ms(m.publish_time) + '"',
-        ',"eventTime":', "null" if event is None else '"' + event + '"',
-        ',"producerName":', "null" if producer is None else enc(producer),
-        ',"sequenceId":', "null" if m.sequence_id is None else str(m.sequence_id),
-        ',"redeliveryCount":', str(m.redelivery_count_),
-        "}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
-        + ("null" if m.consumer_name is None else enc(m.consumer_name)) + "}",
-    ))
+    seq = m.sequence_id
+    if props:
+        event = iso_ms(m.event_time)
+        text = "".join((
+            '{"messageId":"', str(m.id), '","topic":', enc(m.topic), ',"payload":',
+            enc(payload), ',"key":', "null" if key is None else enc(key),
+            ',"orderingKey":null,"properties":', _line(dict(props))[:-1],
+            ',"publishTime":', "null" if not m.publish_time else
+            '"' + iso_ms(m.publish_time) + '"',
+            ',"eventTime":', "null" if event is None else '"' + event + '"',
+            ',"producerName":', "null" if producer is None else enc(producer),
+            ',"sequenceId":', "null" if seq is None else str(seq),
+            ',"redeliveryCount":', str(m.redelivery_count_),
+            "}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
+            + ("null" if m.consumer_name is None else enc(m.consumer_name)) + "}",
+        ))
+    else:
+        # What messages of one batch (one producer, publish time, consumer) share is written
+        # once: the fields around the id, the payload and the sequence id.
+        shape = (m.topic, key, m.publish_time, m.event_time, producer, m.redelivery_count_,
+                 sub, m.consumer_name)
+        parts = _SHAPES.get(shape)
+        if parts is None:
+            if len(_SHAPES) > 1024:
+                _SHAPES.clear()
+            event = iso_ms(m.event_time)
+            parts = _SHAPES[shape] = (
+                '","topic":' + enc(m.topic) + ',"payload":',
+                ',"key":' + ("null" if key is None else enc(key))
+                + ',"orderingKey":null,"properties":{},"publishTime":'
+                + ("null" if not m.publish_time else '"' + iso_ms(m.publish_time) + '"')
+                + ',"eventTime":' + ("null" if event is None else '"' + event + '"')
+                + ',"producerName":' + ("null" if producer is None else enc(producer))
+                + ',"sequenceId":',
+                ',"redeliveryCount":' + str(m.redelivery_count_)
+                + ("}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
+                   + ("null" if m.consumer_name is None else enc(m.consumer_name)) + "}"))
+        head, middle, tail = parts
+        text = ('{"messageId":"' + str(m.id) + head + enc(payload) + middle
+                + ("null" if seq is None else str(seq)) + tail)
     return (text if text.isascii() else text.translate(_JSON_C1)) + "\n"
 
 
@@ -316,6 +344,19 @@ def message_id_runs(runs, fmt: str, topic: str) -> None:
         prefix = f"{head}{lid}:{eid}:{part}:"
         add(tail.join(map(prefix.__add__, map(str, range(n)))) + tail)
     sys.stdout.write("".join(parts))
+
+
+def messages(ms: list, fmt: str, **show) -> None:
+    """message of each of ms; NDJSON lines written together, one write for the run."""
+    if fmt == NDJSON and not (show.get("hide_content") or show.get("hex_")):
+        lines = []
+        for m in ms:
+            line = _record_line(m)
+            lines.append(line if line is not None else _line(m.record()))
+        sys.stdout.write("".join(lines))
+        return
+    for m in ms:
+        message(m, fmt, **show)
 
 
 def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with_id=False) -> None:

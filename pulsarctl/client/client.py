@@ -367,6 +367,27 @@ class Consumer:
         """The next message; waits (without spinning) up to timeout_millis, then Timeout."""
         return _next(self, lambda: self._fill(max_fetch), timeout_millis)
 
+    def take_queued(self, max_n: int) -> list[Message]:
+        """Up to max_n of the messages in the receiver queue already (no wait, no fetch): what
+        a bulk consumer takes after a receive, without a call per message."""
+        q, i = self._queue, self._qi
+        more = q[i:i + max(0, max_n)]
+        self._qi = i + len(more)
+        return more
+
+    def acknowledge_many(self, messages: list) -> None:
+        """acknowledge of each of messages (Messages, as receive_many gives them)."""
+        acks = self._acks
+        for m in messages:
+            if m.chunk_ids_:
+                acks.extend(m.chunk_ids_)
+            else:
+                acks.append(m.id)
+        if len(acks) >= self.ACK_GROUP_MAX and self._qi < len(self._queue) or (
+                acks and self._qi < len(self._queue)
+                and clocks.monotonic() - self._last_flush >= self.ACK_GROUP_S):
+            self.flush_acks()
+
     def acknowledge(self, message) -> None:
         acks = self._acks
         if isinstance(message, Message) and message.chunk_ids_:

@@ -44,3 +44,21 @@ def test_a_partitioned_topic_and_a_large_line_go_the_other_way(cli):
     r = cli("produce", "big", "--stdin", input="x" * 101 + "\n")
     assert r.exit_code != 0 and "maxMessageSize 100" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_consume_prints_and_acks_what_its_queue_holds_together(cli):
+    """consume -o ndjson takes what the receiver queue holds in runs (one write, then the
+    acks): every message once, in order, acked; -n stops at exactly N, the rest stay for the
+    next consume (here N ends a batch entry: one left in part comes back whole, as Pulsar's
+    batches do without batch index acks)."""
+    ok(cli("produce", "c", "--stdin", input=LINES))
+    first = [json.loads(x) for x in ok(cli("consume", "c", "-s", "s", "-p", "Earliest", "-n",
+                                           "2000", "-o", "ndjson")).stdout.splitlines()]
+    assert [r["payload"] for r in first] == [f"line {i}" for i in range(2000)]
+    rest = [json.loads(x) for x in ok(cli("consume", "c", "-s", "s", "-n", "0",
+                                          "--idle-timeout", "50ms", "-o",
+                                          "ndjson")).stdout.splitlines()]
+    assert [r["payload"] for r in rest] == [f"line {i}" for i in range(2000, 2500)]
+    assert all(r["redeliveryCount"] == 0 for r in first + rest)
+    stats = pjson(cli("topics", "stats", "c", "-o", "json"))["subscriptions"]["s"]
+    assert stats["msgBacklog"] == 0 and stats["unackedMessages"] == 0
