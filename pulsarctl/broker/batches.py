@@ -329,9 +329,12 @@ class Delivery:
         return messages(rec, ledger_id, entry_id, partition, topic, redelivery_count,
                         subscription, consumer, self.skip(offset))
 
-    def whole(self, offset: int, rec: list, id, redelivery_count: int) -> Batch:
-        return Batch(id, rec, batch_columns(rec, f"{id.ledger_id}:{id.entry_id}"),
-                     self.skip(offset), redelivery_count)
+    def whole(self, offset: int, rec: list, id, redelivery_count: int, topic: str | None = None,
+              subscription: str | None = None, consumer: str | None = None) -> Batch:
+        b = Batch(id, rec, batch_columns(rec, f"{id.ledger_id}:{id.entry_id}"),
+                  self.skip(offset), redelivery_count)
+        b.topic, b.subscription, b.consumer = topic, subscription, consumer
+        return b
 
 
 class Batch:
@@ -339,8 +342,11 @@ class Batch:
     metadata still in columns (unpack.batch_columns), for serve to forward as one batch
     MESSAGE. A Message per index, built and then taken apart again into the same bytes, was
     most of what delivering a batch through serve cost (0.9 of about 1.6 us a message).
-    count: the messages delivered (size less those in skip, which the consumer does not get)."""
-    __slots__ = ("id", "rec", "columns", "skip", "size", "count", "redelivery_count")
+    count: the messages delivered (size less those in skip, which the consumer does not get).
+    A CLI consume prints and acks one the same way (client.Consumer.whole_batches)."""
+    __slots__ = ("id", "rec", "columns", "skip", "size", "count", "redelivery_count", "topic",
+                 "subscription", "consumer")
+    chunk_ = None   # as a Message's: a batch is never a chunk
 
     def __init__(self, id, rec: list, columns: list, skip, redelivery_count: int):
         self.id = id                  # the entry's MessageId (batch index -1)
@@ -350,9 +356,16 @@ class Batch:
         self.size = len(columns[0])
         self.count = self.size - (len(skip) if skip else 0)
         self.redelivery_count = redelivery_count
+        self.topic = self.subscription = self.consumer = None
 
     def __repr__(self) -> str:
         return f"Batch({self.id}, {self.count} of {self.size})"
+
+    def messages(self) -> list:
+        """Its delivered messages, a Message each (as a fetch without whole_batches gives)."""
+        i = self.id
+        return messages(self.rec, i.ledger_id, i.entry_id, i.partition, self.topic,
+                        self.redelivery_count, self.subscription, self.consumer, self.skip)
 
     def payload_bytes(self) -> int:
         """The payload bytes of the messages delivered (what a Message each would count)."""

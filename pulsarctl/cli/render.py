@@ -343,20 +343,87 @@ def message_id_runs(runs, fmt: str, topic: str) -> None:
             continue
         prefix = f"{head}{lid}:{eid}:{part}:"
         add(tail.join(map(prefix.__add__, map(str, range(n)))) + tail)
-    sys.stdout.write("".join(parts))
+    _write_long("".join(parts))
 
 
 def messages(ms: list, fmt: str, **show) -> None:
-    """message of each of ms; NDJSON lines written together, one write for the run."""
+    """message of each of ms (Messages, or batches.Batch entries given whole: their messages);
+    NDJSON lines written together, one write for the run."""
     if fmt == NDJSON and not (show.get("hide_content") or show.get("hex_")):
-        lines = []
+        lines: list = []
         for m in ms:
+            if hasattr(m, "columns"):   # a batch entry, whole
+                if not _batch_lines(m, lines):
+                    lines.extend(_record_line(x) or _line(x.record()) for x in m.messages())
+                continue
             line = _record_line(m)
             lines.append(line if line is not None else _line(m.record()))
-        sys.stdout.write("".join(lines))
+        _write_long("".join(lines))
         return
     for m in ms:
-        message(m, fmt, **show)
+        for x in (m.messages() if hasattr(m, "columns") else (m,)):
+            message(x, fmt, **show)
+
+
+_PIECE = 2048  # characters: at most 8 KiB encoded, the size of stdout's buffer
+
+
+def _write_long(text: str) -> None:
+    """Write a long text in pieces that fit stdout's buffer. One write of more than the buffer
+    goes straight to the pipe, and if a signal comes while it blocks (Ctrl-C, held by the
+    print-then-ack guard) Python's text layer drops what the pipe had not taken yet; written
+    through the buffer, every byte goes out."""
+    w = sys.stdout.write
+    for k in range(0, len(text), _PIECE):
+        w(text[k:k + _PIECE])
+
+
+def _batch_lines(b, out: list) -> bool:
+    """The NDJSON lines of a batch entry's plain messages (payloads and sequence ids only, a
+    UTF-8 payload each), straight from its columns into out: byte for byte the lines of its
+    Messages (tests/cli/test_render_lines.py). False, with nothing added, for any other."""
+    global _STR
+    from pulsarctl.entries import (  # lazy: the CLI's consume only
+        F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID)
+    from pulsarctl.messages import iso_ms  # lazy: as _record_line's
+
+    rec, cols = b.rec, b.columns
+    if any(cols[1:6]) or len(cols) > 6 or (len(rec) > F_SCHEMA_VERSION
+                                            and rec[F_SCHEMA_VERSION] is not None) \
+            or b.topic is None or b.redelivery_count is None:
+        return False
+    if cols[5] is not None:
+        return False   # sequence ids of their own: rare, the Messages write them
+    try:
+        texts = [p.decode("utf-8") for p in cols[0]]
+    except UnicodeDecodeError:
+        return False
+    if _STR is None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from json.encoder import encode_basestring
+
+        _STR = encode_basestring
+    enc = _STR
+    pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
+    sub, cons, i = b.subscription, b.consumer, b.id
+    head = f'{{"messageId":"{i.ledger_id}:{i.entry_id}:{i.partition}:'
+    mid = ('","topic":' + enc(b.topic) + ',"payload":')
+    middle = (',"key":null,"orderingKey":null,"properties":{},"publishTime":'
+              + ("null" if not pt else '"' + iso_ms(pt) + '"')
+              + ',"eventTime":null,"producerName":'
+              + ("null" if producer is None else enc(producer)) + ',"sequenceId":')
+    tail = (',"redeliveryCount":' + str(b.redelivery_count)
+            + ("}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
+               + ("null" if cons is None else enc(cons)) + "}") + "\n")
+    skip = b.skip
+    first = first if first is not None else None
+    for k, text in enumerate(texts):
+        if skip and k in skip:
+            continue
+        seq = "null" if first is None else str(first + k)
+        line = head + str(k) + mid + enc(text) + middle + seq + tail
+        out.append(line if line.isascii() else line.translate(_JSON_C1))
+    return True
 
 
 def message(m, fmt: str, *, hide_content=False, hex_=False, metadata=False, with_id=False) -> None:

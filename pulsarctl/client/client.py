@@ -21,6 +21,7 @@ from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
 from pulsarctl.wake import Waiter
 from pulsarctl.client.chunks import Assembler
+from pulsarctl.broker.batches import Batch
 from pulsarctl.broker.consumers import this_process
 
 _WAIT_MIN, _WAIT_MAX = 0.002, 0.1
@@ -282,6 +283,9 @@ class Consumer:
 
         self._chunks = Assembler()
         self._auto_ack_oldest = False
+        # A bulk consumer (the CLI's consume -o ndjson) takes batch entries whole from the
+        # fetch (batches.Batch: no Message per index) with receive_run; receive expands one.
+        self.whole_batches = False
 
     def _attach(self, topics) -> None:
         names, _ = self._broker.subscribe(list(topics), self._subscription, self._name,
@@ -353,7 +357,8 @@ class Consumer:
                 return []
         try:
             msgs = self._broker.fetch(self._topics, self._subscription, self._name, n, acks,
-                                      renew=self._lease_ms is not None, start=self._rr)
+                                      renew=self._lease_ms is not None, start=self._rr,
+                                      whole_batches=self.whole_batches)
         except BaseException:
             self._acks = acks + self._acks
             raise
@@ -365,21 +370,55 @@ class Consumer:
 
     def receive(self, timeout_millis: int | None = None, max_fetch: int | None = None) -> Message:
         """The next message; waits (without spinning) up to timeout_millis, then Timeout."""
-        return _next(self, lambda: self._fill(max_fetch), timeout_millis)
+        m = _next(self, lambda: self._fill(max_fetch), timeout_millis)
+        if type(m) is Batch:   # whole_batches: the entry's messages take its place
+            ms = m.messages()
+            self._queue[self._qi - 1:self._qi] = ms
+            m = ms[0]
+        return m
 
-    def take_queued(self, max_n: int) -> list[Message]:
+    def receive_run(self, timeout_millis: int | None = None, max_n: int = 64,
+                    max_fetch: int | None = None, limit: int | None = None) -> list:
+        """The next messages: at least one (waiting as receive does) and what the receiver
+        queue holds already, up to max_n messages; with whole_batches a batch entry comes as
+        one batches.Batch (its count of messages), whole even past max_n when it comes first
+        (never past limit). A bulk consumer's next run."""
+        _next(self, lambda: self._fill(max_fetch), timeout_millis)
+        self._qi -= 1   # _next took the first: take_queued takes it with the rest
+        return self.take_queued(max_n, whole_first=True, limit=limit)
+
+    def take_queued(self, max_n: int, whole_first: bool = False, limit: int | None = None
+                    ) -> list:
         """Up to max_n of the messages in the receiver queue already (no wait, no fetch): what
-        a bulk consumer takes after a receive, without a call per message."""
+        a bulk consumer takes after a receive, without a call per message. A Batch (with
+        whole_batches) counts its messages; one that would pass max_n gives its messages,
+        unless it comes first and whole_first (a run is then that batch, up to limit)."""
         q, i = self._queue, self._qi
-        more = q[i:i + max(0, max_n)]
-        self._qi = i + len(more)
-        return more
+        out: list = []
+        n = 0
+        while i < len(q) and n < max_n:
+            m = q[i]
+            if type(m) is Batch:
+                if n + m.count > max_n and not (whole_first and not out and (
+                        limit is None or m.count <= limit)):
+                    q[i:i + 1] = m.messages()
+                    continue
+                n += m.count
+            else:
+                n += 1
+            out.append(m)
+            i += 1
+        self._qi = i
+        return out
 
     def acknowledge_many(self, messages: list) -> None:
         """acknowledge of each of messages (Messages, as receive_many gives them)."""
         acks = self._acks
         for m in messages:
-            if m.chunk_ids_:
+            if type(m) is Batch:
+                i = m.id   # the entry: every index of it this consumer was given
+                acks.append(MessageId(i.ledger_id, i.entry_id, i.partition))
+            elif m.chunk_ids_:
                 acks.extend(m.chunk_ids_)
             else:
                 acks.append(m.id)

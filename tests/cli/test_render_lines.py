@@ -34,3 +34,39 @@ def test_the_fast_line_is_the_record_s_line(payload, key, props, publish, event,
     except UnicodeDecodeError:
         plain = False
     assert (got is not None) == plain
+
+
+@settings(max_examples=60, deadline=None)
+@given(payloads=st.lists(_text.map(str.encode) | st.binary(max_size=20), min_size=2,
+                         max_size=30),
+       acked=st.sets(st.integers(0, 29), max_size=5), rc=st.integers(0, 3))
+def test_a_batch_s_lines_are_its_messages_lines(tmp_path_factory, payloads, acked, rc):
+    """_batch_lines writes, from a batch entry's columns, the lines its Messages would have;
+    or nothing (False) where it cannot (a payload that is not UTF-8)."""
+    from pulsarctl.broker import Broker, batches
+    from pulsarctl.messages import OutgoingMessage
+
+    b = Broker(str(tmp_path_factory.mktemp("s") / "store"))
+    try:
+        b.policies.update_setting("acknowledgmentAtBatchIndexLevelEnabled", "true")
+        _n, ids = b.publish("t", [OutgoingMessage(x) for x in payloads], "p",
+                            batching=batches.Spec(1000, 1 << 20, False))
+        b.subscribe("t", "s", "c", "Shared", "Earliest", lease_ms=60_000)
+        gone = [ids[i] for i in sorted(acked) if i < len(ids)]
+        if gone and len(gone) < len(ids):
+            b.fetch("t", "s", "c", 100)
+            b.ack("t", "s", gone)
+            b.redeliver_unacked("t", "s", "c")
+        (whole,) = b.fetch("t", "s", "c", 1000, whole_batches=True)
+        whole.redelivery_count = rc
+        got: list = []
+        done = render._batch_lines(whole, got)
+        want = [render._line(m.record()) for m in whole.messages()]
+        assert got == (want if done else [])
+        try:
+            [x.decode("utf-8") for x in payloads]
+            assert done
+        except UnicodeDecodeError:
+            assert not done
+    finally:
+        b.close()

@@ -107,7 +107,9 @@ def flip_message(store_path: str, payload: bytes) -> None:
     """Make the stored entry holding payload undecodable: its codec byte becomes 0xff."""
     raw = bytearray(open(data(store_path), "rb").read())
     j = raw.index(payload)
-    while not (raw[j] == codec.PLAIN and raw[j + 1] & 0xF0 == 0x90):   # \x01, then an array
+    # \x01, then an array whose first item is the publish time, a uint64 (0xcf): the bytes of
+    # the time itself may hold \x01 and an array marker (then the flip missed the record).
+    while not (raw[j] == codec.PLAIN and raw[j + 1] & 0xF0 == 0x90 and raw[j + 2] == 0xCF):
         j -= 1
     raw[j] = 0xFF
     with open(data(store_path), "r+b") as f:

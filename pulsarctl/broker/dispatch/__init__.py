@@ -116,7 +116,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                         delivery(name, now, rc, batch_size(rec)).to_stored()))
                     delivered.append((o, rc))
                     if whole_batches:
-                        b = batch.whole(o, rec, MessageId(lid, eid, partition), rc)
+                        b = batch.whole(o, rec, MessageId(lid, eid, partition), rc,
+                                        topic_name, sub, name)
                         nbytes += b.payload_bytes()
                         got += b.count
                         out.append(b)
