@@ -104,14 +104,20 @@ def test_garbage_at_the_end_of_the_file_does_not_pass_doctor(run_proc, store_pat
 
 # -- an undecodable record: --deep, --salvage -----------------------------------------------------
 def flip_message(store_path: str, payload: bytes) -> None:
-    """Make the stored entry holding payload undecodable: its codec byte becomes 0xff."""
+    """Make the stored entry holding payload undecodable: its codec byte becomes 0xff. Every
+    copy of it in the file is spoilt: a page LMDB freed may still hold an older one, and
+    the first copy in the file need not be the live one."""
     raw = bytearray(open(data(store_path), "rb").read())
-    j = raw.index(payload)
-    # \x01, then an array whose first item is the publish time, a uint64 (0xcf): the bytes of
-    # the time itself may hold \x01 and an array marker (then the flip missed the record).
-    while not (raw[j] == codec.PLAIN and raw[j + 1] & 0xF0 == 0x90 and raw[j + 2] == 0xCF):
-        j -= 1
-    raw[j] = 0xFF
+    at = raw.find(payload)
+    assert at >= 0, "the payload is not in the file"
+    while at >= 0:
+        j = at
+        # \x01, then an array whose first item is the publish time, a uint64 (0xcf): the
+        # bytes of the time itself may hold \x01 and an array marker.
+        while not (raw[j] == codec.PLAIN and raw[j + 1] & 0xF0 == 0x90 and raw[j + 2] == 0xCF):
+            j -= 1
+        raw[j] = 0xFF
+        at = raw.find(payload, at + 1)
     with open(data(store_path), "r+b") as f:
         f.write(raw)
 
