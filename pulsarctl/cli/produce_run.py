@@ -146,7 +146,7 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
                 else:
                     msgs = [template.make(ln) for ln in lines]
                 if delay_ms is not None:
-                    p.mark_delays(msgs, times, delay_ms, None)
+                    p.mark_delays(msgs, times, delay_ms)
                 if seq is not None:
                     for m in msgs:
                         m.sequence_id = seq

@@ -93,12 +93,54 @@ _STR = None  # json's string encoder (C), for _record_line
 _SHAPES: dict = {}  # _record_line's shared fields, by what they are made of
 
 
+def _encoder():
+    """json's string encoder (C), loaded once."""
+    global _STR
+    if _STR is None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from json.encoder import encode_basestring
+
+        _STR = encode_basestring
+    return _STR
+
+
+def _shared(topic, key, props, publish_time, event_time, producer, rc, sub, consumer):
+    """A message record's NDJSON line around its id, payload and sequence id, in three parts
+    (after the id, between the payload and the sequence id, after it). What the messages of
+    one batch (one producer, publish time, consumer) share is made once and kept."""
+    shape = None if props else (topic, key, publish_time, event_time, producer, rc, sub,
+                                consumer)
+    parts = _SHAPES.get(shape) if shape is not None else None
+    if parts is not None:
+        return parts
+    # lazy: messages imports nothing of the CLI; iso_ms keeps the last time it wrote
+    from pulsarctl.messages import iso_ms
+
+    enc = _encoder()
+    event = iso_ms(event_time)
+    parts = (
+        '","topic":' + enc(topic) + ',"payload":',
+        ',"key":' + ("null" if key is None else enc(key)) + ',"orderingKey":null,"properties":'
+        + (_line(dict(props))[:-1] if props else "{}") + ',"publishTime":'
+        + ("null" if not publish_time else '"' + iso_ms(publish_time) + '"')
+        + ',"eventTime":' + ("null" if event is None else '"' + event + '"')
+        + ',"producerName":' + ("null" if producer is None else enc(producer))
+        + ',"sequenceId":',
+        ',"redeliveryCount":' + str(rc)
+        + ("}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
+           + ("null" if consumer is None else enc(consumer)) + "}"))
+    if shape is not None:
+        if len(_SHAPES) > 1024:
+            _SHAPES.clear()
+        _SHAPES[shape] = parts
+    return parts
+
+
 def _record_line(m) -> str | None:
     """The NDJSON line of a plain message (a UTF-8 payload, no ordering key, delivery time,
     schema version or chunk), written field by field: byte for byte _line(m.record())
     (tests/cli/test_render_lines.py), without the dict and the encoder's walk over it, a
     quarter of what a consume spends a message. None for any other message."""
-    global _STR
     if (m.ordering_key_ is not None or m.deliver_at or m.schema_version_ is not None
             or m.chunk_ids_ or m.chunk_ is not None or m.null_value_ or m.topic is None
             or m.redelivery_count_ is None):
@@ -107,57 +149,12 @@ def _record_line(m) -> str | None:
         payload = m.payload.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if _STR is None:
-        # lazy: loaded when the command runs, not when the command tree is built
-        from json.encoder import encode_basestring
-
-        _STR = encode_basestring
-    enc = _STR
-    # lazy: messages imports nothing of the CLI; iso_ms keeps the last time it wrote
-    from pulsarctl.messages import iso_ms
-
-    props = m.properties_
-    key, producer, sub = m.key, m.producer_name, m.subscription
     seq = m.sequence_id
-    if props:
-        event = iso_ms(m.event_time)
-        text = "".join((
-            '{"messageId":"', str(m.id), '","topic":', enc(m.topic), ',"payload":',
-            enc(payload), ',"key":', "null" if key is None else enc(key),
-            ',"orderingKey":null,"properties":', _line(dict(props))[:-1],
-            ',"publishTime":', "null" if not m.publish_time else
-            '"' + iso_ms(m.publish_time) + '"',
-            ',"eventTime":', "null" if event is None else '"' + event + '"',
-            ',"producerName":', "null" if producer is None else enc(producer),
-            ',"sequenceId":', "null" if seq is None else str(seq),
-            ',"redeliveryCount":', str(m.redelivery_count_),
-            "}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
-            + ("null" if m.consumer_name is None else enc(m.consumer_name)) + "}",
-        ))
-    else:
-        # What messages of one batch (one producer, publish time, consumer) share is written
-        # once: the fields around the id, the payload and the sequence id.
-        shape = (m.topic, key, m.publish_time, m.event_time, producer, m.redelivery_count_,
-                 sub, m.consumer_name)
-        parts = _SHAPES.get(shape)
-        if parts is None:
-            if len(_SHAPES) > 1024:
-                _SHAPES.clear()
-            event = iso_ms(m.event_time)
-            parts = _SHAPES[shape] = (
-                '","topic":' + enc(m.topic) + ',"payload":',
-                ',"key":' + ("null" if key is None else enc(key))
-                + ',"orderingKey":null,"properties":{},"publishTime":'
-                + ("null" if not m.publish_time else '"' + iso_ms(m.publish_time) + '"')
-                + ',"eventTime":' + ("null" if event is None else '"' + event + '"')
-                + ',"producerName":' + ("null" if producer is None else enc(producer))
-                + ',"sequenceId":',
-                ',"redeliveryCount":' + str(m.redelivery_count_)
-                + ("}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
-                   + ("null" if m.consumer_name is None else enc(m.consumer_name)) + "}"))
-        head, middle, tail = parts
-        text = ('{"messageId":"' + str(m.id) + head + enc(payload) + middle
-                + ("null" if seq is None else str(seq)) + tail)
+    head, middle, tail = _shared(m.topic, m.key, m.properties_, m.publish_time, m.event_time,
+                                 m.producer_name, m.redelivery_count_, m.subscription,
+                                 m.consumer_name)
+    text = ('{"messageId":"' + str(m.id) + head + _encoder()(payload) + middle
+            + ("null" if seq is None else str(seq)) + tail)
     return (text if text.isascii() else text.translate(_JSON_C1)) + "\n"
 
 
@@ -325,13 +322,7 @@ def message_id_runs(runs, fmt: str, topic: str) -> None:
     parts = []
     add = parts.append
     if fmt == NDJSON:
-        global _STR
-        if _STR is None:
-            # lazy: loaded when the command runs, not when the command tree is built
-            from json.encoder import encode_basestring
-
-            _STR = encode_basestring
-        tail = '","topic":' + _STR(topic) + "}\n"
+        tail = '","topic":' + _encoder()(topic) + "}\n"
         if not tail.isascii():
             tail = tail.translate(_JSON_C1)
         head = '{"messageId":"'
@@ -382,41 +373,26 @@ def _batch_lines(b, out: list) -> bool:
     """The NDJSON lines of a batch entry's plain messages (payloads and sequence ids only, a
     UTF-8 payload each), straight from its columns into out: byte for byte the lines of its
     Messages (tests/cli/test_render_lines.py). False, with nothing added, for any other."""
-    global _STR
     from pulsarctl.entries import (  # lazy: the CLI's consume only
         F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID)
-    from pulsarctl.messages import iso_ms  # lazy: as _record_line's
 
     rec, cols = b.rec, b.columns
     if any(cols[1:6]) or len(cols) > 6 or (len(rec) > F_SCHEMA_VERSION
                                             and rec[F_SCHEMA_VERSION] is not None) \
             or b.topic is None or b.redelivery_count is None:
-        return False
-    if cols[5] is not None:
-        return False   # sequence ids of their own: rare, the Messages write them
+        return False   # keys, properties, times, sequence ids or nulls of their own
     try:
         texts = [p.decode("utf-8") for p in cols[0]]
     except UnicodeDecodeError:
         return False
-    if _STR is None:
-        # lazy: loaded when the command runs, not when the command tree is built
-        from json.encoder import encode_basestring
-
-        _STR = encode_basestring
-    enc = _STR
-    pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
-    sub, cons, i = b.subscription, b.consumer, b.id
+    enc = _encoder()
+    first, i = rec[F_SEQUENCE_ID], b.id
+    mid, middle, tail = _shared(b.topic, None, None, rec[F_PUBLISH_TIME], 0,
+                                rec[F_PRODUCER_NAME], b.redelivery_count, b.subscription,
+                                b.consumer)
     head = f'{{"messageId":"{i.ledger_id}:{i.entry_id}:{i.partition}:'
-    mid = ('","topic":' + enc(b.topic) + ',"payload":')
-    middle = (',"key":null,"orderingKey":null,"properties":{},"publishTime":'
-              + ("null" if not pt else '"' + iso_ms(pt) + '"')
-              + ',"eventTime":null,"producerName":'
-              + ("null" if producer is None else enc(producer)) + ',"sequenceId":')
-    tail = (',"redeliveryCount":' + str(b.redelivery_count)
-            + ("}" if sub is None else ',"subscription":' + enc(sub) + ',"consumerName":'
-               + ("null" if cons is None else enc(cons)) + "}") + "\n")
+    tail += "\n"
     skip = b.skip
-    first = first if first is not None else None
     for k, text in enumerate(texts):
         if skip and k in skip:
             continue

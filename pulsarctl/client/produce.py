@@ -2,8 +2,6 @@
 batches (every N lines or T ms, so a long-lived pipe publishes as lines arrive)."""
 from __future__ import annotations
 
-import bisect
-
 import os
 
 from pulsarctl import clock as clocks
@@ -60,40 +58,27 @@ def payloads(messages=(), files=(), separator=None) -> list[bytes]:
     return out
 
 
-def mark_delays(msgs: list, times: list, delay_ms: int, start: float | None) -> float | None:
-    """Mark the messages that arrived more than the batching publish delay after the first
-    message of the batch being filled: each starts a new batch, as Pulsar's batch timer would
-    have sent the earlier one. times: arrival times in ms (line_batches); start: the arrival of
-    the open batch's first message (None: none open). Returns the new start."""
-    if len(times) != len(msgs):
-        return start
-    for m, t in zip(msgs, times):
-        if start is None:
-            start = t
-        elif t - start >= max(delay_ms, 0.001):
-            m.new_batch = True
-            start = t
-    return start
-
-
 def delay_breaks(times: list, delay_ms: int) -> list[int]:
-    """mark_delays for plain lines without a message each: the indexes of the lines that start
-    a new batch (the first of a batch arrived delay_ms or more before them). times: arrival
-    times in ms, in order (line_batches)."""
+    """The indexes of the messages that start a new batch: those that arrived the batching
+    publish delay or more after the first message of the batch being filled, as Pulsar's batch
+    timer would have sent the earlier one. times: arrival times in ms (line_batches)."""
     out: list[int] = []
     d = max(delay_ms, 0.001)
-    i, n = 0, len(times)
-    while i < n:
-        start = times[i]
-        j = bisect.bisect_left(times, start + d, i + 1)
-        while j < n and times[j] - start < d:   # the float sum may round either way
-            j += 1
-        while j - 1 > i and times[j - 1] - start >= d:
-            j -= 1
-        if j < n:
-            out.append(j)
-        i = j
+    start = None
+    for i, t in enumerate(times):
+        if start is None:
+            start = t
+        elif t - start >= d:
+            out.append(i)
+            start = t
     return out
+
+
+def mark_delays(msgs: list, times: list, delay_ms: int) -> None:
+    """Mark the messages delay_breaks names (OutgoingMessage.new_batch)."""
+    if len(times) == len(msgs):
+        for i in delay_breaks(times, delay_ms):
+            msgs[i].new_batch = True
 
 
 def plain(template: Template) -> bool:

@@ -94,11 +94,19 @@ def test_plain_ranges_are_group_s_batches(sizes, max_n, max_b, breaks):
 @settings(max_examples=300, deadline=None)
 @given(steps=st.lists(st.floats(0, 30, allow_nan=False), min_size=1, max_size=80),
        delay=st.integers(0, 25))
-def test_delay_breaks_are_mark_delays(steps, delay):
+def test_delay_breaks_are_where_the_publish_delay_ran_out(steps, delay):
+    """A message starts a batch when it arrived the publish delay or more after the first of
+    the batch being filled; mark_delays marks those messages."""
     times, t = [], 1000.0
     for s in steps:
         t += s
         times.append(t)
+    want, start = [], times[0]
+    for i, at in enumerate(times[1:], 1):
+        if at - start >= max(delay, 0.001):
+            want.append(i)
+            start = at
+    assert p.delay_breaks(times, delay) == want
     msgs = [OutgoingMessage(b"x") for _ in times]
-    p.mark_delays(msgs, times, delay, None)
-    assert p.delay_breaks(times, delay) == [i for i, m in enumerate(msgs) if m.new_batch]
+    p.mark_delays(msgs, times, delay)
+    assert [i for i, m in enumerate(msgs) if m.new_batch] == want
