@@ -52,19 +52,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             check_sizes(ctx, messages, [len(p[1]) for p in packed])
     elif not chunking:
         check_sizes(ctx, messages)
-    info = topics.ensure(ctx, topic)
-    if topics.meta(ctx, topic).get("terminated"):
-        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
-                              hint="produce to another topic")
     now = ctx.now
-    if not internal:
-        _check_delays(ctx, info, messages, now)
-
-        backlog_quota.check(ctx, info)
-    if producer_name is None:
-        producer_name = new_producer_name(ctx)
-    if not internal:
-        access.check(ctx, topic, producer_name)
+    info, producer_name = _admit(ctx, topic, producer_name, internal,
+                                 lambda info: _check_delays(ctx, info, messages, now))
     if schema and schema != "BYTES":
         schemas.validate(schema, [m.payload for m in messages])
         version = schemas.for_producer(ctx, topic, schema)
@@ -149,6 +139,26 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
 DUPLICATE = MessageId(-1, -1, -1)
 
 
+def _admit(ctx, topic: TopicName, producer_name: str | None, internal: bool = False,
+           check=None):
+    """The topic (made where it may be) and the producer's name (the broker's when none):
+    refused if the topic is terminated, and unless internal (a dead letter or retry move) if
+    check(info) refuses, the backlog quota holds or the access mode shuts the producer out."""
+    info = topics.ensure(ctx, topic)
+    if topics.meta(ctx, topic).get("terminated"):
+        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
+                              hint="produce to another topic")
+    if not internal:
+        if check is not None:
+            check(info)
+        backlog_quota.check(ctx, info)
+    if producer_name is None:
+        producer_name = new_producer_name(ctx)
+    if not internal:
+        access.check(ctx, topic, producer_name)
+    return info, producer_name
+
+
 def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str | None,
                      partition: int = -1, compression: int = 0, batching=None, breaks=()):
     """publish for plain messages given as their payloads (no key, properties, times,
@@ -177,14 +187,7 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
             batch = batched[a] = batches.payload_batch(payloads[a:z], compression)
             if len(batch[0]) > limit:
                 return None
-    info = topics.ensure(ctx, topic)
-    if topics.meta(ctx, topic).get("terminated"):
-        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
-                              hint="produce to another topic")
-    backlog_quota.check(ctx, info)
-    if producer_name is None:
-        producer_name = new_producer_name(ctx)
-    access.check(ctx, topic, producer_name)
+    info, producer_name = _admit(ctx, topic, producer_name)
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = (-1 if last is None else last) + 1
     now = ctx.now
