@@ -628,7 +628,7 @@ SHAPES = {
     "names": (None, "u64"),
     "mledgers": (8, "codec"),
     "owners": (8, "u64"),
-    "entries": (16, "codec"),
+    "entries": (16, "entry"),
     "cursors": (None, "codec"),
     "acked": (16, "u64"),
     "tables": ("tuple", "codec"),
@@ -657,13 +657,25 @@ def record_problem(db: str, key: bytes, value: bytes) -> str | None:
         return f"its value has {len(value)} bytes, not 8"
     if kind == "empty" and value:
         return f"its value has {len(value)} bytes, not 0"
-    if kind in ("codec", "codec|u64"):
+    if kind in ("codec", "codec|u64", "entry"):
         if kind == "codec|u64" and len(value) == 8 and value[:1] not in (b"\x01", b"\x02"):
             return None
         if not value:
             return "its value is empty"
         try:
-            codec.decode(value)
+            if kind == "entry" and codec.is_block(value):  # several entries: each must decode
+                last = keys.unpack_pair(key)[1]
+                inner = codec.block_entries(value)
+                if len(inner) > last + 1:
+                    return "its block holds more entries than its key leaves room for"
+                for i, v in enumerate(inner, last - len(inner) + 1):
+                    try:
+                        codec.decode(v)
+                    except Exception as exc:  # msgpack, lz4 and the codec each raise their own
+                        return (f"entry {i} of its block cannot be decoded "
+                                f"({type(exc).__name__}: {exc})")
+            else:
+                codec.decode(value)
         except Exception as exc:  # msgpack, lz4 and the codec each raise their own
             return f"its value cannot be decoded ({type(exc).__name__}: {exc})"
     return None
@@ -703,9 +715,30 @@ class DeepReport:
         return sum(d.lost for d in self.dbs.values())
 
 
-def read_all(path: str, known: tuple, on_record=None) -> DeepReport:
+def block_remains(key: bytes, value: bytes) -> list[tuple[bytes, bytes]]:
+    """The entries of a damaged block of entries that still decode, each as a record of its
+    own ((ledger id, entry id) -> entry): what a salvage keeps of it. Nothing when its header
+    cannot be read."""
+    try:
+        lid, last = keys.unpack_pair(key)
+        inner = codec.block_entries(value)
+    except Exception:  # struct, the codec and slicing each raise their own
+        return []
+    out = []
+    for i, v in enumerate(inner, last - len(inner) + 1):
+        try:
+            codec.decode(v)
+        except Exception:  # msgpack, lz4 and the codec each raise their own
+            continue
+        if i >= 0:
+            out.append((keys.pair(lid, i), v))
+    return out
+
+
+def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport:
     """Read every record of every database of the store at path from its file, without LMDB,
-    checking each page, node and value on the way; on_record(db, key, value) gets each record
+    checking each page, node and value on the way (on_bad(db, key, value) gets each record that
+    does not decode); on_record(db, key, value) gets each record
     that is whole and decodes. Whatever cannot be read is counted and described in the
     report, and the walk goes on past it. Run it on a store nobody writes, or while holding a
     read transaction (Env.read): the pages of that snapshot are then never reused under it."""
@@ -749,6 +782,8 @@ def read_all(path: str, known: tuple, on_record=None) -> DeepReport:
                 why = record_problem(name, key, value)
                 if why:
                     d.bad.append((key, why))
+                    if on_bad is not None:
+                        on_bad(name, key, value)
                     d.read += 1
                     continue
                 d.read += 1

@@ -1,13 +1,18 @@
 """The only place values are encoded: a version byte, then msgpack, optionally lz4-compressed.
 
-The version byte lets a later format (batches, compressed payloads) live beside this one.
+The version byte lets a later format live beside this one: BLOCK is several entries stored
+under one key (store/ledger.py), each of them a value of this module's other formats.
 """
+import struct
+
 import msgpack
 
 from store.errors import CorruptValue  # noqa: F401 - raised here, caught as codec.CorruptValue
 
 PLAIN = 1
 LZ4 = 2
+BLOCK = 3
+_U32 = struct.Struct("<I")
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 _unpackb = msgpack.unpackb
@@ -60,3 +65,49 @@ def decode_many(values: list) -> list:
 def pack_raw(value) -> bytes:
     """msgpack without the version byte, for callers that frame values themselves."""
     return _pack(value)
+
+
+# -- blocks: consecutive entries under one key ---------------------------------------------------
+# BLOCK, the entry count n (u32, little-endian), each entry's end (n u32s, counted from the start
+# of the body), then the body: the entries' bytes one after another. Little-endian, fixed width:
+# a reader with Arrow takes the ends as an array without a Python object per entry.
+def pack_block(values: list) -> bytes:
+    n = len(values)
+    ends, end = [], 0
+    for v in values:
+        end += len(v)
+        ends.append(end)
+    return b"\x03" + struct.pack(f"<{n + 1}I", n, *ends) + b"".join(values)
+
+
+def is_block(value) -> bool:
+    return value[0] == BLOCK
+
+
+def block_count(value) -> int:
+    return _U32.unpack_from(value, 1)[0]
+
+
+def block_ends(value) -> tuple:
+    """(n, base, ends): the entry count, where the body starts, each entry's end in the body."""
+    n = _U32.unpack_from(value, 1)[0]
+    base = 5 + 4 * n
+    if n == 0 or base > len(value):
+        raise CorruptValue("a block of entries has a bad header")
+    ends = struct.unpack_from(f"<{n}I", value, 5)
+    if ends[-1] != len(value) - base:
+        raise CorruptValue("a block of entries does not hold the bytes its header says")
+    return n, base, ends
+
+
+def block_entries(value, lo: int = 0, hi: int | None = None) -> list:
+    """The entries lo..hi-1 of a block, as bytes."""
+    n, base, ends = block_ends(value)
+    hi = n if hi is None else hi
+    start = base + (ends[lo - 1] if lo else 0)
+    out = []
+    for e in ends[lo:hi]:
+        e += base
+        out.append(value[start:e])
+        start = e
+    return out

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import struct
 from contextlib import contextmanager
 
 import lmdb
@@ -21,7 +22,11 @@ from store.errors import (
     StoreReadOnly,
 )
 
-FORMAT_VERSION = 1
+# Format 2 adds blocks of entries (store/ledger.py); a format 1 store is a format 2 store with
+# none, so it is read as it is and marked 2 when first opened for writing (a pulsarctl that
+# reads only format 1 then says so instead of failing on a block).
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 DEFAULT_MAP_SIZE = 1 << 30
 MAX_MAP_SIZE = 1 << 40
 
@@ -136,7 +141,10 @@ class Env:
                     for name in DATABASES:
                         self.db[name] = self._env.open_db(name.encode(), txn=txn)
                     meta = self.db["meta"]
-                    if txn.get(b"format", db=meta) is None and not self.readonly:
+                    raw = txn.get(b"format", db=meta)
+                    if not self.readonly and (raw is None or (
+                            codec.decode(raw) in READABLE_FORMATS
+                            and codec.decode(raw) != FORMAT_VERSION)):
                         txn.put(b"format", codec.encode(FORMAT_VERSION), db=meta)
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
@@ -173,10 +181,10 @@ class Env:
         with self._env.begin() as txn:
             raw = txn.get(b"format", db=self.db["meta"])
         version = codec.decode(raw) if raw is not None else None
-        if version != FORMAT_VERSION:
+        if version not in READABLE_FORMATS:
             raise StoreFormatError(
-                f"store at {self.path} has format {version}, this pulsarctl reads format "
-                f"{FORMAT_VERSION}")
+                f"store at {self.path} has format {version}, this pulsarctl reads formats "
+                f"{' and '.join(map(str, READABLE_FORMATS))}")
 
     # -- transactions --------------------------------------------------------------------------
     def _begin(self, write: bool):
@@ -460,8 +468,15 @@ def salvage(src: str, dst: str) -> check.DeepReport:
             if len(batch) >= _SALVAGE_BATCH or size[0] >= _SALVAGE_BYTES:
                 flush()
 
+        def on_bad(name, key, value):
+            # A damaged block of entries loses only its entries that do not decode: the
+            # others are saved as entries of their own.
+            if name == "entries" and value[:1] == bytes([codec.BLOCK]):
+                for k, v in check.block_remains(key, value):
+                    on_record(name, k, v)
+
         with _pinned(src):
-            rep = check.read_all(src, DATABASES, on_record)
+            rep = check.read_all(src, DATABASES, on_record, on_bad)
         flush()
 
         rep.problems.extend(out.write(_reconcile, out))
@@ -549,10 +564,15 @@ def _ledger_gaps(txn, env: Env, mls: dict[int, LedgerInfo]) -> list[str]:
             cur = txn.cursor(db=env.db["entries"])
             have = []
             if cur.set_range(prefix):
-                for k in cur.iternext(keys=True, values=False):
+                for k, v in cur:
                     if not k.startswith(prefix):
                         break
-                    have.append(keys.unpack_pair(k)[1])
+                    last = keys.unpack_pair(k)[1]
+                    try:  # a block holds the entries up to the id in its key
+                        held = codec.block_count(v) if codec.is_block(v) else 1
+                    except (IndexError, struct.error):
+                        held = 1
+                    have.extend(range(last - held + 1, last + 1))
             if len(have) < n:
                 present = set(have)
                 lost = [e for e in range(n) if e not in present]

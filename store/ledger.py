@@ -8,20 +8,52 @@ arithmetic; positions (ledger id, entry id) are what users see. A ledger covers 
 A closed ledger can be offloaded: its entries leave LMDB for a file elsewhere (the layer above
 writes the file and names it by a location string), and its row keeps the location. Reads of
 it go through `offloaded_reader`, so cursors, offsets and positions do not change.
+
+Entries appended together are stored in blocks (codec.pack_block): up to BLOCK_ENTRIES
+consecutive entries of one ledger, BLOCK_BYTES at most, under one key, (ledger id, the last
+entry id of the block); an entry appended alone is stored under its own id, as every entry was
+before blocks. A reader finds entry e by the first key at or after (ledger id, e), so both
+kinds read alike. One key per block instead of one per entry is what a bulk reader pays for:
+scanning a million entries costs about a hundred-odd thousand fewer LMDB steps and Python
+objects (the Spark data source takes the blocks' bytes whole), and an append puts one key per
+block.
 """
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import islice
 
 from store import codec, keys
 from store.errors import LedgerError
 from store.position import Position
 
 DEFAULT_ROLLOVER_ENTRIES = 50_000
+# A block's limits. A point read copies its whole block out of LMDB, so blocks stay small
+# enough for that to cost a few microseconds; big enough that a bulk reader's per-block work is
+# nothing beside its per-entry work.
+BLOCK_ENTRIES = 256
+BLOCK_BYTES = 32 * 1024
 
 _encode = codec.encode
 _pair = keys.pair
+_unpack_pair = keys.unpack_pair
+_BLOCK = codec.BLOCK
+
+
+def _blocks(lid: int, e0: int, values: list):
+    """(key, value) items storing values as entries e0, e0 + 1, .. of ledger lid, in blocks."""
+    items = []
+    i, n = 0, len(values)
+    while i < n:
+        j, size = i, 0
+        while j < n and j - i < BLOCK_ENTRIES and (j == i or size + len(values[j]) <= BLOCK_BYTES):
+            size += len(values[j])
+            j += 1
+        if j - i == 1:
+            items.append((_pair(lid, e0 + i), values[i]))
+        else:
+            items.append((_pair(lid, e0 + j - 1), codec.pack_block(values[i:j])))
+        i = j
+    return items
 
 
 class LedgerInfo:
@@ -116,6 +148,9 @@ class ManagedLedgers:
         self.env = env
         self.rollover_entries = rollover_entries
         self._entries = env.db["entries"]
+        # The block read last, for the reads of its neighbours in the same transaction:
+        # (txn, ledger id, first entry id, last entry id, value).
+        self._block = None
         # (location, ledger id, entries) -> the ledger's entry bytes, indexed by entry id.
         self.offloaded_reader = offloaded_reader
 
@@ -195,10 +230,11 @@ class ManagedLedgers:
             # MDB_APPEND is only valid past the database's last key; another topic's newer
             # ledger may already hold higher keys, and then LMDB would refuse the entries.
             at_end = not cur.last() or cur.key() < first_key
-            items = zip(map(_pair, [lid] * len(chunk), range(e0, e0 + len(chunk))), chunk)
+            items = _blocks(lid, e0, chunk)
             _consumed, added = cur.putmulti(items, append=at_end, overwrite=False)
-            if added != len(chunk):
-                raise LedgerError(f"ledger {lid}: stored {added} of {len(chunk)} entries")
+            if added != len(items):
+                raise LedgerError(f"ledger {lid}: stored {added} of {len(items)} keys of "
+                                  f"{len(chunk)} entries")
             out.append((lid, e0, len(chunk)))
             k = len(chunk)
             row[2] += k
@@ -221,10 +257,53 @@ class ManagedLedgers:
             return None
         if len(row) > 5 and row[5]:
             return self._offloaded(row)[offset - row[1]]
-        return txn.get(_pair(row[0], offset - row[1]), db=self._entries)
+        return self.read_position(txn, row[0], offset - row[1])
 
     def read_position(self, txn, ledger_id: int, entry_id: int):
-        return txn.get(_pair(ledger_id, entry_id), db=self._entries)
+        """The raw bytes of entry entry_id of ledger ledger_id, or None."""
+        cached = self._block
+        if cached is not None and cached[0] is txn and cached[1] == ledger_id \
+                and cached[2] <= entry_id <= cached[3]:
+            return codec.block_entries(cached[4], entry_id - cached[2],
+                                       entry_id - cached[2] + 1)[0]
+        cur = txn.cursor(db=self._entries)
+        if not cur.set_range(_pair(ledger_id, entry_id)):
+            return None
+        lid, last = _unpack_pair(cur.key())
+        if lid != ledger_id:
+            return None
+        v = cur.value()
+        if v[0] != _BLOCK:
+            return v if last == entry_id else None
+        first = last - codec.block_count(v) + 1
+        if entry_id < first:
+            return None
+        # Readers of one entry often read its neighbours next (a dispatch, a peek): keep the
+        # block for the rest of this transaction.
+        self._block = (txn, ledger_id, first, last, v)
+        return codec.block_entries(v, entry_id - first, entry_id - first + 1)[0]
+
+    def _stored(self, txn, lid: int, e0: int, k: int):
+        """Yield (first entry id, value, lo, hi) for the stored values holding entries
+        e0..e0+k-1 of ledger lid, in order: entries lo..hi-1 of value (a block) are the
+        entries first+lo .. first+hi-1; a value that is not a block holds one entry (lo 0, hi
+        1). LedgerError when one is missing."""
+        cur = txn.cursor(db=self._entries)
+        want, stop = e0, e0 + k
+        if not cur.set_range(_pair(lid, e0)):
+            raise LedgerError(f"entry {lid}:{e0} is missing")
+        for key, v in cur:
+            klid, last = _unpack_pair(key)
+            n = codec.block_count(v) if v[0] == _BLOCK else 1
+            first = last - n + 1
+            if klid != lid or first > want or (first != want and want != e0) or last < want:
+                raise LedgerError(f"entry {lid}:{want} is missing")
+            hi = min(n, stop - first)
+            yield first, v, want - first, hi
+            want = first + hi
+            if want >= stop:
+                return
+        raise LedgerError(f"entry {lid}:{want} is missing")
 
     def scan(self, txn, info: LedgerInfo, start: int, end: int | None = None):
         """Yield (offset, ledger id, entry id, raw bytes) for offsets in [start, end)."""
@@ -232,7 +311,6 @@ class ManagedLedgers:
         start = max(start, info.first_offset)
         if start >= stop:
             return
-        cur = txn.cursor(db=self._entries)
         rows = info.ledgers
         firsts = [r[1] for r in rows]
         i = max(bisect_right(firsts, start) - 1, 0)
@@ -242,24 +320,22 @@ class ManagedLedgers:
             if offset >= first + n:
                 i += 1
                 continue
+            last = min(stop, first + n)
             if len(rows[i]) > 5 and rows[i][5]:
                 entries = self._offloaded(rows[i])
-                last = min(stop, first + n)
                 while offset < last:
                     yield offset, lid, offset - first, entries[offset - first]
                     offset += 1
                 i += 1
                 continue
-            if not cur.set_key(_pair(lid, offset - first)):
-                raise LedgerError(f"entry {lid}:{offset - first} is missing")
-            last = min(stop, first + n)
-            for k, v in cur:
-                if k != _pair(lid, offset - first):
-                    raise LedgerError(f"entry {lid}:{offset - first} is missing")
-                yield offset, lid, offset - first, v
-                offset += 1
-                if offset >= last:
-                    break
+            for f, v, lo, hi in self._stored(txn, lid, offset - first, last - offset):
+                if v[0] != _BLOCK:
+                    yield offset, lid, f, v
+                    offset += 1
+                    continue
+                for e, raw in enumerate(codec.block_entries(v, lo, hi), f + lo):
+                    yield offset, lid, e, raw
+                    offset += 1
             i += 1
 
     def _offloaded(self, row):
@@ -301,12 +377,19 @@ class ManagedLedgers:
         """The raw bytes of the entries at offsets [start, end) (clipped to what exists), as
         (runs, values): runs are (ledger id, first entry id, count) in order, values one list.
         What scan() gives without a tuple per entry, for bulk readers."""
+        runs, pieces = self.scan_pieces(txn, info, start, end)
+        return runs, values_of(pieces)
+
+    def scan_pieces(self, txn, info: LedgerInfo, start: int, end: int):
+        """The entries at offsets [start, end) (clipped to what exists) as they are stored:
+        (runs, pieces), runs as scan_values', pieces (value, lo, hi) in order: the entries
+        lo..hi-1 of a block, or a value holding one entry (lo 0, hi 1; an offloaded entry too).
+        For readers that take blocks whole (values_of() makes scan_values' list of them)."""
         stop = min(end, info.next_offset)
         start = max(start, info.first_offset)
-        runs, values = [], []
+        runs, pieces = [], []
         if start >= stop:
-            return runs, values
-        cur = txn.cursor(db=self._entries)
+            return runs, pieces
         rows = info.ledgers
         i = max(bisect_right([r[1] for r in rows], start) - 1, 0)
         offset = start
@@ -319,19 +402,12 @@ class ManagedLedgers:
             k = min(stop, first + n) - offset
             e0 = offset - first
             if len(row) > 5 and row[5]:
-                values += self._offloaded(row)[e0:e0 + k]
+                pieces += [(v, 0, 1) for v in self._offloaded(row)[e0:e0 + k]]
             else:
-                if not cur.set_key(_pair(lid, e0)):
-                    raise LedgerError(f"entry {lid}:{e0} is missing")
-                got = list(islice(cur.iternext(keys=False, values=True), k))
-                # Entries of a ledger are written without gaps: the run ends where it must.
-                if len(got) != k or cur.key() != _pair(lid, e0 + k - 1):
-                    raise LedgerError(f"ledger {lid}: entries {e0}..{e0 + k - 1} are not all "
-                                      "there")
-                values += got
+                pieces += [(v, lo, hi) for _f, v, lo, hi in self._stored(txn, lid, e0, k)]
             runs.append((lid, e0, k))
             offset += k
-        return runs, values
+        return runs, pieces
 
     # -- trimming and deleting ----------------------------------------------------------------
     def trim(self, txn, info: LedgerInfo, below_offset: int) -> list[int]:
@@ -354,6 +430,7 @@ class ManagedLedgers:
         return removed
 
     def _delete_entries(self, txn, lid: int, n: int) -> None:
+        self._block = None
         cur = txn.cursor(db=self._entries)
         if not cur.set_range(_pair(lid, 0)):
             return
@@ -370,3 +447,14 @@ class ManagedLedgers:
             txn.delete(keys.u64(row[0]), db=self.env.db["owners"])
         txn.delete(keys.u64(info.ml_id), db=self.env.db["mledgers"])
         txn.delete(info.name.encode(), db=self.env.db["names"])
+
+
+def values_of(pieces: list) -> list:
+    """Each entry's bytes, from scan_pieces' pieces."""
+    out = []
+    for v, lo, hi in pieces:
+        if v[0] == _BLOCK:
+            out += codec.block_entries(v, lo, hi)
+        else:
+            out.append(v)
+    return out

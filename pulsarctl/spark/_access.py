@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import json
 from datetime import datetime, timezone
 from store import codec
+from store.ledger import values_of
 from pulsarctl.broker.scan import IdColumns, whole_messages
 from pulsarctl.entries import F_COMPRESSION
 from pulsarctl.errors import (
@@ -408,8 +409,20 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             # Offsets never go down on a managed ledger: a topic shorter than planned is a
             # recreated one (caught above), so there is nothing left to read.
             return end, [], []
-        runs, values = ctx.ledgers.scan_values(ctx.txn, info, s, stop)
-        if columnar is not None:
+        runs, pieces = ctx.ledgers.scan_pieces(ctx.txn, info, s, stop)
+        if columnar is not None and 2 * len(pieces) < stop - s:
+            # Mostly blocks of entries: the columns are read from the blocks' bytes whole.
+            # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
+            from pulsarctl.spark import _columnar
+
+            cols = _columnar.decode_pieces(pieces, *columnar)
+            if cols is not None:
+                return stop, IdColumns(runs), cols
+            columnar_tried = True
+        else:
+            columnar_tried = False
+        values = values_of(pieces)
+        if columnar is not None and not columnar_tried:
             # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
             from pulsarctl.spark import _columnar
 

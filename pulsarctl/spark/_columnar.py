@@ -14,6 +14,7 @@ in Python as before, so what this reads and what the Python path reads are the s
 """
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 
 import pyarrow as pa
@@ -32,6 +33,8 @@ _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "ma
          KEY: "str", OKEY: "any", EVENT: "int"}
 MAX_FIELDS = F_COMPRESSION  # compression metadata and on: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
+_BLOCK = 3      # .. and for a block of entries (store/ledger.py)
+_U32 = struct.Struct("<I")
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
 
 
@@ -101,7 +104,9 @@ def _interleave_index(n: int, m: int) -> pa.Array:
 class _Chunk:
     """A chunk's entries joined in one buffer (plus padding), with each entry's bounds."""
 
-    def __init__(self, values: list):
+    def __init__(self, values: list | None):
+        if values is None:
+            return  # from_pieces fills it in
         self.n = n = len(values)
         joined = pa.array(values + [_PAD], pa.binary())  # joins in C, and gives the offsets
         if not isinstance(joined, pa.BinaryArray):  # past 2 GiB: int32 offsets cannot say
@@ -112,6 +117,57 @@ class _Chunk:
         self.u8 = pa.Array.from_buffers(pa.uint8(), offs[n + 1].as_py(), [None, self.buf])
         self.starts = offs.slice(0, n)
         self.ends = offs.slice(1, n)
+
+    @classmethod
+    def from_pieces(cls, pieces: list) -> "_Chunk":
+        """The chunk of the entries in store/ledger.py's scan_pieces pieces, taking blocks of
+        entries whole: a block's bytes are copied once into the buffer and its header's end
+        offsets become the entries' bounds by one shift per block, with no Python object per
+        entry."""
+        bodies, ends_raw, run_ends, shifts = [], [], [], []
+        total = count = 0
+        for v, lo, hi in pieces:
+            if v[0] == _BLOCK:
+                n = _U32.unpack_from(v, 1)[0]
+                base = 5 + 4 * n
+                a = _U32.unpack_from(v, 1 + 4 * lo)[0] if lo else 0
+                b = _U32.unpack_from(v, 1 + 4 * hi)[0]
+                # As codec.block_ends checks: the header's last end is the body's size.
+                if hi > n or not a <= b <= len(v) - base \
+                        or _U32.unpack_from(v, 1 + 4 * n)[0] != len(v) - base:
+                    raise Unsupported("a block of entries has a bad header")
+                mv = memoryview(v)
+                bodies.append(mv[base + a:base + b])
+                ends_raw.append(mv[5 + 4 * lo:5 + 4 * hi])
+                shifts.append(total - a)
+                total += b - a
+            else:
+                bodies.append(v)
+                ends_raw.append(_U32.pack(len(v)))
+                shifts.append(total)
+                total += len(v)
+            count += hi - lo
+            run_ends.append(count)
+        if total + len(_PAD) >= 1 << 31:
+            raise Unsupported("a chunk too large for one buffer")
+        bodies.append(_PAD)
+        c = cls(None)
+        c.n = count
+        c.buf = pa.py_buffer(b"".join(bodies))
+        c.u8 = pa.Array.from_buffers(pa.uint8(), total + len(_PAD), [None, c.buf])
+        ends = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(
+            b"".join(ends_raw))]).cast(pa.int64())
+        if len(pieces) == 1:
+            ends = pc.add(ends, _s(shifts[0])) if shifts[0] else ends
+        else:
+            ends = pc.add(ends, pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(
+                pa.array(run_ends, pa.int32()), pa.array(shifts, pa.int64()))))
+        c.ends = ends
+        c.starts = pa.concat_arrays([pa.array([0], pa.int64()), ends.slice(0, count - 1)])
+        # Entries must lie in order in the buffer (the kernels cut pieces by these bounds).
+        if pc.all(pc.less_equal(c.starts, c.ends)).as_py() is False:
+            raise Unsupported("a block of entries has a bad header")
+        return c
 
     def byte(self, pos) -> pa.Array:
         """The byte at each position, as uint8 (compared with _u8 scalars: a scalar of
@@ -379,6 +435,30 @@ def _properties(c: _Chunk, count, valid, keys, vals, typ) -> pa.Array:
     return pa.MapArray.from_arrays(offsets, k_arr, v_arr, type=typ)
 
 
+def _first(pieces: list) -> bytes:
+    """The first two bytes of the first entry of pieces."""
+    v, lo, _hi = pieces[0]
+    if v[0] != _BLOCK:
+        return v[:2]
+    at = 5 + 4 * _U32.unpack_from(v, 1)[0] + (_U32.unpack_from(v, 1 + 4 * lo)[0] if lo else 0)
+    return v[at:at + 2]
+
+
+def decode_pieces(pieces: list, need: frozenset, types: dict) -> Columns | None:
+    """decode() of the entries of store/ledger.py's scan_pieces pieces, taking blocks whole
+    (for pieces that are mostly single entries, decode(values) joins them faster); None as
+    decode() says."""
+    if not pieces:
+        return None
+    v0 = _first(pieces)
+    if len(v0) < 2 or v0[0] != _PLAIN or not 0x90 <= v0[1] <= 0x90 + MAX_FIELDS:
+        return None  # the first entry rules the chunk out (a batch, say): join nothing
+    try:
+        return _decode(_Chunk.from_pieces(pieces), need, types)
+    except (Unsupported, pa.ArrowException, IndexError, OverflowError, struct.error):
+        return None
+
+
 def decode(values: list, need: frozenset, types: dict) -> Columns | None:
     """The fields need (indexes above) of every entry as Arrow arrays, or None when an entry
     is outside what this reads. types gives the Arrow type of the string and binary fields
@@ -389,32 +469,36 @@ def decode(values: list, need: frozenset, types: dict) -> Columns | None:
     if len(v0) < 2 or v0[0] != _PLAIN or not 0x90 <= v0[1] <= 0x90 + MAX_FIELDS:
         return None  # the first entry rules the chunk out (a batch, say): join nothing
     try:
-        c = _Chunk(values)
-        w = _Walk(c)
-        out = {}
-        last = max(need) if need else -1
-        for f in range(last + 1):
-            kind = _KIND[f]
-            present = w.presence(f)
-            if kind == "int":
-                got = w.int(f, present)
-            elif kind == "map":
-                got = w.properties(f, present)
-            else:
-                table = STR_HEAD if kind == "str" else BIN_HEAD if kind == "bin" else ANY_HEAD
-                got = w.bytes(f, table, present)
-            if f in need:
-                out[f] = got
-        w.check_within()
-        arrays = {}
-        for f, v in out.items():
-            kind = _KIND[f]
-            if kind == "int":
-                arrays[f] = v
-            elif kind == "map":
-                arrays[f] = _properties(c, *v, types[f])
-            else:
-                arrays[f] = _cut(c.buf, *v, types[f])
-        return Columns(c.n, arrays)
+        return _decode(_Chunk(values), need, types)
     except (Unsupported, pa.ArrowException, IndexError, OverflowError):
         return None
+
+
+def _decode(c: _Chunk, need: frozenset, types: dict) -> Columns:
+    """The fields need of every entry of chunk c (the work of decode())."""
+    w = _Walk(c)
+    out = {}
+    last = max(need) if need else -1
+    for f in range(last + 1):
+        kind = _KIND[f]
+        present = w.presence(f)
+        if kind == "int":
+            got = w.int(f, present)
+        elif kind == "map":
+            got = w.properties(f, present)
+        else:
+            table = STR_HEAD if kind == "str" else BIN_HEAD if kind == "bin" else ANY_HEAD
+            got = w.bytes(f, table, present)
+        if f in need:
+            out[f] = got
+    w.check_within()
+    arrays = {}
+    for f, v in out.items():
+        kind = _KIND[f]
+        if kind == "int":
+            arrays[f] = v
+        elif kind == "map":
+            arrays[f] = _properties(c, *v, types[f])
+        else:
+            arrays[f] = _cut(c.buf, *v, types[f])
+    return Columns(c.n, arrays)
