@@ -187,19 +187,22 @@ class Env:
                 f"{' and '.join(map(str, READABLE_FORMATS))}")
 
     # -- transactions --------------------------------------------------------------------------
-    def _begin(self, write: bool):
+    def _begin(self, write: bool, buffers: bool = False):
         if os.getpid() != self._pid:
             raise StoreError("an LMDB environment cannot be used across fork(); open the store again")
         try:
-            return self._env.begin(write=write)
+            return self._env.begin(write=write, buffers=buffers)
         except lmdb.MapResizedError:
             # Another process grew the map: adopt its size and go on.
             self._env.set_mapsize(0)
-            return self._env.begin(write=write)
+            return self._env.begin(write=write, buffers=buffers)
 
     @contextmanager
-    def read(self):
-        txn = self._begin(False)
+    def read(self, buffers: bool = False):
+        """A read transaction. With buffers, the values it reads are memoryviews into the
+        map, not copies: valid only until the transaction ends, for a reader that copies what
+        it keeps (a bulk reader saves copying every value twice)."""
+        txn = self._begin(False, buffers)
         try:
             yield txn
         except lmdb.Error as exc:

@@ -212,6 +212,17 @@ class Broker:
         except StoreError as exc:
             raise _store_failure(exc) from None
 
+    def read_in_place(self, fn, *args, **kwargs):
+        """read(), in a transaction whose values are memoryviews into the store's map (no
+        copy): valid only while fn runs, so fn must copy whatever it returns. For bulk readers
+        that copy the entries once anyway (the Spark source)."""
+        try:
+            with self.env.read(buffers=True) as txn:
+                ctx = Ctx(self, txn, self._clock_for(txn).now_ms(), False)
+                return fn(ctx, *args, **kwargs)
+        except StoreError as exc:
+            raise _store_failure(exc) from None
+
     def close(self) -> None:
         if self._np is not None:
             self._np.close()

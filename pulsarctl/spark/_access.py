@@ -421,7 +421,8 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             columnar_tried = True
         else:
             columnar_tried = False
-        values = values_of(pieces)
+        # The transaction hands out views into the map: what is kept past it is copied.
+        values = [bytes(v) for v in values_of(pieces)]
         if columnar is not None and not columnar_tried:
             # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
             from pulsarctl.spark import _columnar
@@ -452,7 +453,7 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             rows, recs = whole_messages(ctx, info, rows, recs)
             return stop, rows, recs
         return stop, IdColumns(runs), recs
-    return b.read(run)
+    return b.read_in_place(run)
 
 
 def current(b, names_ml: dict) -> dict:
