@@ -149,7 +149,7 @@ class ManagedLedgers:
         self.rollover_entries = rollover_entries
         self._entries = env.db["entries"]
         # The block read last, for the reads of its neighbours in the same transaction:
-        # (txn, ledger id, first entry id, last entry id, value).
+        # (txn, ledger id, first entry id, last entry id, value, body start, entry ends).
         self._block = None
         # (location, ledger id, entries) -> the ledger's entry bytes, indexed by entry id.
         self.offloaded_reader = offloaded_reader
@@ -264,8 +264,7 @@ class ManagedLedgers:
         cached = self._block
         if cached is not None and cached[0] is txn and cached[1] == ledger_id \
                 and cached[2] <= entry_id <= cached[3]:
-            return codec.block_entries(cached[4], entry_id - cached[2],
-                                       entry_id - cached[2] + 1)[0]
+            return _entry_of(cached, entry_id)
         cur = txn.cursor(db=self._entries)
         if not cur.set_range(_pair(ledger_id, entry_id)):
             return None
@@ -279,9 +278,10 @@ class ManagedLedgers:
         if entry_id < first:
             return None
         # Readers of one entry often read its neighbours next (a dispatch, a peek): keep the
-        # block for the rest of this transaction.
-        self._block = (txn, ledger_id, first, last, v)
-        return codec.block_entries(v, entry_id - first, entry_id - first + 1)[0]
+        # block, its header read, for the rest of this transaction.
+        _n, base, ends = codec.block_ends(v)
+        self._block = block = (txn, ledger_id, first, last, v, base, ends)
+        return _entry_of(block, entry_id)
 
     def _stored(self, txn, lid: int, e0: int, k: int):
         """Yield (first entry id, value, lo, hi) for the stored values holding entries
@@ -447,6 +447,13 @@ class ManagedLedgers:
             txn.delete(keys.u64(row[0]), db=self.env.db["owners"])
         txn.delete(keys.u64(info.ml_id), db=self.env.db["mledgers"])
         txn.delete(info.name.encode(), db=self.env.db["names"])
+
+
+def _entry_of(block: tuple, entry_id: int):
+    """Entry entry_id of a kept block (ManagedLedgers._block)."""
+    i = entry_id - block[2]
+    base, ends = block[5], block[6]
+    return block[4][base + (ends[i - 1] if i else 0):base + ends[i]]
 
 
 def values_of(pieces: list) -> list:
