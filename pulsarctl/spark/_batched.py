@@ -6,14 +6,17 @@ decoding as broker/unpack.py's batch_columns, columnar: unpack.records makes a r
 message (unpack.expand), which would then be transposed back into columns, and that made a
 batched topic read nearly three times slower than a plain one.
 
-Even a list per column was most of the cost: msgpack made a dict per message for the
+Even a list per column was most of what was left: msgpack made a dict per message for the
 properties (with two new strings each), though a producer's messages nearly always carry the
-same map, or none. So a batch's serialized columns are first only measured (msgpack's skip,
-which makes no objects), and each column this read needs is then looked at as bytes: a column
-that is one value n times is that value's bytes n times over (msgpack is prefix-free, so if
-the first n-th of the bytes is exactly one value, every n-th is that value), and becomes a run
-(value, n) that Arrow repeats, without a Python object per message. Other columns are decoded
-as before. A column the schema does not ask for is never decoded.
+same map, or none. So a batch's columns are read with one msgpack unpacker, and each column
+but the payloads is first looked at as bytes: a column that is one value n times is that
+value's bytes n times over (msgpack's skip measures the first value; msgpack is prefix-free,
+so n copies of exactly one value's bytes are n times that value), and becomes a run (value,
+n) that Arrow repeats, without a Python object per message. Other columns are decoded as
+lists, and a column the schema does not ask for is skipped, never decoded. Next batches of a
+chunk share their runs (the same map stored alike), their sequence ids (a range while they
+run on by one) and their message ids' kernels (arrow_columns.entry_ids). In-process, 1M
+messages of 100 B in batches of 1000 with a key and a property each: 0.38 s to 0.14 s.
 
 Plain entries among them (a batch of one is stored plain) are read here too, compressed ones
 decompressed. A chunk holding a chunked message's entry is left to the Python path (decode()
@@ -42,6 +45,7 @@ _unpackb = msgpack.unpackb
 _Unpacker = msgpack.Unpacker
 _PLAIN = 1          # store/codec.py's version byte of a plain msgpack value
 _NIL = 0xC0         # msgpack's nil: a column no message of the batch sets
+_NIL_BYTES = bytes([_NIL])
 RUN_MIN = 16        # a run shorter than this is added to the column's list (Arrow calls cost)
 
 
@@ -59,33 +63,38 @@ def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
 
 
 class _Column:
-    """One column of a chunk as it is read: values in a list, and runs (value, n) of a
-    value n times kept apart when long (parts: lists and runs, in order)."""
-    __slots__ = ("parts", "flat")
+    """One column of a chunk as it is read: values in a list, and runs (value, n) of a value
+    n times kept apart when long (parts: lists and runs, in order). last: the stored bytes of
+    the value of the last part when it is a run."""
+    __slots__ = ("parts", "flat", "last")
 
     def __init__(self):
         self.parts = []
         self.flat = []
+        self.last = None
 
     def extend(self, values: list):
         self.flat += values
 
-    def run(self, value, n: int):
+    def run(self, value, n: int, unit: bytes):
         if n < RUN_MIN:
             self.flat += [value] * n
             return
         if self.flat:
             self.parts.append(self.flat)
             self.flat = []
-        elif self.parts and self.parts[-1][0] == value and type(self.parts[-1]) is tuple:
-            # The next batch of the same map (the usual case): one run for both.
+        elif unit == self.last:
+            # The next batch of the same map (the usual case): one run for both. Equal as
+            # stored, not as Python values: {"a": 1} == {"a": True}, and a map's key order.
             self.parts[-1] = (value, self.parts[-1][1] + n)
             return
         self.parts.append((value, n))
+        self.last = unit
 
     def done(self) -> list:
         if self.flat:
             self.parts.append(self.flat)
+            self.flat = []
         return self.parts
 
 
@@ -119,7 +128,7 @@ def _decode(runs, recs, need, types):
                         else:
                             seq.append(_Range(first, first + n))
                     else:
-                        seq.append(sq if type(sq) is tuple else pa.array(sq, pa.int64()))
+                        seq.append(sq[:2] if type(sq) is tuple else pa.array(sq, pa.int64()))
                 if want[PROPS]:
                     _add(props, pr, n)
                 if want[KEY]:
@@ -128,7 +137,7 @@ def _decode(runs, recs, need, types):
                     if ev is None:
                         events.append((0, n))
                     else:
-                        events.append(ev if type(ev) is tuple else pa.array(ev, pa.int64()))
+                        events.append(ev[:2] if type(ev) is tuple else pa.array(ev, pa.int64()))
                 continue
             payload = r[PAYLOAD]
             if len(r) > F_COMPRESSION:
@@ -166,9 +175,10 @@ def _decode(runs, recs, need, types):
 
 
 def _add(col: _Column, got, n: int):
-    """A batch's column into the chunk's: None (no message sets it: n Nones), a run, a list."""
+    """A batch's column into the chunk's: None (no message sets it: n Nones), a run (value,
+    n, its stored bytes) or a list."""
     if got is None:
-        col.run(None, n)
+        col.run(None, n, _NIL_BYTES)
     elif type(got) is tuple:
         col.run(*got)
     else:
@@ -178,7 +188,8 @@ def _add(col: _Column, got, n: int):
 def _batch(rec: list, where: str, wanted: tuple) -> tuple:
     """A batch entry's message count and its columns [payloads, properties, keys, ordering
     keys, event times, sequence ids], each None where no message sets it or wanted says it is
-    not read, else a list or a run (value, n), payloads always a list."""
+    not read, else a list or a run (value, n, its stored bytes: _column), payloads always a
+    list. A serialized batch the unpacker cannot read goes to batch_columns, which raises."""
     body = stored_payload(rec, where)
     try:
         got = _read_body(body, wanted) if body[0] == _PLAIN else None
@@ -218,6 +229,7 @@ def _read_body(body, wanted: tuple) -> tuple | None:
 
 
 def _unpacker(data):
+    """An unpacker over data (it copies them: a memoryview may be given)."""
     u = _Unpacker(raw=False, strict_map_key=False, max_buffer_size=0)
     u.feed(data)
     return u
@@ -252,7 +264,8 @@ def _column(u, base: int, view, a: int, n: int) -> tuple:
         unit = bytes(view[start:start + step])
         if bytes(view[start + step:start + 2 * step]) == unit and \
                 bytes(view[start:end]) == unit * n:
-            return (_unpackb(unit, raw=False, strict_map_key=False), n), _unpacker(view[end:]), end
+            value = _unpackb(unit, raw=False, strict_map_key=False)
+            return (value, n, unit), _unpacker(view[end:]), end
     u = _unpacker(view[a:])
     return u.unpack(), u, a
 
