@@ -197,7 +197,9 @@ def _batch(rec: list, where: str, wanted: tuple) -> tuple:
         got = None
     if got is None:
         cols = batch_columns(rec, where)
-        return (len(cols[0]),) + tuple(c if w else None for c, w in zip(cols[:6], wanted))
+        # An empty column is one no message sets, as the unpacker's path reads it.
+        return (len(cols[0]),) + tuple(c or None if w else None
+                                       for c, w in zip(cols[:6], wanted))
     return got
 
 

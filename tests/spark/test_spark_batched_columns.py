@@ -190,6 +190,24 @@ def test_narrow_schemas_read_the_same_rows(stores, names):
         assert got == [{k: r[k] for k in names} for r in expected]
 
 
+def test_a_batch_the_unpacker_does_not_read_is_read_by_batch_columns():
+    """Columns written empty ([] for none set, as no writer here does) or of another length
+    than the payloads go to batch_columns; empty ones read as unset, as they always did."""
+    from pulsarctl.entries import Entry  # lazy: only this test builds an entry by hand
+
+    body = codec.encode([[b"a", b"b", b"c"], [], ["k", "k", "k"], None, [], [7, 8, 9]])
+    rec = Entry(1_790_000_000_000, "p", 7, body, num_messages=3).to_stored()
+    assert _batched._batch(rec, "1:2", (True,) * 6) == (
+        3, [b"a", b"b", b"c"], None, ["k", "k", "k"], None, None, [7, 8, 9])
+    body = codec.encode([[b"a", b"b"], [{"a": "1"}] * 2, ["k", "k"], None, None, None])
+    rec = Entry(1_790_000_000_000, "p", 7, body, num_messages=2).to_stored()
+    assert _batched._batch(rec, "1:3", (True,) * 6) == (
+        2, [b"a", b"b"], ({"a": "1"}, 2, codec.pack_raw({"a": "1"})),
+        ("k", 2, codec.pack_raw("k")), None, None, None)
+    assert _batched._batch(rec, "1:3", (False, True, False, False, False, False)) == (
+        2, None, ({"a": "1"}, 2, codec.pack_raw({"a": "1"})), None, None, None, None)
+
+
 def test_properties_runs_equal_properties_array():
     """The parts of a column (lists, runs) give what one list of its values would, the text
     fallback for non-string values included (it then applies to the whole column)."""
