@@ -668,6 +668,9 @@ def record_problem(db: str, key: bytes, value: bytes) -> str | None:
                 inner = codec.block_entries(value)
                 if len(inner) > last + 1:
                     return "its block holds more entries than its key leaves room for"
+                shared = codec.block_prefix(value)
+                if any(len(v) < shared or v[:shared] != inner[0][:shared] for v in inner):
+                    return "its entries do not share the prefix its block's header says"
                 for i, v in enumerate(inner, last - len(inner) + 1):
                     try:
                         codec.decode(v)

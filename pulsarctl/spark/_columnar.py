@@ -34,6 +34,7 @@ _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "ma
 MAX_FIELDS = F_COMPRESSION  # compression metadata and on: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
 _BLOCK = 3      # .. and for a block of entries (store/ledger.py)
+_HEAD = 9       # a block's tag, entry count and shared prefix length (store/codec.py)
 _U32 = struct.Struct("<I")
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
 
@@ -104,6 +105,9 @@ def _interleave_index(n: int, m: int) -> pa.Array:
 class _Chunk:
     """A chunk's entries joined in one buffer (plus padding), with each entry's bounds."""
 
+    heads = None      # from_pieces: per piece, the bytes each of its entries starts with
+    run_ends = None   # .. and the count of entries up to the end of each piece
+
     def __init__(self, values: list | None):
         if values is None:
             return  # from_pieces fills it in
@@ -124,26 +128,30 @@ class _Chunk:
         entries whole: a block's bytes are copied once into the buffer and its header's end
         offsets become the entries' bounds by one shift per block, with no Python object per
         entry."""
-        bodies, ends_raw, run_ends, shifts = [], [], [], []
+        bodies, ends_raw, run_ends, shifts, heads = [], [], [], [], []
         total = count = 0
         for v, lo, hi in pieces:
             if v[0] == _BLOCK:
                 n = _U32.unpack_from(v, 1)[0]
-                base = 5 + 4 * n
-                a = _U32.unpack_from(v, 1 + 4 * lo)[0] if lo else 0
-                b = _U32.unpack_from(v, 1 + 4 * hi)[0]
+                base = _HEAD + 4 * n
+                a = _U32.unpack_from(v, 5 + 4 * lo)[0] if lo else 0
+                b = _U32.unpack_from(v, 5 + 4 * hi)[0]
+                first = _U32.unpack_from(v, _HEAD)[0]
                 # As codec.block_ends checks: the header's last end is the body's size.
                 if hi > n or not a <= b <= len(v) - base \
-                        or _U32.unpack_from(v, 1 + 4 * n)[0] != len(v) - base:
+                        or _U32.unpack_from(v, 5 + 4 * n)[0] != len(v) - base:
                     raise Unsupported("a block of entries has a bad header")
                 mv = memoryview(v)
                 bodies.append(mv[base + a:base + b])
-                ends_raw.append(mv[5 + 4 * lo:5 + 4 * hi])
+                ends_raw.append(mv[_HEAD + 4 * lo:_HEAD + 4 * hi])
+                # The bytes every entry of the block starts with (at most its first entry).
+                heads.append(mv[base:base + min(_U32.unpack_from(v, 5)[0], first)])
                 shifts.append(total - a)
                 total += b - a
             else:
                 bodies.append(v)
                 ends_raw.append(_U32.pack(len(v)))
+                heads.append(v)  # a single entry shares all of itself
                 shifts.append(total)
                 total += len(v)
             count += hi - lo
@@ -153,6 +161,7 @@ class _Chunk:
         bodies.append(_PAD)
         c = cls(None)
         c.n = count
+        c.heads, c.run_ends = heads, run_ends
         c.buf = pa.py_buffer(b"".join(bodies))
         c.u8 = pa.Array.from_buffers(pa.uint8(), total + len(_PAD), [None, c.buf])
         ends = pa.Array.from_buffers(pa.uint32(), count, [None, pa.py_buffer(
@@ -160,8 +169,7 @@ class _Chunk:
         if len(pieces) == 1:
             ends = pc.add(ends, _s(shifts[0])) if shifts[0] else ends
         else:
-            ends = pc.add(ends, pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(
-                pa.array(run_ends, pa.int32()), pa.array(shifts, pa.int64()))))
+            ends = pc.add(ends, _runs_decoded(run_ends, pa.array(shifts, pa.int64())))
         c.ends = ends
         c.starts = pa.concat_arrays([pa.array([0], pa.int64()), ends.slice(0, count - 1)])
         # Entries must lie in order in the buffer (the kernels cut pieces by these bounds).
@@ -221,6 +229,9 @@ class _Walk:
 
     def __init__(self, chunk: _Chunk):
         self.c = chunk
+        self.known: dict = {}  # field -> its values, read from the pieces' shared prefixes
+        if chunk.heads is not None and self._from_heads(chunk):
+            return
         if _min_max(chunk.byte(chunk.starts)) != (_PLAIN, _PLAIN):
             raise Unsupported("an entry is not plain msgpack")
         head = chunk.byte(pc.add(chunk.starts, _s(1)))
@@ -230,6 +241,35 @@ class _Walk:
         self.fewest, self.most = lo - 0x90, hi - 0x90
         self.fields = pc.subtract(head.cast(pa.int64()), _s(0x90)) if lo != hi else None
         self.pos = pc.add(chunk.starts, _s(2))
+
+    def _from_heads(self, chunk: _Chunk) -> bool:
+        """Take the fields every piece's entries share in their first bytes (publish time and
+        producer, for entries appended together) once per piece, and start the walk after
+        them; False (nothing done) when some piece shares too little to say."""
+        seen: dict = {}  # pieces of one publish share their heads: parse each kind once
+        parsed = []
+        for h in chunk.heads:
+            key = bytes(h)
+            got = seen.get(key)
+            if got is None:
+                got = seen[key] = _leading(key)
+            parsed.append(got)
+        k = min(p[1] for p in parsed)
+        if k == 0:
+            return False
+        counts = [p[0] for p in parsed]
+        lo, hi = min(counts), max(counts)
+        if lo > MAX_FIELDS or hi > MAX_FIELDS:
+            raise Unsupported("an entry has metadata beyond its event time")
+        self.fewest, self.most = lo, hi
+        self.fields = None if lo == hi else _per_piece(chunk.run_ends, counts, pa.int64())
+        for f in range(k):
+            kind = _KIND[f]
+            typ = pa.int64() if kind == "int" else pa.string() if kind == "str" else pa.binary()
+            self.known[f] = _per_piece(chunk.run_ends, [p[2][f] for p in parsed], typ)
+        self.pos = pc.add(chunk.starts, _per_piece(chunk.run_ends, [p[3][k - 1] for p in parsed],
+                                                   pa.int64()))
+        return True
 
     def presence(self, f: int):
         """None: every entry has field f; False: none has; else a mask of those that do."""
@@ -370,6 +410,84 @@ class _Walk:
             raise Unsupported("an entry is shorter than its fields")
 
 
+def _per_piece(run_ends: list, values: list, typ) -> pa.Array:
+    """Each piece's value repeated for its entries (run_ends: the entry count up to the end
+    of each piece)."""
+    if len(values) == 1 or values.count(values[0]) == len(values):
+        return pa.repeat(pa.scalar(values[0], typ), run_ends[-1])
+    return _runs_decoded(run_ends, pa.array(values, typ))
+
+
+def _runs_decoded(run_ends: list, values: pa.Array) -> pa.Array:
+    """values[i] repeated up to run_ends[i], as a plain array. Made from buffers: Arrow's
+    RunEndEncodedArray.from_arrays tries to import pandas at every call (34 us here)."""
+    ree = pa.RunEndEncodedArray.from_buffers(
+        pa.run_end_encoded(pa.int32(), values.type), run_ends[-1], [None], 0,
+        children=[pa.array(run_ends, pa.int32()), values])
+    return pc.run_end_decode(ree)
+
+
+_LEAD_INT = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+             0xD2: ">i", 0xD3: ">q"}
+_LEAD_LEN = {0xD9: ">B", 0xDA: ">H", 0xDB: ">I", 0xC4: ">B", 0xC5: ">H", 0xC6: ">I"}
+
+
+def _leading(head) -> tuple:
+    """(field count, k, values, ends) of the first k fields that lie whole in head, the
+    first bytes of a plain entry (the fields _KIND calls int, str or bin only; k 0 when
+    head says nothing: too short, or not a plain entry)."""
+    if len(head) < 2 or head[0] != _PLAIN or not 0x90 <= head[1] <= 0x9F:
+        return 0, 0, [], []
+    count = head[1] - 0x90
+    at, values, ends = 2, [], []
+    for f in range(min(count, MAX_FIELDS)):
+        kind = _KIND[f]
+        if at >= len(head) or kind not in ("int", "str", "bin"):
+            break
+        h = head[at]
+        if h == NIL:
+            value, at = None, at + 1
+        elif kind == "int":
+            if h <= 0x7F or h >= 0xE0:
+                value, at = (h if h <= 0x7F else h - 256), at + 1
+            elif h in _LEAD_INT:
+                fmt = _LEAD_INT[h]
+                size = struct.calcsize(fmt)
+                if at + 1 + size > len(head):
+                    break
+                value = struct.unpack_from(fmt, head, at + 1)[0]
+                if value >= 1 << 63:
+                    raise Unsupported("an unsigned 64-bit value beyond int64")
+                at += 1 + size
+            else:
+                raise Unsupported(f"field {f} has an unexpected type")
+        else:
+            if kind == "str" and 0xA0 <= h <= 0xBF:
+                n, at = h & 0x1F, at + 1
+            elif h in _LEAD_LEN and (h >= 0xD9) == (kind == "str"):
+                fmt = _LEAD_LEN[h]
+                size = struct.calcsize(fmt)
+                if at + 1 + size > len(head):
+                    break
+                n, at = struct.unpack_from(fmt, head, at + 1)[0], at + 1 + size
+            else:
+                raise Unsupported(f"field {f} has an unexpected type")
+            if at + n > len(head):
+                break
+            raw = bytes(head[at:at + n])
+            at += n
+            if kind == "str":
+                try:
+                    value = raw.decode()
+                except UnicodeDecodeError:
+                    raise Unsupported("a string that is not UTF-8") from None
+            else:
+                value = raw
+        values.append(value)
+        ends.append(at)
+    return count, len(values), values, ends
+
+
 def _pieces(buf, start, end) -> pa.Array:
     """buf[start:end] of each row as a binary array. The caller makes sure that the pieces
     lie in order inside buf (start <= end <= the next start; buf is under 2 GiB).
@@ -440,7 +558,7 @@ def _first(pieces: list) -> bytes:
     v, lo, _hi = pieces[0]
     if v[0] != _BLOCK:
         return v[:2]
-    at = 5 + 4 * _U32.unpack_from(v, 1)[0] + (_U32.unpack_from(v, 1 + 4 * lo)[0] if lo else 0)
+    at = _HEAD + 4 * _U32.unpack_from(v, 1)[0] + (_U32.unpack_from(v, 5 + 4 * lo)[0] if lo else 0)
     return v[at:at + 2]
 
 
@@ -481,6 +599,10 @@ def _decode(c: _Chunk, need: frozenset, types: dict) -> Columns:
     last = max(need) if need else -1
     for f in range(last + 1):
         kind = _KIND[f]
+        if f in w.known:
+            if f in need:
+                out[f] = w.known[f]
+            continue
         present = w.presence(f)
         if kind == "int":
             got = w.int(f, present)
@@ -497,6 +619,8 @@ def _decode(c: _Chunk, need: frozenset, types: dict) -> Columns:
         kind = _KIND[f]
         if kind == "int":
             arrays[f] = v
+        elif f in w.known:
+            arrays[f] = v if v.type == types[f] else v.cast(types[f])
         elif kind == "map":
             arrays[f] = _properties(c, *v, types[f])
         else:

@@ -67,7 +67,7 @@ SCHEMA = StructType([
 ])
 COLUMNS = tuple(f.name for f in SCHEMA.fields)
 
-CHUNK_ENTRIES = 20_000          # entries per read transaction and Arrow batch
+CHUNK_ENTRIES = 10_000          # entries per read transaction and Arrow batch
 CHUNK_BYTES = 32 * 1024 * 1024  # payload bytes per chunk, whatever the entry count
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # until a split's first chunk shows what entries hold
 
