@@ -668,15 +668,17 @@ def record_problem(db: str, key: bytes, value: bytes) -> str | None:
                 inner = codec.block_entries(value)
                 if len(inner) > last + 1:
                     return "its block holds more entries than its key leaves room for"
-                shared = codec.block_prefix(value)
-                if any(len(v) < shared or v[:shared] != inner[0][:shared] for v in inner):
-                    return "its entries do not share the prefix its block's header says"
                 for i, v in enumerate(inner, last - len(inner) + 1):
                     try:
                         codec.decode(v)
                     except Exception as exc:  # msgpack, lz4 and the codec each raise their own
                         return (f"entry {i} of its block cannot be decoded "
                                 f"({type(exc).__name__}: {exc})")
+                shared = codec.block_prefix(value)
+                for i, v in enumerate(inner, last - len(inner) + 1):
+                    if len(v) < shared or v[:shared] != inner[0][:shared]:
+                        return (f"entry {i} of its block does not start with the {shared} "
+                                "bytes its block's header says its entries share")
             else:
                 codec.decode(value)
         except Exception as exc:  # msgpack, lz4 and the codec each raise their own

@@ -172,6 +172,18 @@ def test_deep_check_reads_into_blocks(env):
     assert "cannot be decoded" in record_problem("entries", keys.pair(1, 1), bad_inner)
     short = good[:-3]
     assert "cannot be decoded" in record_problem("entries", keys.pair(1, 1), short)
+    # Entries appended together share their first bytes (publish time, producer); the header
+    # says how many, and a block whose entry no longer starts with them is damaged, even when
+    # that entry still decodes (a bulk reader takes those fields from the first entry).
+    same = [codec.encode([1_790_000_000_000, "producer", i, b"x"]) for i in range(3)]
+    block = codec.pack_block(same)
+    assert codec.block_prefix(block) == len(codec.encode([1_790_000_000_000, "producer"]))
+    assert record_problem("entries", keys.pair(1, 2), block) is None
+    changed = bytearray(block)
+    at = len(block) - len(same[2]) + 4    # a byte of the third entry's publish time
+    changed[at] ^= 1
+    why = record_problem("entries", keys.pair(1, 2), bytes(changed))
+    assert why.startswith("entry 2 of its block does not start with the"), why
 
 
 def test_a_format_1_store_reads_and_is_marked_2_when_opened_for_writing(tmp_path):
