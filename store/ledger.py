@@ -30,8 +30,8 @@ DEFAULT_ROLLOVER_ENTRIES = 50_000
 # A block's limits. A point read copies its whole block out of LMDB, so blocks stay small
 # enough for that to cost a few microseconds; big enough that a bulk reader's per-block work is
 # nothing beside its per-entry work.
-BLOCK_ENTRIES = 256
-BLOCK_BYTES = 32 * 1024
+BLOCK_ENTRIES = 1024
+BLOCK_BYTES = 128 * 1024
 
 _encode = codec.encode
 _pair = keys.pair

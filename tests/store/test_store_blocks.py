@@ -16,6 +16,7 @@ from store.ledger import BLOCK_BYTES, BLOCK_ENTRIES, values_of
 from simclock import START_MS as T0  # noqa: E402
 
 NAME = "persistent://public/default/t"
+N = 2 * BLOCK_ENTRIES + 88   # two full blocks and part of a third
 
 
 def value(i: int, size: int = 0) -> bytes:
@@ -59,19 +60,19 @@ def every_read(env, ml, info, start=0, end=None) -> dict:
 
 def test_entries_appended_together_share_keys_and_read_back_exactly(env):
     ml = ManagedLedgers(env)
-    info, every = append_all(env, ml, [[value(i) for i in range(600)]])
+    info, every = append_all(env, ml, [[value(i) for i in range(N)]])
     stored = raw_keys(env)
-    # 600 small entries: blocks of BLOCK_ENTRIES, keyed by each block's last entry id.
+    # N small entries: blocks of BLOCK_ENTRIES, keyed by each block's last entry id.
     lid = info.ledgers[0][0]
-    assert stored == [(lid, BLOCK_ENTRIES - 1), (lid, 2 * BLOCK_ENTRIES - 1), (lid, 599)]
+    assert stored == [(lid, BLOCK_ENTRIES - 1), (lid, 2 * BLOCK_ENTRIES - 1), (lid, N - 1)]
     got = every_read(env, ml, info)
     for name in ("read", "position", "scan", "values", "pieces"):
         assert got[name] == every, name
-    assert got["ids"] == [(o, lid, o) for o in range(600)]
-    assert got["runs"] == [(lid, 0, 600)]
+    assert got["ids"] == [(o, lid, o) for o in range(N)]
+    assert got["runs"] == [(lid, 0, N)]
     # Any window, starting and ending inside blocks.
-    got = every_read(env, ml, info, 100, 530)
-    assert got["scan"] == got["values"] == got["pieces"] == every[100:530]
+    got = every_read(env, ml, info, 100, N - 70)
+    assert got["scan"] == got["values"] == got["pieces"] == every[100:N - 70]
 
 
 def test_a_block_stops_at_its_byte_limit_and_a_large_entry_stands_alone(env):
@@ -139,7 +140,7 @@ def test_the_block_kept_for_neighbours_is_not_read_after_its_ledger_is_deleted(e
 
 def test_a_missing_block_is_a_ledger_error_and_a_gap_deep_check_reports(env, tmp_path):
     ml = ManagedLedgers(env)
-    info, every = append_all(env, ml, [[value(i) for i in range(600)]])
+    info, every = append_all(env, ml, [[value(i) for i in range(N)]])
     lid = info.ledgers[0][0]
     with env._env.begin(write=True) as txn:
         assert txn.delete(keys.pair(lid, 2 * BLOCK_ENTRIES - 1), db=env.db["entries"])
@@ -147,20 +148,21 @@ def test_a_missing_block_is_a_ledger_error_and_a_gap_deep_check_reports(env, tmp
         with pytest.raises(LedgerError, match=f"{lid}:{BLOCK_ENTRIES} is missing"):
             list(ml.scan(txn, info, 0))
         with pytest.raises(LedgerError):
-            ml.scan_pieces(txn, info, 300, 310)
-        assert ml.read(txn, info, 300) is None
+            ml.scan_pieces(txn, info, BLOCK_ENTRIES + 3, BLOCK_ENTRIES + 10)
+        assert ml.read(txn, info, BLOCK_ENTRIES + 3) is None
         assert ml.read(txn, info, 10) == every[10]
-        assert ml.read(txn, info, 599) == every[599]
+        assert ml.read(txn, info, N - 1) == every[N - 1]
     env.close()
     rep = deep_check(env.path)
-    assert any(f"lost {BLOCK_ENTRIES} of its 600 entries" in p and
+    assert any(f"lost {BLOCK_ENTRIES} of its {N} entries" in p and
                f"{BLOCK_ENTRIES}-{2 * BLOCK_ENTRIES - 1}" in p for p in rep.problems), \
         rep.problems
 
 
 def test_deep_check_reads_into_blocks(env):
     ml = ManagedLedgers(env)
-    info, _every = append_all(env, ml, [[value(i) for i in range(300)], [value(300)]])
+    info, _every = append_all(env, ml, [[value(i) for i in range(BLOCK_ENTRIES + 44)],
+                                         [value(BLOCK_ENTRIES + 44)]])
     env.close()
     rep = deep_check(env.path)
     assert rep.ok, rep.problems
