@@ -67,10 +67,7 @@ SCHEMA = StructType([
 ])
 COLUMNS = tuple(f.name for f in SCHEMA.fields)
 
-CHUNK_ENTRIES = 20_000          # entries per read transaction and Arrow batch
-# Messages per chunk where entries hold batches: their columns come as Python lists, and lists
-# of 20,000 outgrow the processor's caches (a batched topic read 1.2 times slower in Spark).
-BATCHED_CHUNK_MESSAGES = 10_000
+CHUNK_ENTRIES = 10_000          # entries per read transaction and Arrow batch
 CHUNK_BYTES = 32 * 1024 * 1024  # payload bytes per chunk, whatever the entry count
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # until a split's first chunk shows what entries hold
 
@@ -146,7 +143,7 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
                                             max_bytes, fail_on_loss and split.fail, columnar)
         if nxt > o:
             if len(recs) > nxt - o:
-                entries = max(1, min(chunk, BATCHED_CHUNK_MESSAGES) * (nxt - o) // len(recs))
+                entries = max(1, chunk * (nxt - o) // len(recs))
             else:
                 entries, max_bytes = chunk, CHUNK_BYTES
         if recs:
