@@ -664,19 +664,17 @@ def record_problem(db: str, key: bytes, value: bytes) -> str | None:
             return "its value is empty"
         try:
             if kind == "entry" and codec.is_block(value):  # several entries: each must decode
-                last = keys.unpack_pair(key)[1]
-                inner = codec.block_entries(value)
-                if len(inner) > last + 1:
+                inner = _block_decoded(key, value)
+                if inner[0][0] < 0:
                     return "its block holds more entries than its key leaves room for"
-                for i, v in enumerate(inner, last - len(inner) + 1):
-                    try:
-                        codec.decode(v)
-                    except Exception as exc:  # msgpack, lz4 and the codec each raise their own
+                for i, _v, exc in inner:
+                    if exc is not None:
                         return (f"entry {i} of its block cannot be decoded "
                                 f"({type(exc).__name__}: {exc})")
                 shared = codec.block_prefix(value)
-                for i, v in enumerate(inner, last - len(inner) + 1):
-                    if len(v) < shared or v[:shared] != inner[0][:shared]:
+                head = inner[0][1][:shared]
+                for i, v, _exc in inner:
+                    if len(v) < shared or v[:shared] != head:
                         return (f"entry {i} of its block does not start with the {shared} "
                                 "bytes its block's header says its entries share")
             else:
@@ -720,24 +718,31 @@ class DeepReport:
         return sum(d.lost for d in self.dbs.values())
 
 
+def _block_decoded(key: bytes, value: bytes) -> list[tuple]:
+    """(entry id, bytes, the exception decoding it raised or None) for each entry of a block,
+    its ids counted back from the one in its key."""
+    last = keys.unpack_pair(key)[1]
+    inner = codec.block_entries(value)
+    out = []
+    for i, v in enumerate(inner, last - len(inner) + 1):
+        try:
+            codec.decode(v)
+            out.append((i, v, None))
+        except Exception as exc:  # msgpack, lz4 and the codec each raise their own
+            out.append((i, v, exc))
+    return out
+
+
 def block_remains(key: bytes, value: bytes) -> list[tuple[bytes, bytes]]:
     """The entries of a damaged block of entries that still decode, each as a record of its
     own ((ledger id, entry id) -> entry): what a salvage keeps of it. Nothing when its header
     cannot be read."""
     try:
-        lid, last = keys.unpack_pair(key)
-        inner = codec.block_entries(value)
+        lid = keys.unpack_pair(key)[0]
+        inner = _block_decoded(key, value)
     except Exception:  # struct, the codec and slicing each raise their own
         return []
-    out = []
-    for i, v in enumerate(inner, last - len(inner) + 1):
-        try:
-            codec.decode(v)
-        except Exception:  # msgpack, lz4 and the codec each raise their own
-            continue
-        if i >= 0:
-            out.append((keys.pair(lid, i), v))
-    return out
+    return [(keys.pair(lid, i), v) for i, v, exc in inner if exc is None and i >= 0]
 
 
 def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport:

@@ -126,6 +126,26 @@ def block_ends(value) -> tuple:
     return n, base, ends
 
 
+def block_span(value, lo: int, hi: int) -> tuple:
+    """Where entries lo..hi-1 of a block lie, for a reader that takes its bytes whole without
+    a Python object per entry: (base, a, b, ends_from, ends_to, shared). The body starts at
+    base; the entries are the body's bytes a..b; their ends (u32 little-endian, counted from
+    the body's start) are value[ends_from:ends_to]; the body's first `shared` bytes are the
+    prefix every entry of the block starts with (within its first entry). CorruptValue when the
+    header does not agree with the value's size."""
+    n = _U32.unpack_from(value, 1)[0]
+    base = _HEAD + 4 * n
+    if not 0 <= lo < hi <= n or base > len(value) \
+            or _U32.unpack_from(value, base - 4)[0] != len(value) - base:
+        raise CorruptValue("a block of entries has a bad header")
+    a = _U32.unpack_from(value, _HEAD + 4 * (lo - 1))[0] if lo else 0
+    b = _U32.unpack_from(value, _HEAD + 4 * (hi - 1))[0]
+    if a > b:
+        raise CorruptValue("a block of entries has a bad header")
+    shared = min(_U32.unpack_from(value, 5)[0], _U32.unpack_from(value, _HEAD)[0])
+    return base, a, b, _HEAD + 4 * lo, _HEAD + 4 * hi, shared
+
+
 def block_entries(value, lo: int = 0, hi: int | None = None) -> list:
     """The entries lo..hi-1 of a block, as bytes."""
     n, base, ends = block_ends(value)

@@ -142,9 +142,9 @@ class Env:
                         self.db[name] = self._env.open_db(name.encode(), txn=txn)
                     meta = self.db["meta"]
                     raw = txn.get(b"format", db=meta)
-                    if not self.readonly and (raw is None or (
-                            codec.decode(raw) in READABLE_FORMATS
-                            and codec.decode(raw) != FORMAT_VERSION)):
+                    old = None if raw is None else codec.decode(raw)
+                    if not self.readonly and (old is None or (
+                            old in READABLE_FORMATS and old != FORMAT_VERSION)):
                         txn.put(b"format", codec.encode(FORMAT_VERSION), db=meta)
         except lmdb.Error as exc:
             raise _translate(exc, self.path) from exc
@@ -474,7 +474,7 @@ def salvage(src: str, dst: str) -> check.DeepReport:
         def on_bad(name, key, value):
             # A damaged block of entries loses only its entries that do not decode: the
             # others are saved as entries of their own.
-            if name == "entries" and value[:1] == bytes([codec.BLOCK]):
+            if name == "entries" and value and codec.is_block(value):
                 for k, v in check.block_remains(key, value):
                     on_record(name, k, v)
 

@@ -205,19 +205,17 @@ class Broker:
             raise _store_failure(exc) from None
 
     def read(self, fn, *args, **kwargs):
-        try:
-            with self.env.read() as txn:
-                ctx = Ctx(self, txn, self._clock_for(txn).now_ms(), False)
-                return fn(ctx, *args, **kwargs)
-        except StoreError as exc:
-            raise _store_failure(exc) from None
+        return self._read(False, fn, args, kwargs)
 
     def read_in_place(self, fn, *args, **kwargs):
         """read(), in a transaction whose values are memoryviews into the store's map (no
         copy): valid only while fn runs, so fn must copy whatever it returns. For bulk readers
         that copy the entries once anyway (the Spark source)."""
+        return self._read(True, fn, args, kwargs)
+
+    def _read(self, buffers: bool, fn, args, kwargs):
         try:
-            with self.env.read(buffers=True) as txn:
+            with self.env.read(buffers=buffers) as txn:
                 ctx = Ctx(self, txn, self._clock_for(txn).now_ms(), False)
                 return fn(ctx, *args, **kwargs)
         except StoreError as exc:

@@ -410,26 +410,21 @@ def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
             # recreated one (caught above), so there is nothing left to read.
             return end, [], []
         runs, pieces = ctx.ledgers.scan_pieces(ctx.txn, info, s, stop)
-        if columnar is not None and 2 * len(pieces) < stop - s:
-            # Mostly blocks of entries: the columns are read from the blocks' bytes whole.
-            # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-            from pulsarctl.spark import _columnar
-
-            cols = _columnar.decode_pieces(pieces, *columnar)
-            if cols is not None:
-                return stop, IdColumns(runs), cols
-            columnar_tried = True
-        else:
-            columnar_tried = False
         # The transaction hands out views into the map: what is kept past it is copied.
-        values = [bytes(v) for v in values_of(pieces)]
-        if columnar is not None and not columnar_tried:
+        values = None
+        if columnar is not None:
             # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
             from pulsarctl.spark import _columnar
 
-            cols = _columnar.decode(values, *columnar)
+            if 2 * len(pieces) < stop - s:  # mostly blocks: read from their bytes whole
+                cols = _columnar.decode_pieces(pieces, *columnar)
+            else:
+                values = [bytes(v) for v in values_of(pieces)]
+                cols = _columnar.decode(values, *columnar)
             if cols is not None:
                 return stop, IdColumns(runs), cols
+        if values is None:
+            values = [bytes(v) for v in values_of(pieces)]
         enabled = gc.isenabled()
         gc.disable()  # a chunk allocates many small lists; the collector only slows it down
         try:

@@ -27,14 +27,13 @@ from pulsarctl.entries import (
     F_PUBLISH_TIME as PUBLISH, F_SEQUENCE_ID as SEQ,
 )
 from pulsarctl.errors import Unsupported
+from store import codec
 
 # The fields of a stored entry (pulsarctl/entries.py) this reads, by index: PUBLISH .. EVENT.
 _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "map",
          KEY: "str", OKEY: "any", EVENT: "int"}
 MAX_FIELDS = F_COMPRESSION  # compression metadata and on: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
-_BLOCK = 3      # .. and for a block of entries (store/ledger.py)
-_HEAD = 9       # a block's tag, entry count and shared prefix length (store/codec.py)
 _U32 = struct.Struct("<I")
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
 
@@ -131,21 +130,15 @@ class _Chunk:
         bodies, ends_raw, run_ends, shifts, heads = [], [], [], [], []
         total = count = 0
         for v, lo, hi in pieces:
-            if v[0] == _BLOCK:
-                n = _U32.unpack_from(v, 1)[0]
-                base = _HEAD + 4 * n
-                a = _U32.unpack_from(v, 5 + 4 * lo)[0] if lo else 0
-                b = _U32.unpack_from(v, 5 + 4 * hi)[0]
-                first = _U32.unpack_from(v, _HEAD)[0]
-                # As codec.block_ends checks: the header's last end is the body's size.
-                if hi > n or not a <= b <= len(v) - base \
-                        or _U32.unpack_from(v, 5 + 4 * n)[0] != len(v) - base:
-                    raise Unsupported("a block of entries has a bad header")
+            if codec.is_block(v):
+                try:
+                    base, a, b, ends_from, ends_to, shared = codec.block_span(v, lo, hi)
+                except (codec.CorruptValue, struct.error):
+                    raise Unsupported("a block of entries has a bad header") from None
                 mv = memoryview(v)
                 bodies.append(mv[base + a:base + b])
-                ends_raw.append(mv[_HEAD + 4 * lo:_HEAD + 4 * hi])
-                # The bytes every entry of the block starts with (at most its first entry).
-                heads.append(mv[base:base + min(_U32.unpack_from(v, 5)[0], first)])
+                ends_raw.append(mv[ends_from:ends_to])
+                heads.append(mv[base:base + shared])  # what every entry of it starts with
                 shifts.append(total - a)
                 total += b - a
             else:
@@ -556,10 +549,10 @@ def _properties(c: _Chunk, count, valid, keys, vals, typ) -> pa.Array:
 def _first(pieces: list) -> bytes:
     """The first two bytes of the first entry of pieces."""
     v, lo, _hi = pieces[0]
-    if v[0] != _BLOCK:
+    if not codec.is_block(v):
         return v[:2]
-    at = _HEAD + 4 * _U32.unpack_from(v, 1)[0] + (_U32.unpack_from(v, 5 + 4 * lo)[0] if lo else 0)
-    return v[at:at + 2]
+    base, a, _b, _f, _t, _s = codec.block_span(v, lo, lo + 1)
+    return v[base + a:base + a + 2]
 
 
 def decode_pieces(pieces: list, need: frozenset, types: dict) -> Columns | None:
@@ -568,12 +561,13 @@ def decode_pieces(pieces: list, need: frozenset, types: dict) -> Columns | None:
     decode() says."""
     if not pieces:
         return None
-    v0 = _first(pieces)
-    if len(v0) < 2 or v0[0] != _PLAIN or not 0x90 <= v0[1] <= 0x90 + MAX_FIELDS:
-        return None  # the first entry rules the chunk out (a batch, say): join nothing
     try:
+        v0 = _first(pieces)
+        if len(v0) < 2 or v0[0] != _PLAIN or not 0x90 <= v0[1] <= 0x90 + MAX_FIELDS:
+            return None  # the first entry rules the chunk out (a batch, say): join nothing
         return _decode(_Chunk.from_pieces(pieces), need, types)
-    except (Unsupported, pa.ArrowException, IndexError, OverflowError, struct.error):
+    except (Unsupported, codec.CorruptValue, pa.ArrowException, IndexError, OverflowError,
+            struct.error):
         return None
 
 
