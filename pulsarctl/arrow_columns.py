@@ -269,39 +269,52 @@ class _FromColumns:
         return a if a.type == typ else a.cast(typ)
 
 
-def _splice(k: int):
-    """For _run_ids: 0, 3, 1, 4, 1, .., 3+k-1, 2 (prefix, digits, suffix+prefix, ..,
-    digits, suffix), for pieces [prefix, suffix+prefix, suffix, digits...]."""
+_LOW = 10_000  # _run_ids writes an entry id as its digits above these four, then four digits
+
+
+@lru_cache(maxsize=None)
+def _low_digits(padded: bool):
+    """The digits of 0..9,999 as bytes, four each ("0042") or as printed ("42"), with each
+    one's start in their concatenation (an int64 array of 10,001)."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
 
-    body = pattern("splice", 0, 2 * k, lambda size: pa.array(
-        [3 + i // 2 if i % 2 == 0 else 1 for i in range(size)], pa.int64()))
-    return pa.concat_arrays([pa.array([0], pa.int64()), body.slice(0, 2 * k - 1),
-                             pa.array([2], pa.int64())])
+    digits = [(b"%04d" if padded else b"%d") % i for i in range(_LOW)]
+    text = pa.array(digits, pa.binary())
+    starts = pa.Array.from_buffers(pa.int32(), _LOW + 1, [None, text.buffers()[1]])
+    return digits, starts.cast(pa.int64())
 
 
 def _run_ids(runs, partition: int):
-    """ledger:entry:partition for runs (ledger id, first entry id, count) of entries. Each
-    run's entry ids are cast to digits in one kernel; one take then lays out prefix, digits,
-    suffix+prefix, digits, .., suffix, which is every id back to back."""
+    """ledger:entry:partition for runs (ledger id, first entry id, count) of entries. Entry
+    ids are consecutive, so within each ten thousand of them only the last four digits
+    change: those come from a table, and one bytes join lays out every id of the stretch
+    back to back ("L:" + high digits, then for each id its four digits and ":P" + "L:" +
+    high digits, ..). Casting the ids to text and joining the pieces with kernels took
+    twice as long."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
     import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
-    suffix = f":{partition}".encode()
+    suffix = b":%d" % partition
     parts = []
     for lid, e0, k in runs:
-        if k <= 0:
-            continue
-        prefix = f"{lid}:".encode()
-        digits = pc.add(arange(k), int64(e0)).cast(pa.string())
-        pieces = pa.concat_arrays([pa.array([prefix, suffix + prefix, suffix], pa.binary()),
-                                   digits.cast(pa.binary())])
-        joined = pc.take(pieces, _splice(k))
-        starts = pa.Array.from_buffers(pa.int32(), k + 1, [None, digits.buffers()[1]])
-        offsets = pc.add(starts.cast(pa.int64()),
-                         pc.multiply(arange(k + 1), int64(len(prefix) + len(suffix))))
-        parts.append(pa.Array.from_buffers(pa.string(), k, [
-            None, offsets.cast(pa.int32()).buffers()[1], joined.buffers()[2]]))
+        e, end = e0, e0 + k
+        prefix = b"%d:" % lid
+        while e < end:
+            high, low = divmod(e, _LOW)
+            n = min(end - e, _LOW - low)
+            head = prefix + (b"%d" % high if high else b"")
+            digits, starts = _low_digits(bool(high))
+            values = head + (suffix + head).join(digits[low:low + n]) + suffix
+            fixed = int64(len(head) + len(suffix))
+            if high:  # four digits each
+                offsets = pc.multiply(arange(n + 1), int64(len(head) + len(suffix) + 4))
+            else:
+                s = starts.slice(low, n + 1)
+                offsets = pc.add(pc.subtract(s, int64(s[0].as_py())),
+                                 pc.multiply(arange(n + 1), fixed))
+            parts.append(pa.Array.from_buffers(pa.string(), n, [
+                None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)]))
+            e += n
     if not parts:
         return pa.array([], pa.string())
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)

@@ -75,8 +75,6 @@ MAP_HEAD = _table(lambda h: 1 if 0x80 <= h <= 0x8F or h == 0xC0 else
                   {0xDE: 3, 0xDF: 5}.get(h, 0))
 MAP_FIX = _table(lambda h: h & 0x0F if 0x80 <= h <= 0x8F else 0)
 NIL = 0xC0
-_TRUE = pa.scalar(True, pa.bool_())
-_FALSE = pa.scalar(False, pa.bool_())
 
 
 def _repeat_rows(n: int, k: int) -> pa.Array:
@@ -261,7 +259,7 @@ class _Walk:
             typ = pa.int64() if kind == "int" else pa.string() if kind == "str" else pa.binary()
             self.known[f] = _per_piece(chunk.run_ends, [p[2][f] for p in parsed], typ)
         self.pos = pc.add(chunk.starts, _per_piece(chunk.run_ends, [p[3][k - 1] for p in parsed],
-                                                   pa.int64()))
+                                                   pa.int64(), scalar=True))
         return True
 
     def presence(self, f: int):
@@ -323,7 +321,7 @@ class _Walk:
     def bytes(self, f: int, table: pa.Array, present):
         """(start, end, valid) of a str/bin field in the buffer; valid None: all are."""
         if present is False:
-            return self.pos, self.pos, pa.repeat(_FALSE, self.c.n)
+            return self.pos, self.pos, _bools(False, self.c.n)
         h = self.c.byte(self.pos)
         if present is None:
             lo, hi = _min_max(h)
@@ -334,7 +332,7 @@ class _Walk:
                 return start, self.pos, None
             if lo == hi and lo == NIL:
                 self.pos = pc.add(self.pos, _s(1))
-                return self.pos, self.pos, pa.repeat(_FALSE, self.c.n)
+                return self.pos, self.pos, _bools(False, self.c.n)
             if lo == hi and LEN_BYTES[lo].as_py() == 1 and table[lo].as_py() == 2:
                 start = pc.add(self.pos, _s(2))
                 self.pos = pc.add(start, self.c.be(pc.add(self.pos, _s(1)), 1))
@@ -403,12 +401,27 @@ class _Walk:
             raise Unsupported("an entry is shorter than its fields")
 
 
-def _per_piece(run_ends: list, values: list, typ) -> pa.Array:
+def _per_piece(run_ends: list, values: list, typ, scalar: bool = False):
     """Each piece's value repeated for its entries (run_ends: the entry count up to the end
-    of each piece)."""
+    of each piece); with scalar, one value shared by all pieces comes back as a scalar."""
     if len(values) == 1 or values.count(values[0]) == len(values):
+        if scalar:
+            return pa.scalar(values[0], typ)
+        if typ == pa.int64():  # adding to zeros is a third of pa.repeat's time
+            return pc.add(_zeros(run_ends[-1]), _s(values[0]))
         return pa.repeat(pa.scalar(values[0], typ), run_ends[-1])
     return _runs_decoded(run_ends, pa.array(values, typ))
+
+
+def _zeros(n: int) -> pa.Array:
+    return _pattern("zeros", 0, n, lambda size: pa.Array.from_buffers(
+        pa.int64(), size, [None, pa.py_buffer(bytes(8 * size))]))
+
+
+def _bools(value: bool, n: int) -> pa.Array:
+    """n times value (pa.repeat of a boolean takes six times as long)."""
+    return _pattern("true" if value else "false", 0, n,
+                    lambda size: pa.array([value] * size, pa.bool_()))
 
 
 def _runs_decoded(run_ends: list, values: pa.Array) -> pa.Array:
@@ -536,7 +549,7 @@ def _properties(c: _Chunk, count, valid, keys, vals, typ) -> pa.Array:
     vs, ve = (_stack([v[i] for v in vals], n, keep) for i in (0, 1))
     vv = None
     if any(v[2] is not None for v in vals):
-        vv = _stack([pa.repeat(_TRUE, n) if v[2] is None else v[2] for v in vals],
+        vv = _stack([_bools(True, n) if v[2] is None else v[2] for v in vals],
                     n, keep)
     k_arr = _cut(c.buf, ks, ke, None, pa.string())
     v_arr = _cut(c.buf, vs, ve, vv, pa.string())
