@@ -61,6 +61,12 @@ INT_SHIFT = _table(lambda h: 64 - 8 * (_int_size(h) - 1) if _int_size(h) > 1 els
 INT_MASK = _table(lambda h: (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE)
                   else -1)
 INT_FIX = _table(lambda h: h if h <= 0x7F else h - 256 if h >= 0xE0 else 0)
+# INT_MASK for the headers of wider integers, 0 for the one-byte ones (their value is INT_FIX).
+INT_WIDE_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
+                       (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
+# 1 for the headers the mixed-width path leaves to the general one: nil, and unsigned 64-bit
+# (whose values beyond int64 must be refused).
+INT_RARE = _table(lambda h: 1 if h in (0xC0, 0xCF) else 0)  # 0xC0: nil
 # Strings and binaries: header size (0: not one), bytes of the length after the first header
 # byte, and a fixstr's length.
 _STR = {0xD9: 1, 0xDA: 2, 0xDB: 4}
@@ -185,10 +191,11 @@ class _Chunk:
             # first checked to lie in order inside the buffer (a binary array over it with
             # offsets out of order would read out of bounds); otherwise gather them.
             end = pc.add(pos, _s(8))
-            lo, _hi = _min_max(pos)
             n = self.n
-            if lo >= 0 and _min_max(end)[1] <= len(self.u8) and (n < 2 or pc.all(
-                    pc.less_equal(end.slice(0, n - 1), pos.slice(1))).as_py()):
+            # In order, the pieces' first start is the lowest and their last end the highest.
+            if n and (n < 2 or pc.all(pc.less_equal(end.slice(0, n - 1), pos.slice(1))
+                                      ).as_py()) and pos[0].as_py() >= 0 and (
+                    end[n - 1].as_py() <= len(self.u8)):
                 rev = pc.binary_reverse(_pieces(self.buf, pos, end))
                 return pa.Array.from_buffers(pa.int64(), n, [None, rev.buffers()[2]])
         idx = pc.subtract(pc.take(pc.add(pos, _s(k - 1)), _repeat_rows(self.n, k)),
@@ -302,7 +309,20 @@ class _Walk:
                         value = pc.bit_wise_and(value, _s((1 << 8 * (size - 1)) - 1))
                 self.pos = pc.add(self.pos, _s(size))
                 return value
-        size = pc.take(INT_SIZE, h)
+            size = pc.take(INT_SIZE, h)
+            if _min_max(size)[0] == 0:
+                raise Unsupported(f"field {f} has an unexpected type")
+            if pc.max(pc.take(INT_RARE, h)).as_py() == 0:
+                # Widths mixed (a producer's first sequence ids: fixints, then one byte,
+                # then two), none nil or unsigned 64-bit: every value is its fixint plus its
+                # masked shift of the eight bytes after the header, in five kernels.
+                v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
+                value = pc.add(pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
+                                               pc.take(INT_WIDE_MASK, h)), pc.take(INT_FIX, h))
+                self.pos = pc.add(self.pos, size)
+                return value
+        else:
+            size = pc.take(INT_SIZE, h)
         self._check(size, present, f)
         valid = _and(present, pc.not_equal(h, _u8(NIL)))
         value = pc.take(INT_FIX, h)

@@ -86,6 +86,15 @@ def test_every_integer_encoding():
     assert_same([entry(i, f0=v, f7=v) for i, v in enumerate([0, 5, 200, 70_000, 2**40])])
 
 
+def test_mixed_widths_without_nil_or_u64_read_alike():
+    # A producer's first sequence ids (fixint, uint8, uint16 in one chunk) take the short
+    # mixed-width path; so does any mix of signed and unsigned widths but nil and uint64.
+    assert_same([entry(i) for i in range(300)])
+    ints = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, -1, -32, -33, -128, -129,
+            -32768, -32769, -2**31, -2**31 - 1, -2**63, 2**63 - 1]
+    assert_same([entry(i, f2=v) for i, v in enumerate(ints * 3)])
+
+
 def test_uniform_encodings_take_the_short_paths():
     # One header for the whole chunk: each integer width, str8 strings, bin16 payloads.
     for v in (5, 200, 60_000, 4_000_000_000, 2**40, -5, -100, -30_000, -2**31, -2**40):
