@@ -335,21 +335,6 @@ def _run_ids(runs, partition: int):
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
-@lru_cache(maxsize=None)
-def _no_sep():
-    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-
-    return pa.scalar("", pa.string())
-
-
-def _indexes(n: int):
-    """"0", "1", .. "n-1": the batch indexes of a batch of n, as text."""
-    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-
-    return pattern("digits", 0, n, lambda size: pa.array([str(i) for i in range(size)],
-                                                         pa.string()))
-
-
 def entry_ids(ids, partition: int):
     """Message ids of entries given as (ledger id, entry id, messages): ledger:entry:partition
     for a plain entry (0 messages), ledger:entry:partition:i for each message i of a batch.
@@ -385,20 +370,42 @@ def entry_ids(ids, partition: int):
 
 def _batch_ids(batches: list, partition: int):
     """ledger:entry:partition:i of the messages of batches (ledger id, entry id, n) of one size
-    n: each batch's prefix, taken for its n messages (index // n), joined to 0..n-1 each."""
+    n. Batch j's ids are its prefix P then the digits of 0..n-1, so all of them back to back
+    are P + P.join(digits), one bytes join a batch (the digits from _run_ids' table); and
+    message m of batch j starts at (the bytes before batch j) + (where m's digits start among
+    the digits) + m * len(P), one kernel pass for the whole chunk."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
     import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
-    n = batches[0][2]
-    prefixes = [f"{lid}:{e}:{partition}:" for lid, e, _n in batches]
-    if len(batches) == 1:
-        return pc.binary_join_element_wise(pa.scalar(prefixes[0], pa.string()), _indexes(n),
-                                           _no_sep())
-    k = len(batches)
-    which = pc.divide(arange(k * n), int64(n))  # integers: a whole division
-    return pc.binary_join_element_wise(
-        pc.take(pa.array(prefixes, pa.string()), which),
-        pa.concat_arrays([_indexes(n)] * k), _no_sep())
+    n, k = batches[0][2], len(batches)
+    if n > _LOW:  # batches beyond the table (Pulsar's limit is 1000 messages by default)
+        indexes = arange(n).cast(pa.string())
+        parts = [pc.binary_join_element_wise(pa.scalar(f"{lid}:{e}:{partition}:", pa.string()),
+                                             indexes, pa.scalar("", pa.string()))
+                 for lid, e, _n in batches]
+        return parts[0] if k == 1 else pa.concat_arrays(parts)
+    digits, starts = _low_digits(False)
+    prefixes = [b"%d:%d:%d:" % (lid, e, partition) for lid, e, _n in batches]
+    values = b"".join(p + p.join(digits[:n]) for p in prefixes)
+    within = starts.slice(0, n + 1)  # where each index's digits start, and their end
+    if k == 1:
+        offsets = pc.add(within, pc.multiply(arange(n + 1), int64(len(prefixes[0]))))
+    else:
+        # For message m of batch j: before[j] + within[m] + m * plen[j], laid out by taking
+        # per-batch values at j = i // n and per-message ones at m = i % n.
+        before, plen, at = [], [], 0
+        for p in prefixes:
+            before.append(at)
+            plen.append(len(p))
+            at += len(p) * n + within[n].as_py()
+        rows = arange(k * n)
+        j = pc.divide(rows, int64(n))  # integers: a whole division
+        m = pc.subtract(rows, pc.multiply(j, int64(n)))
+        offsets = pc.add(pc.add(pc.take(pa.array(before, pa.int64()), j), pc.take(within, m)),
+                         pc.multiply(m, pc.take(pa.array(plen, pa.int64()), j)))
+        offsets = pa.concat_arrays([offsets, pa.array([at], pa.int64())])
+    return pa.Array.from_buffers(pa.string(), k * n, [
+        None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)])
 
 
 def record_batch(schema, topic: str, partition: int, rows, recs,

@@ -180,6 +180,32 @@ def test_message_ids_across_ledgers_and_partitions():
         "12345678901:1000000000:2"]
 
 
+def test_message_ids_of_any_runs_and_batches_match_their_text():
+    """arrow_columns writes ids from a table of four-digit tails: runs that cross a multiple
+    of 10,000, start below it, or hold ids of any length, and batches of any size (past the
+    table too) and prefix length, must read as f"{ledger}:{entry}:{partition}[:{index}]"."""
+    from pulsarctl.arrow_columns import _run_ids, entry_ids
+
+    rnd = random.Random(5)
+    for case in range(150):
+        runs = [(rnd.randint(0, 10**12), rnd.choice([0, 9_995, rnd.randint(0, 10**6),
+                                                     rnd.randint(0, 10**13)]),
+                 rnd.choice([0, 1, 7, 10_000, rnd.randint(0, 25_000)]))
+                for _ in range(rnd.randint(0, 3))]
+        part = rnd.choice([-1, 0, 31])
+        got = _run_ids(runs, part)
+        got.validate(full=True)
+        assert got.to_pylist() == [f"{lid}:{e}:{part}" for lid, e0, k in runs
+                                   for e in range(e0, e0 + k)], (case, runs)
+        n = rnd.choice([1, 2, 1000, 10_000, 10_001, rnd.randint(1, 3000)])
+        ids = [(rnd.randint(0, 10**9), rnd.choice([5, 99, 100, rnd.randint(0, 10**13)]), n)
+               for _ in range(rnd.randint(1, 4))] + [(7, 3, 0)]  # a plain entry after
+        got = entry_ids(ids, part)
+        got.validate(full=True)
+        assert got.to_pylist() == [f"{lid}:{e}:{part}:{i}" for lid, e, m in ids
+                                   for i in range(m)] + [f"7:3:{part}"], (case, ids)
+
+
 @pytest.mark.parametrize("bad", [
     entry(0) + [None, None, None, 1, 100],    # compression metadata: the Python path
     entry(0, f2=2**64 - 1),                   # a uint64 beyond a Spark bigint
