@@ -126,9 +126,15 @@ def test_a_chunked_message_among_batches_goes_to_the_python_path(tmp_path, monke
         b"c%d" % i for i in range(3)]
 
 
-def test_chunks_of_batches_hold_about_chunk_messages(tmp_path):
+def test_chunks_of_batches_hold_about_chunk_messages(tmp_path, monkeypatch):
     """After the first chunk shows batches of 20, a chunk reads ~chunk messages, not chunk
-    entries (a thousand batches of a thousand overflow the processor's caches)."""
+    entries (a thousand batches of a thousand overflow the processor's caches). Plain entries
+    are read PLAIN_CHUNKS_PER_READ chunks at a time. Either way Spark gets batches of at most
+    chunk rows."""
+    reads = []
+    real = access.scan_chunk
+    monkeypatch.setattr(access, "scan_chunk", lambda b, name, ml, lo, hi, n, *a: (
+        reads.append(n), real(b, name, ml, lo, hi, n, *a))[1])
     path = str(tmp_path / "store")
     b = Broker(path)
     for _ in range(300):
@@ -137,12 +143,15 @@ def test_chunks_of_batches_hold_about_chunk_messages(tmp_path):
     b.close()
     sizes = [x.num_rows for x in _read(path, "many", chunk=100)]
     # The first chunk: 100 entries (it is under FIRST_CHUNK_BYTES); then 5 entries a chunk.
-    assert sizes == [2000] + [100] * 40
-    # Plain entries keep `chunk` entries a chunk.
+    assert reads == [100] + [5] * 40
+    assert sizes == [100] * 60  # the first chunk's 2,000 messages in batches of 100
+    # Plain entries: 300 first, then 600 a read, handed over 300 a batch.
+    reads.clear()
     b = Broker(path)
     b.publish("plain", [OutgoingMessage(b"y") for _ in range(1000)])
     b.close()
     assert [x.num_rows for x in _read(path, "plain", chunk=300)] == [300, 300, 300, 100]
+    assert reads == [300, 300 * source.PLAIN_CHUNKS_PER_READ, 300 * source.PLAIN_CHUNKS_PER_READ]
 
 
 def test_record_batch_ids_of_batch_runs():
