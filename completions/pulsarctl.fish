@@ -1206,7 +1206,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 # pulsarctl spark bench
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s n -l num-messages -x -d 'Messages.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s s -l size -x -d 'Payload bytes.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l repeat -x -d 'Timed rounds of every read after a warm-up.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l repeat -x -d 'Timed rounds of every read after two warm-up rounds.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s h -l help -d 'Show this message and exit.'

@@ -204,7 +204,7 @@ def bench_cmd(
     num: Annotated[int, typer.Option("-n", "--num-messages", help="Messages.")] = 1_000_000,
     size: Annotated[int, typer.Option("-s", "--size", help="Payload bytes.")] = 100,
     repeat: Annotated[int, typer.Option("--repeat", help="Timed rounds of every read after "
-                                        "a warm-up.")] = 3,
+                                        "two warm-up rounds.")] = 3,
     master: Master = None,
     output: Output = None,
 ):

@@ -5,9 +5,10 @@ Spark session, the same rows from a Parquet file; write N rows through the sourc
     pulsarctl spark bench [-n ...]          (the same, printed as a table or JSON)
 
 Reads are timed as a full scan of every column into Spark's noop sink (nothing is skipped, as a
-count() on Parquet would skip). Every read is run once to warm up, then --repeat rounds run each
-read in turn, so that noise and the JIT's warming fall on all of them alike; each read reports
-its best and its median. readTwoColumns reads with the schema "value binary, __publishTime
+count() on Parquet would skip). Two warm-up rounds run every read in turn, then --repeat timed
+rounds do, so that noise falls on all of them alike; each read reports its best and its median.
+One warm-up was not enough: the first timed round was still up to 1.5 times slower for the
+source and 2 times for the ceiling (the JIT and each new Python worker's first task). readTwoColumns reads with the schema "value binary, __publishTime
 timestamp" (the source builds only those); readBatched reads the same messages stored in
 batches of up to 1000 (128 KiB), as Pulsar's Java client sends them by default. readCeiling
 reads the same rows through a Python data source that does no work at all: each task hands
@@ -51,11 +52,15 @@ def _fill(store: str, n: int, size: int, batch: int = 10_000, topic: str = TOPIC
     return clocks.monotonic() - t0
 
 
+WARMUP_ROUNDS = 2
+
+
 def _rounds(reads: dict, repeat: int) -> dict:
-    """Time each read of reads (name -> function): one warm-up each, then repeat rounds of
-    every read in turn. Returns name -> the seconds of its timed runs."""
-    for fn in reads.values():
-        fn()  # warm-up: Python workers start, classes load, the JIT compiles
+    """Time each read of reads (name -> function): WARMUP_ROUNDS untimed rounds of every read
+    in turn, then repeat timed ones. Returns name -> the seconds of its timed runs."""
+    for _ in range(WARMUP_ROUNDS):
+        for fn in reads.values():
+            fn()  # warm-up: Python workers start, classes load, the JIT compiles
     times = {name: [] for name in reads}
     for _ in range(repeat):
         for name, fn in reads.items():
@@ -154,7 +159,7 @@ def main(argv=None) -> int:
     p.add_argument("-n", "--num-messages", type=int, default=1_000_000)
     p.add_argument("-s", "--size", type=int, default=100, help="payload bytes")
     p.add_argument("--store", help="store to use (default: a temporary one)")
-    p.add_argument("--repeat", type=int, default=3, help="timed rounds after a warm-up")
+    p.add_argument("--repeat", type=int, default=3, help="timed rounds after two warm-up rounds")
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--out", default="spark-bench.json", help="where to write the results")
     a = p.parse_args(argv)
