@@ -8,8 +8,9 @@ Reads are timed as a full scan of every column into Spark's noop sink (nothing i
 count() on Parquet would skip). Two warm-up rounds run every read in turn, then --repeat timed
 rounds do, so that noise falls on all of them alike; each read reports its best and its median.
 One warm-up was not enough: the first timed round was still up to 1.5 times slower for the
-source and 2 times for the ceiling (the JIT and each new Python worker's first task). readTwoColumns reads with the schema "value binary, __publishTime
-timestamp" (the source builds only those); readBatched reads the same messages stored in
+source and 2 times for the ceiling (the JIT and each new Python worker's first task).
+readTwoColumns reads with the schema "value binary, __publishTime timestamp" (the source
+builds only those); readBatched reads the same messages stored in
 batches of up to 1000 (128 KiB), as Pulsar's Java client sends them by default. readCeiling
 reads the same rows through a Python data source that does no work at all: each task hands
 Spark Arrow batches made before the timing (from the Parquet file's part it reads), so it is

@@ -140,8 +140,9 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
     o = split.start
     # The first chunk is kept small until it shows what the entries hold: plain entries are
     # then read PLAIN_CHUNKS_PER_READ * `chunk` at a time (up to CHUNK_BYTES) and handed over
-    # `chunk` rows a batch, entries holding batches about `chunk` messages at a time (a chunk of a thousand batches of a thousand works on lists too big
-    # for the processor's caches: it read a batched topic 1.4 times slower).
+    # `chunk` rows a batch, entries holding batches about `chunk` messages at a time (a chunk
+    # of a thousand batches of a thousand works on lists too big for the processor's caches:
+    # it read a batched topic 1.4 times slower).
     entries, max_bytes = chunk, FIRST_CHUNK_BYTES
     while o < split.end:
         nxt, rows, recs = access.scan_chunk(b, split.name, split.ml_id, o, split.end, entries,
