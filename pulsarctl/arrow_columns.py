@@ -99,7 +99,7 @@ def _ms():
     return pa.timestamp("ms", tz="UTC")
 
 
-def ms_timestamps(ms, typ):
+def _ms_timestamps(ms, typ):
     """An int64 array of epoch milliseconds as typ, a timestamp type. To microseconds (what
     Spark's schema asks) it is one checked multiply and a view of the result: a quarter of
     the time of casting to milliseconds and then to microseconds (any other unit is cast)."""
@@ -122,15 +122,15 @@ def binary_array(values, typ):
     return pa.array(values, typ)
 
 
-def _timestamps(ms, typ):
-    """Epoch milliseconds as timestamps; 0 or None (an unset event time) is null."""
+def _event_times(ms, typ):
+    """An int64 array of event times in epoch milliseconds as timestamps; 0 or None (an
+    unset event time) is null."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
     import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
-    arr = pa.array(ms, pa.int64())
-    if arr.null_count < len(arr):
-        arr = pc.if_else(pc.equal(arr, 0), pa.scalar(None, pa.int64()), arr)
-    return ms_timestamps(arr, typ)
+    if ms.null_count < len(ms):
+        ms = pc.if_else(pc.equal(ms, int64(0)), pa.scalar(None, pa.int64()), ms)
+    return _ms_timestamps(ms, typ)
 
 
 def properties_array(values, typ):
@@ -256,7 +256,7 @@ class _Decoded:
         if field == _PAYLOAD:
             return binary_array(values, typ)
         if field == _EVENT:
-            return _timestamps(values, typ)
+            return _event_times(pa.array(values, pa.int64()), typ)
         if field == _PROPS:
             return properties_array(values, typ)
         return pa.array(values, typ)
@@ -272,15 +272,9 @@ class _FromColumns:
         return self.arrays[_PUBLISH]
 
     def get(self, field: int, typ):
-        import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-        import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
-
         a = self.arrays[field]
         if field == _EVENT:
-            if a.null_count < len(a):
-                a = pc.if_else(pc.equal(a, pa.scalar(0, pa.int64())),
-                               pa.scalar(None, pa.int64()), a)
-            return ms_timestamps(a, typ)
+            return _event_times(a, typ)
         return a if a.type == typ else a.cast(typ)
 
 
@@ -320,13 +314,11 @@ def _run_ids(runs, partition: int):
             head = prefix + (b"%d" % high if high else b"")
             digits, starts = _low_digits(bool(high))
             values = head + (suffix + head).join(digits[low:low + n]) + suffix
-            fixed = int64(len(head) + len(suffix))
-            if high:  # four digits each
-                offsets = pc.multiply(arange(n + 1), int64(len(head) + len(suffix) + 4))
-            else:
-                s = starts.slice(low, n + 1)
-                offsets = pc.add(pc.subtract(s, int64(s[0].as_py())),
-                                 pc.multiply(arange(n + 1), fixed))
+            # id i starts where its digits start among the joined ones, plus i heads and
+            # suffixes before it
+            s = starts.slice(low, n + 1)
+            offsets = pc.add(pc.subtract(s, int64(s[0].as_py())),
+                             pc.multiply(arange(n + 1), int64(len(head) + len(suffix))))
             parts.append(pa.Array.from_buffers(pa.string(), n, [
                 None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)]))
             e += n
@@ -388,22 +380,19 @@ def _batch_ids(batches: list, partition: int):
     prefixes = [b"%d:%d:%d:" % (lid, e, partition) for lid, e, _n in batches]
     values = b"".join(p + p.join(digits[:n]) for p in prefixes)
     within = starts.slice(0, n + 1)  # where each index's digits start, and their end
-    if k == 1:
-        offsets = pc.add(within, pc.multiply(arange(n + 1), int64(len(prefixes[0]))))
-    else:
-        # For message m of batch j: before[j] + within[m] + m * plen[j], laid out by taking
-        # per-batch values at j = i // n and per-message ones at m = i % n.
-        before, plen, at = [], [], 0
-        for p in prefixes:
-            before.append(at)
-            plen.append(len(p))
-            at += len(p) * n + within[n].as_py()
-        rows = arange(k * n)
-        j = pc.divide(rows, int64(n))  # integers: a whole division
-        m = pc.subtract(rows, pc.multiply(j, int64(n)))
-        offsets = pc.add(pc.add(pc.take(pa.array(before, pa.int64()), j), pc.take(within, m)),
-                         pc.multiply(m, pc.take(pa.array(plen, pa.int64()), j)))
-        offsets = pa.concat_arrays([offsets, pa.array([at], pa.int64())])
+    # For message m of batch j: before[j] + within[m] + m * plen[j], laid out by taking
+    # per-batch values at j = i // n and per-message ones at m = i % n.
+    before, plen, at = [], [], 0
+    for p in prefixes:
+        before.append(at)
+        plen.append(len(p))
+        at += len(p) * n + within[n].as_py()
+    rows = arange(k * n)
+    j = pc.divide(rows, int64(n))  # integers: a whole division
+    m = pc.subtract(rows, pc.multiply(j, int64(n)))
+    offsets = pc.add(pc.add(pc.take(pa.array(before, pa.int64()), j), pc.take(within, m)),
+                     pc.multiply(m, pc.take(pa.array(plen, pa.int64()), j)))
+    offsets = pa.concat_arrays([offsets, pa.array([at], pa.int64())])
     return pa.Array.from_buffers(pa.string(), k * n, [
         None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)])
 
@@ -440,7 +429,7 @@ def record_batch(schema, topic: str, partition: int, rows, recs,
                     bidx = [r[4] if len(r) > 4 else -1 for r in rows]
                 a = _message_ids(lids, eids, partition, bidx).cast(typ)
         elif name == "__publishTime":
-            a = ms_timestamps(publish, typ)
+            a = _ms_timestamps(publish, typ)
         elif name == "__redeliveryCount":
             a = pa.nulls(n, typ)
         else:  # the reader refuses other columns before it gets here

@@ -55,16 +55,15 @@ def _int_size(h):
 
 
 # msgpack headers as tables indexed by the header byte. Integers: total size (0: not an
-# integer), how far to shift the 8 bytes after the header right, the mask for unsigned values,
+# integer), how far to shift the 8 bytes after the header right, the mask of what is left,
 # and the value of a fixint.
 INT_SIZE = _table(_int_size)
 INT_SHIFT = _table(lambda h: 64 - 8 * (_int_size(h) - 1) if _int_size(h) > 1 else 0)
-INT_MASK = _table(lambda h: (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE)
-                  else -1)
 INT_FIX = _table(lambda h: h if h <= 0x7F else h - 256 if h >= 0xE0 else 0)
-# INT_MASK for the headers of wider integers, 0 for the one-byte ones (their value is INT_FIX).
-INT_WIDE_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
-                       (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
+# The mask for the headers of wider integers (all bits for the signed ones: the shift keeps
+# their sign), 0 for the one-byte ones, whose value is INT_FIX.
+INT_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
+                  (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
 # 1 for the headers the mixed-width path leaves to the general one: nil, and unsigned 64-bit
 # (whose values beyond int64 must be refused).
 INT_RARE = _table(lambda h: 1 if h in (0xC0, 0xCF) else 0)  # 0xC0: nil
@@ -319,7 +318,7 @@ class _Walk:
                 # masked shift of the eight bytes after the header, in five kernels.
                 v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
                 value = pc.add(pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
-                                               pc.take(INT_WIDE_MASK, h)), pc.take(INT_FIX, h))
+                                               pc.take(INT_MASK, h)), pc.take(INT_FIX, h))
                 self.pos = pc.add(self.pos, size)
                 return value
         else:
