@@ -299,12 +299,14 @@ def _run_ids(runs, partition: int):
     change: those come from a table, and one bytes join lays out every id of the stretch
     back to back ("L:" + high digits, then for each id its four digits and ":P" + "L:" +
     high digits, ..). Casting the ids to text and joining the pieces with kernels took
-    twice as long."""
+    twice as long. Past the first ten thousand entries of a ledger every id of a stretch
+    has one width; when all stretches share it (the usual chunk), their bytes are joined
+    and the offsets are a cached multiple of that width: no kernel at all."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
     import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     suffix = b":%d" % partition
-    parts = []
+    chunks, widths, total = [], set(), 0  # (bytes of a stretch, count, width or None)
     for lid, e0, k in runs:
         e, end = e0, e0 + k
         prefix = b"%d:" % lid
@@ -312,19 +314,55 @@ def _run_ids(runs, partition: int):
             high, low = divmod(e, _LOW)
             n = min(end - e, _LOW - low)
             head = prefix + (b"%d" % high if high else b"")
-            digits, starts = _low_digits(bool(high))
-            values = head + (suffix + head).join(digits[low:low + n]) + suffix
-            # id i starts where its digits start among the joined ones, plus i heads and
-            # suffixes before it
-            s = starts.slice(low, n + 1)
-            offsets = pc.add(pc.subtract(s, int64(s[0].as_py())),
-                             pc.multiply(arange(n + 1), int64(len(head) + len(suffix))))
-            parts.append(pa.Array.from_buffers(pa.string(), n, [
-                None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)]))
+            digits, _starts = _low_digits(bool(high))
+            chunks.append((head + (suffix + head).join(digits[low:low + n]) + suffix, n,
+                           len(head) + 4 + len(suffix) if high else None, head, low))
+            widths.add(chunks[-1][2])
+            total += n
             e += n
-    if not parts:
+    if not chunks:
         return pa.array([], pa.string())
+    if len(widths) == 1 and None not in widths:
+        width = widths.pop()
+        return pa.Array.from_buffers(pa.string(), total, [
+            None, strides(width, total + 1).buffers()[1],
+            pa.py_buffer(b"".join(c[0] for c in chunks))])
+    parts = []
+    for values, n, _width, head, low in chunks:
+        # id i starts where its digits start among the joined ones, plus i heads and
+        # suffixes before it
+        s = _low_digits(bool(_width))[1].slice(low, n + 1)
+        offsets = pc.add(pc.subtract(s, int64(s[0].as_py())),
+                         pc.multiply(arange(n + 1), int64(len(head) + len(suffix))))
+        parts.append(pa.Array.from_buffers(pa.string(), n, [
+            None, offsets.cast(pa.int32()).buffers()[1], pa.py_buffer(values)]))
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+
+def strides(width: int, length: int):
+    """0, width, 2 * width, .. (length items) as int32: the offsets of strings of one width."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
+
+    return pattern("strides", width, length, lambda size: pc.multiply(
+        arange(size), int64(width)).cast(pa.int32()))
+
+
+_CONSTANTS: dict = {}  # (value, type) -> the array constant() last made of it
+
+
+def constant(value, typ, n: int):
+    """value n times, as an array of typ. A few are kept (a split's chunks are all of one
+    topic; a producer's properties repeat) and sliced."""
+    import pyarrow as pa  # here, not at load: the plain install has no pyarrow
+
+    key = (value, typ)
+    arr = _CONSTANTS.get(key)
+    if arr is None or len(arr) < n:
+        if len(_CONSTANTS) >= 16:
+            _CONSTANTS.clear()  # a read of many topics: keep memory bounded
+        arr = _CONSTANTS[key] = pa.repeat(pa.scalar(value, typ), max(n, 32_768))
+    return arr.slice(0, n)
 
 
 def entry_ids(ids, partition: int):
@@ -416,7 +454,7 @@ def record_batch(schema, topic: str, partition: int, rows, recs,
         if name in _FIELD_OF and name != "__publishTime":
             a = src.get(_FIELD_OF[name], typ)
         elif name == "__topic":
-            a = pa.repeat(pa.scalar(topic, typ), n)
+            a = constant(topic, typ, n)
         elif name == "__messageId":
             if isinstance(recs, Columns) and recs.ids is not None:
                 a = entry_ids(recs.ids, partition).cast(typ)

@@ -124,6 +124,44 @@ def test_properties_nil_empty_many_and_mixed():
     assert_same([entry(i, f4={"a": str(i), "b": "c" * i}) for i in range(10)])
 
 
+def test_properties_alike_in_every_entry_are_read_once_and_checked(monkeypatch):
+    """A chunk whose entries all hold the same properties is read from its first entry's
+    map, after every entry's bytes were compared with it; any difference, anywhere, goes
+    to the walk of each item."""
+    calls = []
+    real = _columnar._same_properties
+    monkeypatch.setattr(_columnar, "_same_properties", lambda *a: calls.append(1) or real(*a))
+    for props in ({"source": "bench"}, {"a": "1", "b": "é" * 40, "c": ""},
+                  {"k" * 40: "v" * 300}, {f"k{j}": "v" for j in range(15)}):
+        calls.clear()
+        assert_same([entry(i, f4=props) for i in range(30)])
+        assert calls, f"alike properties {props} were walked item by item"
+    for entries in (
+        # alike at both ends, not in between; the same length with other bytes; other keys
+        [entry(i, f4={"source": "bench" if i != 13 else "bencH"}) for i in range(30)],
+        [entry(i, f4={"source": f"b{i % 29 % 10}"}) for i in range(30)],
+        [entry(i, f4={f"k{i % 29 % 10}": "v"}) for i in range(30)],
+        [entry(i, f4={"a": "1"} if i % 2 else {"a": "1", "b": "2"}) for i in range(30)],
+    ):
+        calls.clear()
+        assert_same(entries)
+        assert not calls, "properties that differ were read as alike"
+    # What the Python path would read otherwise (a key twice, a value that is nil or not a
+    # string) is left to the walk: no items.
+    twice = bytes([0x82, 0xA1]) + b"a" + bytes([0xA1]) + b"1" + bytes([0xA1]) + b"a" + \
+        bytes([0xA1]) + b"2"
+    assert _columnar._map_items(memoryview(twice), 0) == (None, 0)
+    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xC0])), 0) \
+        == (None, 0)
+    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0x05])), 0) \
+        == (None, 0)
+    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a"), 0) == (None, 0)
+    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xA1, 0xFF])),
+                                0) == (None, 0)
+    assert _columnar._map_items(memoryview(bytes([0x81, 0xD9, 1]) + b"a" + bytes([0xA1]) +
+                                           b"b"), 0) == ([("a", "b")], 6)
+
+
 def test_entries_with_fewer_and_more_fields():
     entries = [
         [1, "p", 0, b"a"],                                   # no properties or key
