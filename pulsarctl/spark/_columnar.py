@@ -67,9 +67,14 @@ INT_FIX = _table(lambda h: h if h <= 0x7F else h - 256 if h >= 0xE0 else 0)
 # their sign), 0 for the one-byte ones, whose value is INT_FIX.
 INT_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
                   (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
-# 1 for the headers the mixed-width path leaves to the general one: nil, and unsigned 64-bit
-# (whose values beyond int64 must be refused).
-INT_RARE = _table(lambda h: 1 if h in (0xC0, 0xCF) else 0)  # 0xC0: nil
+# Which mixed-width path reads a header: 0 the two-byte one (fixints, uint8, uint16), 1 the
+# eight-byte one (other widths), 2 none: nil, and unsigned 64-bit (whose values beyond int64
+# must be refused) go to the general path.
+INT_RARE = _table(lambda h: 2 if h in (0xC0, 0xCF) else 0 if h <= 0x7F or h >= 0xE0 or
+                  h in (0xCC, 0xCD) else 1)  # 0xC0: nil
+# The weights of the two bytes after a header of the two-byte path.
+INT_B1 = _table(lambda h: {0xCC: 1, 0xCD: 256}.get(h, 0))
+INT_B2 = _table(lambda h: 1 if h == 0xCD else 0)
 # Strings and binaries: header size (0: not one), bytes of the length after the first header
 # byte, and a fixstr's length.
 _STR = {0xD9: 1, 0xDA: 2, 0xDB: 4}
@@ -318,7 +323,18 @@ class _Walk:
             size = pc.take(INT_SIZE, h)
             if _min_max(size)[0] == 0:
                 raise Unsupported(f"field {f} has an unexpected type")
-            if pc.max(pc.take(INT_RARE, h)).as_py() == 0:
+            kind = pc.max(pc.take(INT_RARE, h)).as_py()
+            if kind == 0:
+                # Widths mixed among fixints, uint8 and uint16 (a producer's first 65,536
+                # sequence ids): the two bytes after each header, gathered one by one, and
+                # their weights by header: a third of the time of the eight-byte read.
+                after = pc.add(self.pos, _s(1))
+                b1, b2 = self.c.byte(after), self.c.byte(pc.add(after, _s(1)))
+                value = pc.add(pc.add(pc.multiply(b1, pc.take(INT_B1, h)),
+                                      pc.multiply(b2, pc.take(INT_B2, h))), pc.take(INT_FIX, h))
+                self.pos = pc.add(self.pos, size)
+                return value
+            if kind == 1:
                 # Widths mixed (a producer's first sequence ids: fixints, then one byte,
                 # then two), none nil or unsigned 64-bit: every value is its fixint plus its
                 # masked shift of the eight bytes after the header, in five kernels.

@@ -87,9 +87,12 @@ def test_every_integer_encoding():
 
 
 def test_mixed_widths_without_nil_or_u64_read_alike():
-    # A producer's first sequence ids (fixint, uint8, uint16 in one chunk) take the short
-    # mixed-width path; so does any mix of signed and unsigned widths but nil and uint64.
+    # A producer's first sequence ids (fixint, uint8, uint16 in one chunk) take the
+    # two-byte mixed-width path, negative fixints too; any other mix of signed and unsigned
+    # widths but nil and uint64 takes the eight-byte one.
     assert_same([entry(i) for i in range(300)])
+    assert_same([entry(i, f2=v) for i, v in enumerate([-32, -1, 0, 127, 128, 255, 256, 65535,
+                                                       -5, 65534, 300, 7] * 5)])
     ints = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, -1, -32, -33, -128, -129,
             -32768, -32769, -2**31, -2**31 - 1, -2**63, 2**63 - 1]
     assert_same([entry(i, f2=v) for i, v in enumerate(ints * 3)])
