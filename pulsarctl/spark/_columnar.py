@@ -527,7 +527,7 @@ def _per_piece(run_ends: list, values: list, typ, scalar: bool = False):
             return pa.scalar(values[0], typ)
         if typ == pa.int64():  # adding to zeros is a third of pa.repeat's time
             return pc.add(_zeros(run_ends[-1]), _s(values[0]))
-        return pa.repeat(pa.scalar(values[0], typ), run_ends[-1])
+        return _constant(values[0], typ, run_ends[-1])  # a producer's name, kept
     return _runs_decoded(run_ends, pa.array(values, typ))
 
 
