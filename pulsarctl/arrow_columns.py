@@ -62,9 +62,11 @@ class Columns:
 
 
 @lru_cache(maxsize=None)
+@lru_cache(maxsize=4096)
 def int64(v: int):
     """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
-    conversion tries to import dateutil each time it is missing (slower than the kernel)."""
+    conversion tries to import dateutil each time it is missing (slower than the kernel).
+    Kept: a chunk's walk asks for the same few dozen (a microsecond each to make)."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
 
     return pa.scalar(v, pa.int64())
