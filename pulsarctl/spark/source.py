@@ -69,9 +69,9 @@ COLUMNS = tuple(f.name for f in SCHEMA.fields)
 
 CHUNK_ENTRIES = 10_000          # rows per Arrow batch handed to Spark, and per read of batches
 # Plain entries are read and decoded this many batches' worth at a time, then handed over
-# in batches of CHUNK_ENTRIES: a chunk's decode has a fixed cost (76 kernel calls and their
-# Python, a third of a 10,000-entry chunk's time), while Spark itself, and the ceiling the
-# benchmark holds the source to, run fastest on batches of 10,000.
+# in batches of CHUNK_ENTRIES: a chunk's decode has a fixed cost (about 60 kernel calls and
+# their Python, a third of a 10,000-entry chunk's time), while Spark itself, and the ceiling
+# the benchmark holds the source to, run fastest on batches of 10,000.
 PLAIN_CHUNKS_PER_READ = 3
 CHUNK_BYTES = 32 * 1024 * 1024  # payload bytes per chunk, whatever the entry count
 FIRST_CHUNK_BYTES = 2 * 1024 * 1024  # until a split's first chunk shows what entries hold

@@ -165,6 +165,19 @@ def test_properties_alike_in_every_entry_are_read_once_and_checked(monkeypatch):
                                            b"b"), 0) == ([("a", "b")], 6)
 
 
+def test_constant_columns_are_kept_few_and_sliced():
+    from pulsarctl import arrow_columns
+
+    arrow_columns._CONSTANTS.clear()
+    a = arrow_columns.constant("persistent://public/default/t", pa.string(), 5)
+    assert a.to_pylist() == ["persistent://public/default/t"] * 5
+    assert arrow_columns.constant("x", pa.string(), 40_000).to_pylist() == ["x"] * 40_000
+    assert arrow_columns.constant("x", pa.string(), 3).to_pylist() == ["x"] * 3
+    for i in range(40):  # a read of many topics keeps at most 16
+        assert arrow_columns.constant(f"t{i}", pa.string(), 2).to_pylist() == [f"t{i}"] * 2
+        assert len(arrow_columns._CONSTANTS) <= 16
+
+
 def test_entries_with_fewer_and_more_fields():
     entries = [
         [1, "p", 0, b"a"],                                   # no properties or key
