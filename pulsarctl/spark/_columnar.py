@@ -69,9 +69,9 @@ INT_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
                   (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
 # Which mixed-width path reads a header: 0 the two-byte one (fixints, uint8, uint16), 1 the
 # eight-byte one (other widths), 2 none: nil, and unsigned 64-bit (whose values beyond int64
-# must be refused) go to the general path.
-INT_RARE = _table(lambda h: 2 if h in (0xC0, 0xCF) else 0 if h <= 0x7F or h >= 0xE0 or
-                  h in (0xCC, 0xCD) else 1)  # 0xC0: nil
+# must be refused) go to the general path, as does 3, not an integer (which it refuses).
+INT_PATH = _table(lambda h: 3 if _int_size(h) == 0 else 2 if h in (0xC0, 0xCF) else
+                  0 if h <= 0x7F or h >= 0xE0 or h in (0xCC, 0xCD) else 1)  # 0xC0: nil
 # The weights of the two bytes after a header of the two-byte path.
 INT_B1 = _table(lambda h: {0xCC: 1, 0xCD: 256}.get(h, 0))
 INT_B2 = _table(lambda h: 1 if h == 0xCD else 0)
@@ -321,9 +321,7 @@ class _Walk:
                 self.pos = pc.add(self.pos, _s(size))
                 return value
             size = pc.take(INT_SIZE, h)
-            if _min_max(size)[0] == 0:
-                raise Unsupported(f"field {f} has an unexpected type")
-            kind = pc.max(pc.take(INT_RARE, h)).as_py()
+            kind = pc.max(pc.take(INT_PATH, h)).as_py()
             if kind == 0:
                 # Widths mixed among fixints, uint8 and uint16 (a producer's first 65,536
                 # sequence ids): the two bytes after each header, gathered one by one, and
@@ -335,9 +333,9 @@ class _Walk:
                 self.pos = pc.add(self.pos, size)
                 return value
             if kind == 1:
-                # Widths mixed (a producer's first sequence ids: fixints, then one byte,
-                # then two), none nil or unsigned 64-bit: every value is its fixint plus its
-                # masked shift of the eight bytes after the header, in five kernels.
+                # Other mixes of widths (signed, 32-bit), none nil or unsigned 64-bit:
+                # every value is its fixint plus its masked shift of the eight bytes after
+                # the header, in five kernels.
                 v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
                 value = pc.add(pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
                                                pc.take(INT_MASK, h)), pc.take(INT_FIX, h))
