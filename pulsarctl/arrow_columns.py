@@ -62,11 +62,9 @@ class Columns:
 
 
 @lru_cache(maxsize=None)
-@lru_cache(maxsize=4096)
 def int64(v: int):
     """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
-    conversion tries to import dateutil each time it is missing (slower than the kernel).
-    Kept: a chunk's walk asks for the same few dozen (a microsecond each to make)."""
+    conversion tries to import dateutil each time it is missing (slower than the kernel)."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
 
     return pa.scalar(v, pa.int64())
@@ -161,7 +159,7 @@ def properties_runs(parts: list, typ):
     if not any(p[0] if type(p) is tuple else any(p) for p in parts):
         return pa.nulls(sum(p[1] if type(p) is tuple else len(p) for p in parts), typ)
     try:
-        out = [_map_run(p[0], p[1], typ) if type(p) is tuple else pa.array(p, typ)
+        out = [map_run(p[0], p[1], typ) if type(p) is tuple else pa.array(p, typ)
                for p in parts]
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return properties_array([v for p in parts for v in (
@@ -169,7 +167,7 @@ def properties_runs(parts: list, typ):
     return out[0] if len(out) == 1 else pa.concat_arrays(out)
 
 
-def _map_run(value, n: int, typ):
+def map_run(value, n: int, typ):
     """n times the map value (a dict, or None: nulls), from its keys and values repeated."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
     import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
@@ -180,13 +178,13 @@ def _map_run(value, n: int, typ):
     k = len(value)
     keys, items = one.keys, one.items
     if k == 1:
-        keys, items = pa.repeat(keys[0], n), pa.repeat(items[0], n)
+        keys = constant(keys[0].as_py(), keys.type, n)
+        items = constant(items[0].as_py(), items.type, n)
     elif k > 1:
         cycle = pattern("cycle", k, n * k, lambda size: pa.array(
             [i % k for i in range(size)], pa.int64()))
         keys, items = pc.take(keys, cycle), pc.take(items, cycle)
-    offsets = pc.multiply(arange(n + 1), int64(k)).cast(pa.int32())
-    return pa.MapArray.from_arrays(offsets, keys, items, type=typ)
+    return pa.MapArray.from_arrays(strides(k, n + 1), keys, items, type=typ)
 
 
 def values_runs(parts: list, typ):
@@ -326,6 +324,8 @@ def _run_ids(runs, partition: int):
             total += n
             size += n * width
             e += n
+    if not segments:
+        return pa.array([], pa.string())
     columns = _digit_columns()
     out = bytearray(size)
     at = 0
@@ -335,14 +335,11 @@ def _run_ids(runs, partition: int):
             first = at + len(head) + j
             out[first:at + n * width:width] = columns[4 - digits + j][low:low + n]
         at += n * width
-    segments = [(seg[4], seg[2]) for seg in segments]  # (width, count)
-    if not segments:
-        return pa.array([], pa.string())
-    if len({w for w, _n in segments}) == 1:
-        offsets = strides(segments[0][0], total + 1)
+    if len({seg[4] for seg in segments}) == 1:
+        offsets = strides(segments[0][4], total + 1)
     else:
         parts, at = [], 0
-        for width, n in segments:
+        for _head, _low, n, _digits, width in segments:
             parts.append(pc.add(strides(width, n), int64(at)).cast(pa.int32()) if at else
                          strides(width, n))
             at += width * n

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pulsarctl.arrow_columns import (
-    Columns, arange as _arange, constant as _constant, int64 as _s, pattern as _pattern,
-    strides as _strides,
+    Columns, arange as _arange, constant as _constant, int64 as _s, map_run as _map_run,
+    pattern as _pattern,
 )
 from pulsarctl.entries import (
     F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_ORDERING_KEY as OKEY,
@@ -448,11 +448,11 @@ class _Walk:
         c, n = self.c, self.c.n
         mv = memoryview(c.buf).cast("B")  # Arrow's buffers export signed bytes
         first, last = self.pos[0].as_py(), self.pos[n - 1].as_py()
-        items, size = _map_items(mv, first)
+        items, size = _map_items(mv, first) if first >= 0 else (None, 0)
         if items is None or mv[last:last + size] != mv[first:first + size]:
             return None
         end = pc.add(self.pos, _s(size))
-        if first < 0 or last + size > len(c.u8) or (n > 1 and pc.all(pc.less_equal(
+        if last + size > len(c.u8) or (n > 1 and pc.all(pc.less_equal(
                 end.slice(0, n - 1), self.pos.slice(1))).as_py() is False):
             return None  # not one map per entry, in order: the walk will say what it is
         cut = _pieces(c.buf, self.pos, end).buffers()[2]
@@ -502,19 +502,6 @@ def _map_items(mv, at: int) -> tuple:
     if len(set(keys)) != len(keys):
         return None, 0
     return list(zip(keys, items[1::2])), pos - at
-
-
-def _same_properties(items: list, n: int, typ) -> pa.Array:
-    """The map of items for each of n rows."""
-    m = len(items)
-    offsets = _strides(m, n + 1)
-    if m == 1:
-        keys = _constant(items[0][0], pa.string(), n)
-        vals = _constant(items[0][1], pa.string(), n)
-    else:
-        keys = pc.take(pa.array([k for k, _ in items], pa.string()), _tile(n, m))
-        vals = pc.take(pa.array([v for _, v in items], pa.string()), _tile(n, m))
-    return pa.MapArray.from_arrays(offsets, keys, vals, type=typ)
 
 
 def _per_piece(run_ends: list, values: list, typ, scalar: bool = False):
@@ -761,7 +748,7 @@ def _decode(c: _Chunk, need: frozenset, types: dict) -> Columns:
         elif f in w.known:
             arrays[f] = v if v.type == types[f] else v.cast(types[f])
         elif isinstance(v, _Same):
-            arrays[f] = _same_properties(v.items, c.n, types[f])
+            arrays[f] = _map_run(dict(v.items), c.n, types[f])
         elif kind == "map":
             arrays[f] = _properties(c, *v, types[f])
         else:

@@ -132,8 +132,8 @@ def test_properties_alike_in_every_entry_are_read_once_and_checked(monkeypatch):
     map, after every entry's bytes were compared with it; any difference, anywhere, goes
     to the walk of each item."""
     calls = []
-    real = _columnar._same_properties
-    monkeypatch.setattr(_columnar, "_same_properties", lambda *a: calls.append(1) or real(*a))
+    real = _columnar._map_run
+    monkeypatch.setattr(_columnar, "_map_run", lambda *a: calls.append(1) or real(*a))
     for props in ({"source": "bench"}, {"a": "1", "b": "é" * 40, "c": ""},
                   {"k" * 40: "v" * 300}, {f"k{j}": "v" for j in range(15)}):
         calls.clear()
