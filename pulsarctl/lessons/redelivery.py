@@ -27,9 +27,10 @@ def nack_backoff_and_dlq() -> Lesson:
            "multiple of 256 ms (10:00:00.768), so a nack may fire up to 255 ms early.",
            "NegativeAcksTracker (trimLowerBit, negativeAckPrecisionBitCnt=8)",
            ours="the nack timer is kept in the store, so it fires though no consumer process "
-                "runs (Pulsar's lives in the client and dies with it). nack takes an id and "
-                "uses the count the message was delivered with, as Pulsar's "
-                "negativeAcknowledge(Message) does.")
+                "runs (Pulsar's lives in the client and dies with it). nack takes an id yet "
+                "backs off by the count the message was delivered with, as Pulsar's "
+                "negativeAcknowledge(Message) does (given only a MessageId, Pulsar backs off "
+                "as for count 0).")
     b.step("clock advance 1s", "The nack fires: j1 waits for redelivery.",
            "The consumer asks for redelivery; the broker counts it.",
            "redeliverUnacknowledgedMessages")

@@ -422,3 +422,11 @@ def test_a_step_of_pulsarctls_own_is_marked_in_text_and_json(cli, lessons_dir):
     assert marked
     doc = _run_doc(cli, lessons_dir, "failover")
     assert [s["pulsarctl"] for s in doc["steps"]] == [s.ours or None for s in lesson.steps]
+
+
+def test_the_readmes_lesson_list_is_lesson_list(cli):
+    """README's "Learning Pulsar with pulsarctl" shows `lesson list` as it prints: every lesson,
+    its steps and what it teaches."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("$ pulsarctl lesson list\n", 1)[1].split("$ pulsarctl lesson run", 1)[0]
+    assert shown == ok(cli("lesson", "list")).stdout
