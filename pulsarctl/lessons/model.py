@@ -84,7 +84,9 @@ class Builder:
                   "Redelivery delays, ack timeouts and delayed messages then fire exactly when a "
                   "step says, with no waiting.",
                   "pulsarctl: one clock per store, injected into the broker",
-                  look=None)
+                  look=None,
+                  ours="Pulsar has no such clock: its timers run on the broker's and the "
+                       "clients' wall clocks.")
 
     def lesson(self, name: str, title: str, question: Question) -> Lesson:
         return Lesson(name, title, tuple(self.steps), question)

@@ -46,7 +46,7 @@ KEY_FACTS = {
                      "0 message(s) to the retry topic, 1 to the dead letter topic",
                      "RECONSUMETIMES=3"],
     "delayed-delivery": ["fired: 1 delayed", "content:later"],
-    "batch-index-ack": ["1:0       ● pending           cli since 10:00:00 · batch of 3, acked 0,2",
+    "batch-index-ack": ["batch of 3, acked 0,2",
                         "acknowledgmentAtBatchIndexLevelEnabled = True",
                         "── mark-delete 1:1 ──"],
     "ttl-retention-quota": ["fired: 3 TTL", "fired: 1 TTL",
@@ -181,6 +181,7 @@ $ pulsarctl clock simulate --at 2026-01-01T10:00:00Z
 simulated 2026-01-01T10:00:00.000Z
   Pulsar: The lesson's store now runs on a simulated clock; it moves only with `clock advance`.
   Why:    Redelivery delays, ack timeouts and delayed messages then fire exactly when a step says, with no waiting. [pulsarctl: one clock per store, injected into the broker]
+  pulsarctl, not Pulsar: Pulsar has no such clock: its timers run on the broker's and the clients' wall clocks.
 
 == step 2 of 7 ==
 $ pulsarctl produce orders -m o1 -m o2 -m o3 -m o4
