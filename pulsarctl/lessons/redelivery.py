@@ -127,7 +127,7 @@ def retry_letter() -> Lesson:
         "retry-letter", "Retry letter topic: reconsume later with TDMQ's delay levels, then DLQ",
         Question("Follow the dead letter 3:0:-1 back: which topics did it pass through, and "
                  "with which delays?", "3:0:-1", dlq,
-                 answer=("pay-billing-RETRY", "after 1s", "after 5s", "pay-billing-DLQ")))
+                 answer=(retry[0], "after 1s", "after 5s", dlq)))
 
 
 def delayed_delivery() -> Lesson:
