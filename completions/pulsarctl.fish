@@ -1213,7 +1213,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 
 # pulsarctl lesson
 complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -a 'list' -d 'The lessons: name, number of steps and what each teaches.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -a 'run' -d 'Run a lesson: each step\'s command is shown, run on the lesson\'s own store (never yours: --store and $PULSARCTL_STORE are ignored), followed by the picture of its subscription and what Pulsar did and why.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -a 'run' -d 'Run a lesson: each step\'s command is shown, run on the lesson\'s own store (never yours: --store and $PULSARCTL_STORE are ignored), followed by the picture of its subscription, what Pulsar did and why, and where pulsarctl goes beyond Pulsar.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from lesson; and not __fish_seen_subcommand_from list run' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl lesson list

@@ -29,7 +29,8 @@ def list_(ctx: typer.Context, output: Output = None):
 
 @lesson.command("run", help="Run a lesson: each step's command is shown, run on the lesson's "
                 "own store (never yours: --store and $PULSARCTL_STORE are ignored), followed by "
-                "the picture of its subscription and what Pulsar did and why. Enter goes to the "
+                "the picture of its subscription, what Pulsar did and why, and where pulsarctl "
+                "goes beyond Pulsar. Enter goes to the "
                 "next step, q stops; --yes (or -o json) runs every step without waiting. The "
                 "lesson's store is kept so its closing question can be checked with `explain`.")
 def run(
@@ -115,6 +116,9 @@ def _step_text(ran) -> None:
         _show(ran.picture)
     render.outln(f"  Pulsar: {ran.step.what}")
     render.outln(f"  Why:    {ran.step.why} [{ran.step.rule}]")
+    if ran.step.ours:
+        # What is pulsarctl's own, on its own line: never to be read as Pulsar's rule.
+        render.outln(f"  pulsarctl, not Pulsar: {ran.step.ours}")
     render.flush()
 
 
@@ -157,6 +161,7 @@ def _run_doc(chosen, store, execute, runner) -> dict:
             "pictureCommand": ran.picture_command,
             "picture": ran.picture.stdout if ran.picture is not None else None,
             "what": ran.step.what, "why": ran.step.why, "rule": ran.step.rule,
+            "pulsarctl": ran.step.ours or None,
         })
     q = chosen.question
     return {"name": chosen.name, "title": chosen.title, "store": store, "steps": steps,

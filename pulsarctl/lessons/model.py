@@ -1,5 +1,6 @@
-"""What a lesson is, as data: steps (a real pulsarctl command line, what Pulsar did, why, and
-the rule it follows) and a closing question the learner can check with `explain`.
+"""What a lesson is, as data: steps (a real pulsarctl command line, what Pulsar did, why, the
+rule it follows, and where pulsarctl goes beyond Pulsar) and a closing question the learner
+checks with `explain`, with the facts its answer holds.
 
 Lessons are records, not code, so the test suite can run every one of them (`lesson run NAME
 --yes`) and a step that stops working is caught as a failing test."""
@@ -26,13 +27,20 @@ class Step(NamedTuple):
     rule: str                 # the rule cited (Pulsar's class, setting or table)
     look: Optional[Look]      # the picture shown after it; None before the subscription exists
     exit_code: int = 0        # what the command must exit with (4: a refusal the lesson shows)
+    # Where pulsarctl departs from Pulsar here (a stronger guarantee, a different default), said
+    # on a line of its own, so a learner never takes pulsarctl's behaviour for Pulsar's rule.
+    ours: str = ""
 
 
 class Question(NamedTuple):
+    """The closing question, answered by the message's life story (`explain`): answer holds the
+    key facts that story must show (an id, a count, a consumer, a time, a reason), so a test
+    checks that the command the lesson suggests really answers the question."""
     text: str
     message_id: str
     topic: str
     subscription: Optional[str] = None
+    answer: tuple[str, ...] = ()
 
     def explain_argv(self) -> list[str]:
         """The command that answers it: the message's life story."""
@@ -59,12 +67,13 @@ class Builder:
         self.steps: list[Step] = []
 
     def step(self, command: str, what: str, why: str, rule: str, *, look=_DEFAULT,
-             exit_code: int = 0) -> None:
+             exit_code: int = 0, ours: str = "") -> None:
         if look is _DEFAULT:
             look = self.look
         elif isinstance(look, tuple) and look is not None:
             look = Look(*look)
-        self.steps.append(Step(tuple(shlex.split(command)), what, why, rule, look, exit_code))
+        self.steps.append(Step(tuple(shlex.split(command)), what, why, rule, look, exit_code,
+                               ours))
 
     def simulate(self) -> None:
         """Every lesson's first step: the store's clock is simulated, so it moves only when a
@@ -75,7 +84,9 @@ class Builder:
                   "Redelivery delays, ack timeouts and delayed messages then fire exactly when a "
                   "step says, with no waiting.",
                   "pulsarctl: one clock per store, injected into the broker",
-                  look=None)
+                  look=None,
+                  ours="Pulsar has no such clock: its timers run on the broker's and the "
+                       "clients' wall clocks.")
 
     def lesson(self, name: str, title: str, question: Question) -> Lesson:
         return Lesson(name, title, tuple(self.steps), question)
