@@ -13,13 +13,18 @@
 #   pulsar.sh tokens ARGS...           the real `pulsar tokens`
 #   pulsar.sh listeners                list listening sockets (ss); fail if one is off loopback
 #   pulsar.sh isolated                 succeed only inside a namespace whose one interface is lo
+#   pulsar.sh preflight                say why `start` cannot run here (no JVM started), or
+#                                      nothing and exit 0 when it can
 #
 # Environment: PULSAR_VERSION (broker, default 4.2.4), PULSAR_TOOLS_VERSION (default 4.0.8: the
 # newest pulsar-client-tools / pulsar-testclient on Maven Central), PULSAR_ORACLE_CACHE (jar
 # cache, default ~/.cache/pulsarctl-oracle), JAVA_HOME, PULSAR_MEM (broker JVM memory flags),
+# PULSAR_TOOL_MEM (the tools' JVM memory flags, default -Xmx512m: pulsar-perf needs that much),
 # PULSAR_START_TIMEOUT / PULSAR_STOP_TIMEOUT (seconds, default 300 / 60: generous, the machine
 # is shared), PULSAR_ORACLE_TOKEN (a token the admin/client/perf tools and the readiness check
-# send, for a standalone started with authentication on).
+# send, for a standalone started with authentication on), PULSAR_BROKER_PORT / PULSAR_WEB_PORT /
+# PULSAR_BOOKIE_PORT (default 6650 / 8080 / 3181: other ports let a second standalone, say one
+# with token auth, run beside the first; give the same ones to stop, admin, client and perf).
 set -euo pipefail
 
 ORACLE_DIR=$(cd -P "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +35,9 @@ BROKER_LIB=$CACHE/broker-$PULSAR_VERSION
 TOOLS_LIB=$CACHE/tools-$PULSAR_TOOLS_VERSION
 START_TIMEOUT=${PULSAR_START_TIMEOUT:-300}
 STOP_TIMEOUT=${PULSAR_STOP_TIMEOUT:-60}
+BROKER_PORT=${PULSAR_BROKER_PORT:-6650}
+WEB_PORT=${PULSAR_WEB_PORT:-8080}
+BOOKIE_PORT=${PULSAR_BOOKIE_PORT:-3181}
 if [[ -n ${JAVA_HOME:-} ]]; then JAVA=$JAVA_HOME/bin/java; else JAVA=java; fi
 
 die() { echo "pulsar.sh: $*" >&2; exit 1; }
@@ -105,8 +113,8 @@ listeners() {
 
 client_conf() {  # writes a client.conf for the tools to the given path
     {
-        echo "webServiceUrl=http://127.0.0.1:8080/"
-        echo "brokerServiceUrl=pulsar://127.0.0.1:6650/"
+        echo "webServiceUrl=http://127.0.0.1:$WEB_PORT/"
+        echo "brokerServiceUrl=pulsar://127.0.0.1:$BROKER_PORT/"
         if [[ -n ${PULSAR_ORACLE_TOKEN:-} ]]; then
             echo "authPlugin=org.apache.pulsar.client.impl.auth.AuthenticationToken"
             echo "authParams=token:$PULSAR_ORACLE_TOKEN"
@@ -114,14 +122,14 @@ client_conf() {  # writes a client.conf for the tools to the given path
     } > "$1"
 }
 
-run_tool() {  # main-class args...: a tool JVM, its client.conf as first argument (as bin/ does)
-    local main=$1 conf rc=0
-    shift
+run_tool() {  # log-level main-class args...: a tool JVM, its client.conf first (as bin/ does)
+    local level=$1 main=$2 conf rc=0
+    shift 2
     need_jars "$TOOLS_LIB" "pulsar-client-tools $PULSAR_TOOLS_VERSION"
     conf=$(mktemp "${TMPDIR:-/tmp}/pulsar-oracle-client.XXXXXX.conf")
     client_conf "$conf"
-    "$JAVA" -cp "$TOOLS_LIB/*" "${COMMON_OPTS[@]}" -Xmx256m \
-        -Dpulsar.log.appender=Stderr -Dpulsar.log.level=warn \
+    "$JAVA" -cp "$TOOLS_LIB/*" "${COMMON_OPTS[@]}" ${PULSAR_TOOL_MEM:--Xmx512m} \
+        -Dpulsar.log.appender=Stderr -Dpulsar.log.level="$level" \
         "$main" "$conf" "$@" || rc=$?
     rm -f "$conf"
     return "$rc"
@@ -132,9 +140,9 @@ run_tool() {  # main-class args...: a tool JVM, its client.conf as first argumen
 serving() {
     local auth=()
     [[ -n ${PULSAR_ORACLE_TOKEN:-} ]] && auth=(-H "Authorization: Bearer $PULSAR_ORACLE_TOKEN")
-    curl -sf --max-time 5 "${auth[@]}" http://127.0.0.1:8080/admin/v2/namespaces/public \
+    curl -sf --max-time 5 "${auth[@]}" "http://127.0.0.1:$WEB_PORT/admin/v2/namespaces/public" \
         2>/dev/null | grep -q '"public/default"' \
-        && (exec 3<>/dev/tcp/127.0.0.1/6650) 2>/dev/null
+        && (exec 3<>"/dev/tcp/127.0.0.1/$BROKER_PORT") 2>/dev/null
 }
 
 start() {
@@ -153,6 +161,8 @@ start() {
         [[ $kv == *=* ]] || die "not key=value: $kv"
         printf '%s\n' "$kv" >> "$data/standalone.conf"
     done
+    printf 'brokerServicePort=%s\nwebServicePort=%s\n' "$BROKER_PORT" "$WEB_PORT" \
+        >> "$data/standalone.conf"
     t0=$(now)
     # The starter takes relative default paths (data/standalone/zookeeper decides ZooKeeper
     # mode when it exists), so it runs from the data directory, where none of them exist.
@@ -170,7 +180,7 @@ start() {
         --no-functions-worker --no-stream-storage \
         --advertised-address 127.0.0.1 \
         --metadata-dir "$data/metadata" \
-        --bookkeeper-dir "$data/bookkeeper" --bookkeeper-port 3181 \
+        --bookkeeper-dir "$data/bookkeeper" --bookkeeper-port "$BOOKIE_PORT" \
         > "$data/logs/stdout.log" 2>&1) &
     pid=$!
     echo "$pid" > "$data/pulsar.pid"
@@ -187,7 +197,7 @@ start() {
         sleep 0.2
     done
     echo "pulsar.sh: Pulsar $PULSAR_VERSION standalone (pid $pid) serving on" \
-        "127.0.0.1:6650 and :8080 after $(elapsed "$t0") s" >&2
+        "127.0.0.1:$BROKER_PORT and :$WEB_PORT after $(elapsed "$t0") s" >&2
 }
 
 stop() {
@@ -210,7 +220,7 @@ stop() {
 }
 
 cmd=${1:-}
-[[ -n $cmd ]] || die "usage: pulsar.sh fetch|netns|start|stop|admin|client|perf|tokens|listeners|isolated ..."
+[[ -n $cmd ]] || die "usage: pulsar.sh fetch|netns|start|stop|admin|client|perf|tokens|listeners|isolated|preflight ..."
 shift
 case $cmd in
     fetch)
@@ -224,15 +234,22 @@ case $cmd in
         ;;
     start) start "$@" ;;
     stop) stop "$@" ;;
-    admin) run_tool org.apache.pulsar.admin.cli.PulsarAdminTool "$@" ;;
-    client) run_tool org.apache.pulsar.client.cli.PulsarClientTool "$@" ;;
-    perf) run_tool org.apache.pulsar.testclient.PulsarPerfTestTool "$@" ;;
+    # admin and client print their results on stdout; pulsar-perf reports through its logger.
+    admin) run_tool warn org.apache.pulsar.admin.cli.PulsarAdminTool "$@" ;;
+    client) run_tool warn org.apache.pulsar.client.cli.PulsarClientTool "$@" ;;
+    perf) run_tool info org.apache.pulsar.testclient.PulsarPerfTestTool "$@" ;;
     tokens)
         need_jars "$BROKER_LIB" "pulsar-broker $PULSAR_VERSION"
         exec "$JAVA" -cp "$BROKER_LIB/*" "${COMMON_OPTS[@]}" -Dpulsar.log.appender=Stderr \
             -Dpulsar.log.level=warn org.apache.pulsar.utils.auth.tokens.TokensCliUtils "$@"
         ;;
     listeners) listeners ;;
+    preflight)
+        command -v "$JAVA" >/dev/null || die "no java (set JAVA_HOME or install a JDK 17+)"
+        need_jars "$BROKER_LIB" "pulsar-broker $PULSAR_VERSION"
+        need_jars "$TOOLS_LIB" "pulsar-client-tools $PULSAR_TOOLS_VERSION"
+        need_isolated
+        ;;
     isolated) isolated ;;
     *) die "unknown command: $cmd" ;;
 esac
