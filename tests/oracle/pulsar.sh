@@ -70,7 +70,7 @@ resolve() {  # profile version dir
     fi
     t0=$(now)
     rm -rf "$dir.part"
-    mvn -B -q -f "$ORACLE_DIR/pom.xml" "-P$profile" "-Dpulsar.version=$version" \
+    mvn -B -q -Dstyle.color=never -f "$ORACLE_DIR/pom.xml" "-P$profile" "-Dpulsar.version=$version" \
         dependency:copy-dependencies -DincludeScope=runtime "-DoutputDirectory=$dir.part" \
         || die "mvn could not resolve the $profile jars of Pulsar $version (see its output above)"
     rm -rf "$dir"
