@@ -156,6 +156,14 @@ start() {
     if [[ -f $data/pulsar.pid ]] && kill -0 "$(cat "$data/pulsar.pid")" 2>/dev/null; then
         die "a standalone already runs from $data (pid $(cat "$data/pulsar.pid"))"
     fi
+    # A port already taken (say by `pulsarctl serve` on its defaults) would make the readiness
+    # check below answer for the wrong server.
+    local port
+    for port in "$BROKER_PORT" "$WEB_PORT" "$BOOKIE_PORT"; do
+        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+            die "127.0.0.1:$port is already in use (move this standalone with PULSAR_*_PORT)"
+        fi
+    done
     cp "$ORACLE_DIR/standalone.conf" "$data/standalone.conf"
     for kv in "$@"; do
         [[ $kv == *=* ]] || die "not key=value: $kv"
@@ -181,7 +189,7 @@ start() {
         --advertised-address 127.0.0.1 \
         --metadata-dir "$data/metadata" \
         --bookkeeper-dir "$data/bookkeeper" --bookkeeper-port "$BOOKIE_PORT" \
-        > "$data/logs/stdout.log" 2>&1) &
+        < /dev/null > "$data/logs/stdout.log" 2>&1) &
     pid=$!
     echo "$pid" > "$data/pulsar.pid"
     until serving; do
