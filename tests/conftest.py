@@ -24,8 +24,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
 # -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`;
 # `serve` drives a real `pulsarctl serve` with the real pulsar-client, `rest` the admin REST API
-# against a real server on 127.0.0.1.
-LAYERS = ("store", "broker", "cli", "processes", "spark", "serve", "rest")
+# against a real server on 127.0.0.1; `oracle` a real Apache Pulsar standalone, only when asked
+# for, inside `tests/oracle/pulsar.sh netns` (tests/oracle/README.md).
+LAYERS = ("store", "broker", "cli", "processes", "spark", "serve", "rest", "oracle")
 
 
 def pytest_configure(config):
