@@ -466,10 +466,12 @@ class Broker:
 
     @routed
     @wakes
-    def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:
+    def redeliver_unacked(self, names, subscription, consumer_name=None, ids=None) -> int:
         """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
-        go back now, counted as redeliveries. Returns how many."""
-        return self.write(_consuming().redeliver_unacked, names, subscription, consumer_name)
+        go back now, counted as redeliveries; with ids (a client's nack once its own delay ran
+        out), only those the consumer holds. Returns how many."""
+        return self.write(_consuming().redeliver_unacked, names, subscription, consumer_name,
+                          None if ids is None else list(ids))
 
     @routed
     def requeue(self, names, subscription, consumer_name, ids) -> int:
@@ -498,9 +500,17 @@ class Broker:
 
     def explain(self, topic, message_id, subscription: str | None = None) -> dict:
         """A message's life from the message history (history.py), oldest first; a dead letter
-        or retry copy's starts with its original's."""
+        or retry copy's starts with its original's. topic None: the topic its ledger is on
+        (broker/explain.py)."""
+        from pulsarctl.broker import explain as life  # lazy: one-shot produce never needs it
+
+        if topic is None:
+            # Ledger ids are unique in a store; the non-persistent topics' store counts its own.
+            np = self.non_persistent_if_open()
+            other = None if np is None else np.read(life.ledger_topic, message_id.ledger_id)
+            return self.read(life.explain, None, message_id, subscription, other)
         owner = self.owner_of(topic)
-        return owner.read(history.explain, topic, message_id, subscription)
+        return owner.read(life.explain, topic, message_id, subscription)
 
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed

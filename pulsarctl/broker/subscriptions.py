@@ -56,8 +56,13 @@ def initial_mark_delete(ctx, info, position) -> int:
     raise InvalidValue(f"unknown initial position {position!r}", hint="use Latest or Earliest")
 
 
-def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
+def create(ctx, info, name: str, position="Latest", sub_type: str | None = None,
            exist_ok: bool = True):
+    """The subscription, made where it is missing. sub_type: its first consumer's type; None
+    for one made with no consumer (create-subscription, a dead letter topic's initial
+    subscription), which has no type until a consumer attaches: Pulsar reports "None" for a
+    subscription without a dispatcher (PersistentSubscription.getTypeString; shown_type), and
+    the semantics read such a subscription as Exclusive until then."""
     c = get(ctx, info, name)
     if c is not None:
         if not exist_ok:
@@ -69,10 +74,18 @@ def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
     # A namespace or topic dead-letter policy is where a new subscription's policy starts;
     # its consumers' flags override it.
     dlp = policies.effective(ctx, info.name, policies.DEAD_LETTER)
-    c.props = {"type": sub_type, "created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
+    c.props = {"created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
                "lastConsumed": 0, "policy": dict(dlp) if dlp else {}}
+    if sub_type is not None:
+        c.props["type"] = sub_type
     ctx.cursors.save(ctx.txn, c)
     return c
+
+
+def shown_type(c) -> str:
+    """The type a subscription reports (stats, describe, the cursor picture, top): its
+    consumers' type, or "None" while no consumer ever attached (see create)."""
+    return c.props.get("type") or "None"
 
 
 def update_policy(ctx, c, settings: dict) -> None:

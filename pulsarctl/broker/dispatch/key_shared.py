@@ -76,6 +76,20 @@ def reconcile(ctx, c, live: list):
     return selector, ks
 
 
+def slot(selector_policy, rec) -> int:
+    """The hash slot of a stored entry's sticky key (its ordering key, else its key, else its
+    producer and sequence id), under the subscription's selector policy."""
+    return _slot(selector_policy, rec)
+
+
+def selector_of(c):
+    """The subscription's selector as stored (for a look that changes nothing), or None."""
+    ks = c.props.get("ks")
+    if not ks or ks.get("state") is None:
+        return None
+    return make_selector(ks["policy"], ks["state"]), ks["policy"]
+
+
 def _slot(selector_policy, rec) -> int:
     n = len(rec)
     okey = rec[F_ORDERING_KEY] if n > F_ORDERING_KEY else None
@@ -216,7 +230,5 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
 
 def ranges_of(ctx, c) -> dict:
     """consumer -> inclusive slot ranges it owns (keyHashRanges in Pulsar's consumer stats)."""
-    ks = c.props.get("ks")
-    if not ks or ks.get("state") is None:
-        return {}
-    return make_selector(ks["policy"], ks["state"]).consumer_ranges()
+    got = selector_of(c)
+    return {} if got is None else got[0].consumer_ranges()
