@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    batches, chunks, compaction, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
-    redelivery, topics, unpack, subscriptions as subs,
+    batches, chunks, compaction, consumers, cursor_admin, deadletter, dispatch, expiry, history,
+    nacks, partitions, redelivery, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
 from pulsarctl.consumer_policy import ConsumerPolicy
@@ -55,6 +55,16 @@ def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, pr
     if isinstance(names, (str, TopicName)) and len(targets) == 1:
         return str(targets[0]), msgs
     return [str(p) for p in targets], msgs
+
+
+def refused(ctx, names, subscription, consumer_name, error: str, reason: str) -> None:
+    """A consumer the subscription turned away (error: Pulsar's ServerError name): the message
+    it would have been given next says so (history.refused), on every topic of names that has
+    the subscription. A subscription with nothing waiting has no message to tell it."""
+    for _p, info, c in with_subscription(ctx, expand(ctx, names), subscription):
+        o = dispatch.next_waiting(ctx, info, c)
+        if o is not None:
+            history.refused(ctx, info, o, c.name, consumer_name, error, reason)
 
 
 def _np_attach(ctx, info, subscription) -> None:

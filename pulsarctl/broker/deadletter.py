@@ -125,8 +125,7 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
                                        target.partition_index, internal=True)
         if first is None and ids:
             first = ids[0]
-            beyond = {history.BEYOND: history.DLQ_NOTE} \
-                if c.props.get("type", subs.EXCLUSIVE) in subs.SINGLE_ACTIVE else {}
+            beyond = {history.BEYOND: history.DLQ_NOTE} if history.single_active(c) else {}
             history.record(ctx, info, offset, history.DEAD_LETTERED, c.name, consumer,
                            reason="maxRedeliverCount reached", toTopic=str(target),
                            toMessageId=str(first), **beyond)

@@ -50,6 +50,11 @@ NACK_NOTE = "the broker keeps this nack timer; Pulsar's lives in the client"
 LEASE_NOTE = "a consumer held by a lease; Pulsar's lives by its connection"
 _SINGLE_ACTIVE = ("Exclusive", "Failover")
 
+
+def single_active(c) -> bool:
+    """Whether subscription c is Exclusive or Failover (one untyped yet reads as Exclusive)."""
+    return c.props.get("type", "Exclusive") in _SINGLE_ACTIVE
+
 _DB = "history"
 _SEQ = b"history_seq"  # meta: the next transaction's sequence base
 _SHIFT = 24
@@ -515,10 +520,8 @@ def refused(ctx, info, offset: int, sub: str, consumer: str, error: str, reason:
     """Subscription sub turned consumer away (error: Pulsar's ServerError name), recorded on
     the message it would have been given next, unless that message's newest event of the
     subscription already tells the same refusal."""
-    v = last(ctx, info.ml_id, offset, REFUSED, sub)
-    newest = next((x for x in reversed(events_of(ctx, info.ml_id, offset)) if x[2] == sub),
-                  None)
-    if v is not None and newest is v and v[3] == consumer and (v[5] or {}).get("reason") \
-            == reason:
+    v = next((x for x in reversed(events_of(ctx, info.ml_id, offset)) if x[2] == sub), None)
+    if v is not None and v[0] == REFUSED and v[3] == consumer \
+            and (v[5] or {}).get("reason") == reason:
         return
     record(ctx, info, offset, REFUSED, sub, consumer, error=error, reason=reason)

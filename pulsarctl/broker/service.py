@@ -25,7 +25,9 @@ from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.routing import PartitionRouter
 from pulsarctl.config import BROKER_DEFAULTS
-from pulsarctl.errors import DamagedStore, DiskFull, StoreUnavailable
+from pulsarctl.errors import (
+    ConsumerAssignError, ConsumerBusy, DamagedStore, DiskFull, PulsarctlError, StoreUnavailable,
+)
 from pulsarctl.names import topic_name
 from pulsarctl.wake import notify, wakes
 from pulsarctl.compression import compress
@@ -428,9 +430,21 @@ class Broker:
         stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
         up to that many messages in the same transaction. Returns (topic names, messages).
         settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
-        return self.write(_consuming().subscribe, names, subscription, consumer_name, sub_type,
-                          position, priority=priority, pid=pid, pid_start=pid_start,
-                          lease_ms=lease_ms, fetch=fetch, policy=policy, settings=settings)
+        try:
+            return self.write(_consuming().subscribe, names, subscription, consumer_name,
+                              sub_type, position, priority=priority, pid=pid,
+                              pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
+                              policy=policy, settings=settings)
+        except (ConsumerBusy, ConsumerAssignError) as exc:
+            # Refused: the subscribe rolled back whole. Why the consumer got nothing goes in
+            # the message history after it, in a write of its own (history.refused); failing
+            # to write it changes nothing of the refusal.
+            try:
+                self.write(_consuming().refused, names, subscription, consumer_name,
+                           type(exc).__name__, exc.message)
+            except PulsarctlError:
+                pass
+            raise
 
     @routed
     def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0,

@@ -155,3 +155,23 @@ def test_what_pulsar_does_not_do_is_marked_as_pulsarctls(cli):
     assert gone == [gone[0]] and gone[0].endswith(
         "given back to subscription sh for dispatch: consumer ann's lease ended (pulsarctl: a "
         "consumer held by a lease; Pulsar's lives by its connection)")
+
+
+def test_why_nothing_happened_reads_in_explain(cli):
+    """A delayed message a fetch passed over, and a consumer refused while it waited: one line
+    each, however often the consumers tried."""
+    ok(cli("clock", "simulate", "--at", AT))
+    (mid,) = ok(cli("produce", "t", "-m", "later", "--deliver-after", "1m")).stdout.split()
+    for _ in range(2):
+        assert _receive(cli, "--consumer-name", "c1") == []
+    for _ in range(2):
+        r = cli("receive", "t", "-s", "jobs", "-t", "Exclusive", "--consumer-name", "c2",
+                "-n", "1", "--idle-timeout", "10ms")
+        assert r.exit_code == 4
+    lines = ok(cli("explain", mid)).stdout.splitlines()
+    assert [ln.split("  ", 1)[1] for ln in lines[1:]] == [
+        f"{mid} held back by delayed delivery until 2026-01-01T10:01:00.000Z",
+        f"{mid} not delivered on subscription jobs to consumer c1: its delivery time has not "
+        "come (delayed delivery holds it until then)",
+        f"{mid} waited: subscription jobs refused consumer c2 (ConsumerBusy: subscription "
+        "'jobs' is Shared with 1 connected consumer(s); a Exclusive consumer cannot join it)"]

@@ -160,9 +160,10 @@ key:[null], properties:[], content:o2
 persistent://public/default/orders  subscription audit (Exclusive)
 backlog 4  ·  at 10:00:00
   ── mark-delete 1:-1 ──
-  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00 †
   ── read position 1:2 ──
   1:2–1:3   ○ backlog   ×2
+  † pulsarctl: a consumer held by a lease; Pulsar's lives by its connection
   Pulsar: c1 is the one consumer of Exclusive subscription audit; it holds o1 and o2, pending until acked.
   Why:    receive does not ack: a delivered message stays pending for its consumer, and Earliest starts the new subscription before o1. [PersistentSubscription; subscriptionInitialPosition=Earliest]
 
@@ -173,9 +174,10 @@ error: Exclusive consumer is already connected to subscription 'audit' (consumer
 persistent://public/default/orders  subscription audit (Exclusive)
 backlog 4  ·  at 10:00:00
   ── mark-delete 1:-1 ──
-  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00 †
   ── read position 1:2 ──
   1:2–1:3   ○ backlog   ×2
+  † pulsarctl: a consumer held by a lease; Pulsar's lives by its connection
   Pulsar: The broker refuses c2 with ConsumerBusy: "Exclusive consumer is already connected" (exit 4).
   Why:    An Exclusive subscription admits one consumer; a second waits until the first disconnects (or its lease ends). [AbstractDispatcherSingleActiveConsumer.internalAddConsumer]
 """
