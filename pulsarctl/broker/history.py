@@ -25,7 +25,6 @@ import bisect
 
 from store import codec, keys
 from pulsarctl import timetext
-from pulsarctl.broker import policies, topics
 from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
 from pulsarctl.units import parse_duration_ms
 
