@@ -116,8 +116,8 @@ def _phrase(e: dict, mid: str) -> str:
             # A wire consumer's nack: its client held the message for the nack delay (or the
             # ack timeout), then asked for it again (CommandRedeliverUnacknowledgedMessages).
             return f"{mid} negatively acknowledged by consumer {who} of subscription {sub}: " \
-                   f"its client held it {_dur(e.get('held'))}, then asked for its " \
-                   "redelivery (a Pulsar client keeps the nack delay and the ack timeout itself)"
+                   f"its client held it {_dur(e.get('held'))} (its nack delay, or its ack " \
+                   "timeout: a Pulsar client keeps both itself), then asked for its redelivery"
         s = f"{mid} negatively acknowledged by consumer {who} of subscription {sub}: " \
             f"redelivered after {_dur(e.get('delay'))}"
         # The timer's deadline, as the cursor picture shows it (rounded down to 256 ms by the

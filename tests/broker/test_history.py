@@ -337,3 +337,15 @@ def test_a_refused_consumer_is_told_on_the_message_it_would_have_got_once(broker
     assert [e["event"] for e in broker.explain("t", ids[1])["events"]] == ["published"]
     # The refusal rolled back whole: c2 and c3 are not consumers of s.
     assert {c["consumerName"] for c in broker.subscription("t", "s").consumers()} == {"c1"}
+
+
+def test_a_subscription_at_its_unacked_limit_holds_the_next_message_once(broker):
+    _p, ids = broker.publish("t", msgs(5))
+    broker.policies.set("topic", "t", policies.MAX_UNACKED_SUBSCRIPTION, 2)
+    sub(broker, "t", "s", "c1")
+    sub(broker, "t", "s", "c2")
+    assert len(broker.fetch("t", "s", "c1", 1)) == 1
+    assert len(broker.fetch("t", "s", "c2", 5)) == 1     # the subscription's limit: blocked
+    for name in ("c1", "c2", "c1"):
+        assert broker.fetch("t", "s", name, 5) == []
+    assert held(broker, "t", ids[2]) == [("subscriptionUnackedLimit", None)]

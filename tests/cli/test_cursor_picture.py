@@ -121,3 +121,26 @@ def test_unknown_topic_or_subscription_is_one_line(cli):
     assert "subscription 'nope' not found" in line
     assert_error(cli("topics", "cursor", "missing", "-s", "s"), 3, stdout_empty=True)
     assert_error(cli("topics", "cursor", "t", "-s", "s", "-n", "0"), 2)
+
+
+def test_what_is_pulsarctls_is_marked_in_the_picture(cli, monkeypatch):
+    """A redelivery count on an Exclusive subscription is pulsarctl's (Pulsar's single-active
+    dispatchers count nothing): the row ends in a † the picture explains, and its JSON says
+    so in beyondPulsar."""
+    ok(cli("clock", "simulate", "--at", AT))
+    (mid,) = ok(cli("produce", "t", "-m", "x")).stdout.split()
+    recv = ("receive", "t", "-s", "ex", "-t", "Exclusive", "-p", "Earliest", "-n", "1",
+            "--idle-timeout", "10ms", "--nack-delay", "1s", "-o", "ndjson")
+    assert cli(*recv).exit_code == 0
+    ok(cli("nack", "t", "-s", "ex", mid))
+    ok(cli("clock", "advance", "2s"))
+    assert cli(*recv).exit_code == 0                     # delivered again, count 1
+    monkeypatch.setenv("COLUMNS", "80")
+    out = ok(cli("topics", "cursor", "t", "-s", "ex")).stdout
+    row = next(line for line in out.splitlines() if line.startswith("  1:0 "))
+    assert "redelivery 1" in row and row.endswith(" †")
+    assert "  † pulsarctl: Pulsar keeps no count on Exclusive and Failover subscriptions" in out
+    (entry,) = [e for e in pjson(cli("topics", "cursor", "t", "-s", "ex", "-o", "json"))[
+        "entries"] if e["messageId"] == mid]
+    assert "Pulsar keeps no count on Exclusive and Failover subscriptions" in \
+        entry["beyondPulsar"]
