@@ -17,6 +17,12 @@ indexes where they matter.
 Kept for messageHistoryRetention (or the topic's retention time, whichever is longer) after
 the entries themselves are trimmed (trim); `messageHistoryEnabled false` stops the recording.
 
+Besides what happened, two kinds of event say why nothing did (held, refused: see "why nothing
+happened" below), and an event that shows pulsarctl doing more than Pulsar (a count on
+Exclusive, a nack timer the broker keeps, a lease) carries a note saying so (BEYOND). A dead
+letter or retry copy a client made is linked to its original by letter_links.py; explain.py
+reads a message's life back.
+
 --explain: with watch() on (the CLI's global flag), each write transaction's events are also
 kept in memory and handed to the caller after it commits (Broker.write calls committed())."""
 from __future__ import annotations

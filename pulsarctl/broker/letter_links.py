@@ -20,7 +20,9 @@ holds the original as delivered and not yet acknowledged (one, or none is named)
 A dead letter or a retry: the copy's topic says which when it ends in -DLQ or -RETRY (the
 default names); another name is a retry when the copy is delivered later (reconsumeLater's
 deliverAfter), else a dead letter. A copy pulsarctl's `dlq replay` makes (REPLAY_COUNT) is no
-client's dead letter, nor is a copy published back to its own topic."""
+client's dead letter, nor is a copy published back to its own topic. Only a copy stored as an
+entry of its own is looked at: the clients' dead letter and retry producers never batch
+(enableBatching(false)), so a batch entry's messages are taken for what they say they are."""
 from __future__ import annotations
 
 from pulsarctl.broker import history, topics
