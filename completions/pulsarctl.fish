@@ -83,7 +83,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the 
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, basic) and authorization as --config\'s broker.conf keys say; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'top' -d 'A live view of the topics of namespace NS (every namespace without it) on a terminal, refreshed every second until q or Ctrl-C: per topic messages in and out per second, backlog, unacked messages; per subscription its type, the messages waiting to be redelivered and delayed, redeliveries per minute and each consumer with how many messages it holds; the dead letter topics and their sizes; who runs the timers (a `pulsarctl daemon`, or `pulsarctl serve` holding the daemon lock) and the store\'s clock.'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'explain' -d 'A message\'s life, oldest first, from the store\'s message history: published, delivered (to whom, which redelivery), acked, nacked, ack timeouts, redeliveries and why, retry and dead letter moves (followed back to the original topic), expiry, skip and clear.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'explain' -d 'A message\'s life, oldest first, from the store\'s message history: published, delivered (to whom, which redelivery), acked, nacked, ack timeouts, redeliveries and why, retry and dead letter moves (the broker\'s and a client\'s, followed back to the original topic), expiry, skip and clear, and why nothing happened (held: a delayed message not due, a Key_Shared key no consumer\'s range covers, a consumer at its unacked limit; refused: a consumer the subscription turned away).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'
@@ -275,7 +275,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s o -l output -x -a 
 complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl explain
-complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output -t --topic -s --subscription)' -d 'The topic the id is on.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output -t --topic -s --subscription)' -d 'The topic the id is on (default: the topic whose ledger the id names).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s s -l subscription -x -d 'Only this subscription\'s events (and the publish).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s h -l help -d 'Show this message and exit.'

@@ -71,7 +71,7 @@ def update_partitions(ctx, topic: TopicName, n: int) -> int:
     for i in range(old, n):
         info = topics.ensure(ctx, topic.partition(i))
         for name, typ in subs:
-            subscriptions.create(ctx, info, name, "Earliest", typ or subscriptions.EXCLUSIVE)
+            subscriptions.create(ctx, info, name, "Earliest", typ)
     ctx.put({"partitions": n, "created": ctx.now}, "partitioned", str(topic))
     return n
 

@@ -100,10 +100,13 @@ def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None,
     rec = Consumer.of(rec)
     if history.on(ctx):
         # What it held and had not nacked goes back (a nacked message waits for its timer).
+        # A consumer of no process that is gone was held by its lease alone: pulsarctl's.
+        lease = {"reason": f"consumer {rec.name}'s lease ended",
+                 history.BEYOND: history.LEASE_NOTE} if why == "gone" and not rec.pid else {}
         history.record_many(ctx, info, [o for o, p in subs.pending_items(ctx, c.id)
                                         if p.consumer == rec.name and not p.nacked],
                             history.CONSUMER_GONE, c.name, rec.name,
-                            reason=f"consumer {rec.name} {why}")
+                            **{"reason": f"consumer {rec.name} {why}", **lease})
     ctx.delete("consumer", c.id, rec.name)
     typ = c.props.get("type", subs.EXCLUSIVE)
     if remaining is None:
@@ -149,7 +152,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
             f"Exclusive consumer is already connected to subscription '{c.name}' "
             f"(consumer '{holder.name}', {how})",
             hint="use another subscription, a Shared subscription (-t Shared), or wait")
-    if not others and current != sub_type:
+    if not others and c.props.get("type") != sub_type:  # (none yet: its first consumer)
         # A new type starts from the first unacked message: the old dispatcher's pending and
         # replay state means nothing to the new one (Shared's replay set is invisible to an
         # Exclusive cursor, and the other way round). Exclusive and Failover deliver delayed

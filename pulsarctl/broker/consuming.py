@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    batches, chunks, compaction, consumers, cursor_admin, deadletter, dispatch, expiry, nacks, partitions,
-    redelivery, topics, unpack, subscriptions as subs,
+    batches, chunks, compaction, consumers, cursor_admin, deadletter, dispatch, expiry, history,
+    nacks, partitions, redelivery, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
 from pulsarctl.consumer_policy import ConsumerPolicy
@@ -55,6 +55,16 @@ def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, pr
     if isinstance(names, (str, TopicName)) and len(targets) == 1:
         return str(targets[0]), msgs
     return [str(p) for p in targets], msgs
+
+
+def refused(ctx, names, subscription, consumer_name, error: str, reason: str) -> None:
+    """A consumer the subscription turned away (error: Pulsar's ServerError name): the message
+    it would have been given next says so (history.refused), on every topic of names that has
+    the subscription. A subscription with nothing waiting has no message to tell it."""
+    for _p, info, c in with_subscription(ctx, expand(ctx, names), subscription):
+        o = dispatch.next_waiting(ctx, info, c)
+        if o is not None:
+            history.refused(ctx, info, o, c.name, consumer_name, error, reason)
 
 
 def _np_attach(ctx, info, subscription) -> None:
@@ -234,9 +244,13 @@ def requeue(ctx, names, subscription, consumer_name, ids) -> int:
     return n
 
 
-def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
+def redeliver_unacked(ctx, names, subscription, consumer_name=None, ids=None) -> int:
     """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
-    go back now, counted as redeliveries. Returns how many."""
+    go back now, counted as redeliveries; with ids, only those (what a Pulsar client sends
+    once its own nack delay or ack timeout ran out: CommandRedeliverUnacknowledgedMessages
+    with message ids). Returns how many."""
+    if ids is not None:
+        return _redeliver_ids(ctx, expand(ctx, names), subscription, consumer_name, ids)
     n = 0
     targets = expand(ctx, names)
     found = False
@@ -253,6 +267,33 @@ def redeliver_unacked(ctx, names, subscription, consumer_name=None) -> int:
     if not found:
         subs.require(ctx, topics.require(ctx, targets[0]), subscription)
     return n
+
+
+def _redeliver_ids(ctx, targets, subscription, consumer_name, ids) -> int:
+    """A client's nack, as Pulsar's broker takes it: the client has held each message for its
+    nack delay already (NegativeAcksTracker; or its ack timeout, UnAckedMessageTracker), so the
+    dispatcher redelivers them at once, counted (redeliverUnacknowledgedMessages(consumer,
+    positions)); no timer of the broker's is involved. Ids the consumer no longer holds (acked
+    or redelivered meanwhile) are passed over, as Pulsar passes them over; so are ids on no
+    topic of targets: a client's stale request is no error."""
+    n = 0
+    for owner, mids in by_owner(ctx, targets, [m for m in ids if _owned(ctx, targets, m)]).items():
+        info = topics.lookup(ctx, owner)
+        c = subs.get(ctx, info, subscription) if info is not None else None
+        if c is None:
+            continue
+        redelivery.fire(ctx, info, c)
+        offsets = sorted({o for o in (info.offset(m.ledger_id, m.entry_id) for m in mids)
+                          if o is not None and info.contains(o)})
+        offsets += chunks.earlier(ctx, info, offsets) if offsets else []
+        n += nacks.asked(ctx, info, c, consumer_name, offsets)
+    return n
+
+
+def _owned(ctx, targets, mid) -> bool:
+    if len(targets) == 1:
+        return True
+    return partitions.owner_topic(ctx, mid.ledger_id) in {str(p) for p in targets}
 
 
 def close_consumer(ctx, names, subscription, consumer_name, acks=()) -> None:

@@ -18,16 +18,19 @@ The states, and where each is kept:
                   redeliver-unacked fired (it has a redelivery count): goes out on the next fetch;
     returned      in the replay set with no redelivery count: given back by a consumer that
                   went away (Shared), goes out on the next fetch;
-    keyOrder      Key_Shared: in the replay set with no redelivery count, read for another
-                  consumer's key or behind an older message of its key: goes out when that
-                  key's consumer fetches.
-  (The replay set keeps only the count to deliver with, not why: "redelivered", "returned" and
-  "keyOrder" are read from that count and the subscription type; a redelivered message's
-  cause, "nacked at 10:00:05, nack backoff 4s" or "ack timeout 30s", comes from the message
-  history, as "why".)
+  (The replay set keeps only the count to deliver with, not why: "redelivered" and "returned"
+  are read from that count and the message history, which also gives a redelivered message's
+  cause, "nacked at 10:00:05, nack backoff 4s" or "ack timeout 30s", as "why".)
 - delayed: in the delayed index (delayed.py) until its deliver-at time; or, on Shared and
   Key_Shared, past the read position with a deliver-at time still ahead (dispatch will hold it).
-- backlog: everything else not acked (not read yet, or read again from a rewound cursor).
+- backlog: everything else not acked (not read yet, or read again from a rewound cursor); on
+  Key_Shared also a message never delivered that waits in the replay set (keyOrder: read for
+  another consumer's key, or behind an older message of its key, until that key's consumer
+  fetches; keyUncovered: no consumer's hash range covers its key), which is no redelivery.
+
+Where pulsarctl is deliberately stronger than Pulsar, a row says so (beyond: the notes of
+history.py, "beyondPulsar" in JSON): a redelivery count on Exclusive or Failover, a nack timer
+the broker keeps, a consumer held by a lease.
 
 Cost O(window), not O(topic): the acked entries before the window are counted, not read; the
 window's entries are read with one ledger scan; pending, replay, redelivery and range records
@@ -42,6 +45,7 @@ from typing import NamedTuple
 
 from store import codec, keys
 from pulsarctl.broker import batches, consumers, delayed, history, subscriptions as subs, unacked
+from pulsarctl.broker.dispatch import key_shared
 from pulsarctl.broker.nacks import NACK_PRECISION_BITS, delay_ms
 from pulsarctl.broker.partitions import owner_topic
 from pulsarctl.broker.records import ACK_TIMEOUT, NACK, Pending, Timer
@@ -56,6 +60,7 @@ STATES = (ACKED, PENDING, REDELIVER, DELAYED, BACKLOG)
 # Why a message is to be redelivered, or what its due time is (see the module's docstring).
 NACKED, ACK_TIMED_OUT, CONSUMER_GONE = "nacked", "ackTimeout", "consumerGone"
 REDELIVERED, RETURNED, KEY_ORDER, DELIVER_AT = "redelivered", "returned", "keyOrder", "deliverAt"
+KEY_UNCOVERED = "keyUncovered"
 
 DEFAULT_WINDOW = 40
 _pair, _unpair, _triple, _untriple = keys.pair, keys.unpack_pair, keys.triple, keys.unpack_triple
@@ -77,6 +82,7 @@ class Row(NamedTuple):
     batch_size: int | None = None   # a batch entry: its message count
     batch_acked: tuple = ()         # and the indexes acked so far
     why: str | None = None          # redeliver: the history's reason ("nacked at 10:00:05...")
+    beyond: tuple = ()              # where this is pulsarctl's, not Pulsar's (history's notes)
 
     def to_json(self) -> dict:
         doc = {"messageId": str(self.first_id), "state": self.state, "count": self.count,
@@ -92,6 +98,8 @@ class Row(NamedTuple):
             doc["batch"] = {"size": self.batch_size, "acked": list(self.batch_acked)}
         if self.why is not None:
             doc["why"] = self.why
+        if self.beyond:
+            doc["beyondPulsar"] = "; ".join(self.beyond)
         return doc
 
 
@@ -189,7 +197,7 @@ def view(ctx, p, info, c, around: MessageId | None, n: int) -> View:
                                        last_id=window[0].last_id)
             window = window[1:]
         rows.extend(window)
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.shown_type(c)
     return View(str(p), c.name, typ, ctx.now, md, rp, str(info.mark_position(md)),
                 str(pos(rp)), c.backlog(nxt), rows, before, max(0, nxt - max(stop, first)),
                 start, stop, reads)
@@ -204,7 +212,11 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
     pending = {o: Pending.from_stored(v) for o, v in _keyed(ctx, "pending", cid, start, stop)}
     replay = dict(_keyed(ctx, "replay", cid, start, stop))
     counts = dict(_keyed(ctx, "redelivery", cid, start, stop))
-    live = {r.name for r in consumers.records(ctx, c) if consumers.alive(ctx, r)}
+    recs = consumers.records(ctx, c)
+    live = {r.name for r in recs if consumers.alive(ctx, r)}
+    leased = {r.name for r in recs if not r.pid}   # held by a lease alone: pulsarctl's
+    single = typ in subs.SINGLE_ACTIVE
+    keys_of = key_shared.selector_of(c) if typ == subs.KEY_SHARED else None
     nack_due = _nack_timers(ctx, c, policy, {o: r for o, r in pending.items() if r.nacked},
                             reads)
     ddb = ctx.env.db["delayed"]
@@ -226,10 +238,15 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
             row = (ACKED,)
         elif prec is not None:
             row = _pending_state(ctx, c, o, prec, policy, live, nack_due, tdb)
+        elif o in replay and not replay[o] and typ == subs.KEY_SHARED \
+                and history.last(ctx, info.ml_id, o, history.DELIVERED, c.name) is None:
+            # Never delivered: it waits for its key's consumer, it is not coming back.
+            uncovered = keys_of is not None and keys_of[0].select(
+                key_shared.slot(keys_of[1], rec)) is None
+            row = (BACKLOG, None, None, None, KEY_UNCOVERED if uncovered else KEY_ORDER)
         elif o in replay:
             again = replay[o]
-            why = (REDELIVERED if again else KEY_ORDER if typ == subs.KEY_SHARED else RETURNED)
-            row = (REDELIVER, None, again, now, why)
+            row = (REDELIVER, None, again, now, REDELIVERED if again else RETURNED)
             # The replay set keeps no reason; the message history does (history.py).
             told = history.why_redelivered(ctx, info.ml_id, o, c.name) if again else None
         elif deliver_at and txn.get(_triple(cid, deliver_at, o), db=ddb) is not None:
@@ -241,8 +258,15 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
         state, consumer, count, due, reason, since = (*row, None, None, None, None, None)[:6]
         if state != ACKED and state != BACKLOG and count is None:
             count = rc
+        beyond = ()
+        if state in (PENDING, REDELIVER):
+            beyond = tuple(n for n, on in (
+                (history.COUNT_NOTE, single and bool(count)),
+                (history.NACK_NOTE, reason == NACKED),
+                (history.LEASE_NOTE, consumer in leased and (state == PENDING
+                                                              or reason == CONSUMER_GONE))) if on)
         this = Row(o, 1, mid(o), mid(o), state, consumer, count, due, reason, since, size, idx,
-                   told)
+                   told, beyond)
         prev = out[-1] if out else None
         if prev is not None and _folds(prev, this, rp):
             out[-1] = prev._replace(count=prev.count + 1, last_id=this.last_id)
@@ -277,7 +301,7 @@ def _folds(prev: Row, this: Row, rp: int) -> bool:
             and prev.redelivery_count == this.redelivery_count and prev.reason == this.reason
             and (prev.offset >= rp) == (this.offset >= rp)
             and not prev.batch_acked and not this.batch_acked
-            and prev.batch_size == this.batch_size
+            and prev.batch_size == this.batch_size and prev.beyond == this.beyond
             and prev.offset + prev.count == this.offset)
 
 

@@ -59,6 +59,24 @@ def producer_name(topic: str, subscription: str, consumer: str) -> str:
     return names.dlq_producer_name(topic, subscription, consumer, rand)
 
 
+_DLQ_PRODUCERS = "dlqProducers"  # the cursor property: dead letter topic -> producer name
+
+
+def dlq_producer(ctx, c, topic: str, dlq: TopicName, consumer: str) -> str:
+    """The one producer subscription c moves dead letters to dlq with: named once, as a Pulsar
+    consumer names its DLQ producer when it first needs it (ConsumerImpl's
+    initDeadLetterProducerIfNeeded), then kept with the subscription, so its sequence ids rise
+    from one move to the next, in later commands too (each partition of a partitioned dead
+    letter topic counts its own, as each partition's producer does)."""
+    key = str(dlq.partitioned_topic_name)
+    made = c.props.get(_DLQ_PRODUCERS) or {}
+    name = made.get(key)
+    if name is None:
+        name = producer_name(topic, c.name, consumer)
+        c.props[_DLQ_PRODUCERS] = {**made, key: name}
+    return name
+
+
 def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | None:
     """Publish the message at offset to the subscription's dead letter topic and ack it. A
     chunk moves with every other chunk of its message: their stored pieces are copied (still
@@ -83,8 +101,7 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
             rec, MessageId(pos.ledger_id, pos.entry_id, origin.partition_index), info.name)]
     dlq = parse_topic(dlq_topic(info.name, c.name, policy))
     init = policy.get("initialSubscriptionName")
-    holder = consumer or "consumer"
-    pname = producer_name(info.name, c.name, holder)
+    pname = dlq_producer(ctx, c, info.name, dlq, consumer or "consumer")
     routed = []  # (target, dead letter): a partitioned DLQ spreads them over its partitions
     for m in msgs:
         props = dict(m.properties_ or {})
@@ -108,9 +125,10 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
                                        target.partition_index, internal=True)
         if first is None and ids:
             first = ids[0]
+            beyond = {history.BEYOND: history.DLQ_NOTE} if history.single_active(c) else {}
             history.record(ctx, info, offset, history.DEAD_LETTERED, c.name, consumer,
                            reason="maxRedeliverCount reached", toTopic=str(target),
-                           toMessageId=str(first))
+                           toMessageId=str(first), **beyond)
     ctx.origin = None
     subs.ack(ctx, info, c, acked)
     return first
@@ -226,10 +244,14 @@ def _retry_one(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, i
     if times > max_rc and policy.get("deadLetterTopic"):
         target, deliver_at, where = parse_topic(policy["deadLetterTopic"]), 0, "dlq"
         props.setdefault(REAL_SUBSCRIPTION, c.name)
+        # The subscription's one DLQ producer, as a move's (Java's doReconsumeLater sends
+        # through the consumer's deadLetterProducer too).
+        pname = dlq_producer(ctx, c, info.name, target, "consumer")
     else:
         target = parse_topic(policy["retryLetterTopic"])
         deliver_at = ctx.now + delay_ms if delay_ms > 0 else 0
         where = "retry"
+        pname = f"{info.name}-{c.name}-retry"
     target = route(ctx, c, target, m.key)  # a partitioned one: to a partition
     topics.ensure(ctx, target)
     out = copied(m, OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time,
@@ -237,8 +259,8 @@ def _retry_one(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, i
     out.chunks = copy[2] if copy else None
     ctx.origin = (info.name, str(mid))
     try:
-        _n, ids = producers.publish(ctx, target, [out], f"{info.name}-{c.name}-retry",
-                                    target.partition_index, internal=True)
+        _n, ids = producers.publish(ctx, target, [out], pname, target.partition_index,
+                                    internal=True)
     finally:
         ctx.origin = None
     o = info.offset(mid.ledger_id, mid.entry_id)

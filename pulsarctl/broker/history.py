@@ -17,6 +17,12 @@ indexes where they matter.
 Kept for messageHistoryRetention (or the topic's retention time, whichever is longer) after
 the entries themselves are trimmed (trim); `messageHistoryEnabled false` stops the recording.
 
+Besides what happened, two kinds of event say why nothing did (held, refused: see "why nothing
+happened" below), and an event that shows pulsarctl doing more than Pulsar (a count on
+Exclusive, a nack timer the broker keeps, a lease) carries a note saying so (BEYOND). A dead
+letter or retry copy a client made is linked to its original by letter_links.py; explain.py
+reads a message's life back.
+
 --explain: with watch() on (the CLI's global flag), each write transaction's events are also
 kept in memory and handed to the caller after it commits (Broker.write calls committed())."""
 from __future__ import annotations
@@ -24,11 +30,8 @@ from __future__ import annotations
 import bisect
 
 from store import codec, keys
-from pulsarctl.broker import policies, topics
+from pulsarctl import timetext
 from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
-from pulsarctl.errors import MessageNotFound, SubscriptionNotFound
-from pulsarctl.messages import parse_message_id
-from pulsarctl.names import topic_name
 from pulsarctl.units import parse_duration_ms
 
 PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED = "published", "delayed", "delivered", "acked", \
@@ -36,8 +39,26 @@ PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED = "published", "delayed", "delivere
 ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED, RETRIED, DEAD_LETTERED = "ackTimeout", "consumerGone", \
     "redelivered", "retried", "deadLettered"
 EXPIRED, SKIPPED, CLEARED = "expired", "skipped", "cleared"
+# Why nothing happened: a message a dispatch passed over (held: its cause in the extra), a
+# consumer the subscription turned away (refused).
+HELD, REFUSED = "held", "refused"
 EVENTS = (PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED, ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED,
-          RETRIED, DEAD_LETTERED, EXPIRED, SKIPPED, CLEARED)
+          RETRIED, DEAD_LETTERED, EXPIRED, SKIPPED, CLEARED, HELD, REFUSED)
+
+# Where pulsarctl is deliberately stronger than Pulsar, the event says so in its extra under
+# BEYOND (explain's JSON field; its text adds "(pulsarctl: ...)"), so a learner never takes
+# pulsarctl's behaviour for Pulsar's.
+BEYOND = "beyondPulsar"
+COUNT_NOTE = "Pulsar keeps no count on Exclusive and Failover subscriptions"
+DLQ_NOTE = "Pulsar dead-letters only on Shared and Key_Shared subscriptions"
+NACK_NOTE = "the broker keeps this nack timer; Pulsar's lives in the client"
+LEASE_NOTE = "a consumer held by a lease; Pulsar's lives by its connection"
+_SINGLE_ACTIVE = ("Exclusive", "Failover")
+
+
+def single_active(c) -> bool:
+    """Whether subscription c is Exclusive or Failover (one untyped yet reads as Exclusive)."""
+    return c.props.get("type", "Exclusive") in _SINGLE_ACTIVE
 
 _DB = "history"
 _SEQ = b"history_seq"  # meta: the next transaction's sequence base
@@ -202,32 +223,33 @@ def _ranges_over(ctx, ml_id: int, offset: int) -> list[tuple]:
 
 
 def published(ctx, info, first_offset: int, n: int, producer: str, seqs, origin=None,
-              deliver_at=None) -> None:
+              deliver_at=None, origins=None) -> None:
     """published (and delayed) events for n entries just appended from first_offset. A plain
     publish stores none: the entry itself holds them (publish time, producer, sequence id,
     delivery time), explain reads them there (entry_events), and keep_published stores them
     before the entry is trimmed; a put per entry would cost an unbatched produce 40%. A dead
-    letter or retry copy (origin: the (topic, message id) it came from) stores its published
-    event, which names the original. --explain sees them all. seqs: each entry's sequence id;
-    deliver_at: each entry's delivery time (0: none)."""
-    if not on(ctx) or (origin is None and _WATCH is None):
+    letter or retry copy stores its published event, which names the original: origin, the
+    (topic, message id) a broker move's copies came from; origins, per entry, that of a copy a
+    client made (letter_links.py) or None. --explain sees them all. seqs: each entry's sequence
+    id; deliver_at: each entry's delivery time (0: none)."""
+    if not on(ctx) or (origin is None and origins is None and _WATCH is None):
         return
     db, ml, put, now = ctx.env.db[_DB], info.ml_id, ctx.txn.put, ctx.now
     base = _next_seq(ctx)
     ctx.hseq = base + 2 * n + 1
-    extra_from = {"fromTopic": origin[0], "fromMessageId": origin[1]} if origin else None
     for i in range(n):
+        came = origin if origins is None else origins[i]
         extra = {"producer": producer, "sequenceId": seqs[i]}
-        if extra_from:
-            extra.update(extra_from)
+        if came is not None:
+            extra.update(fromTopic=came[0], fromMessageId=came[1])
         value = [PUBLISHED, now, None, None, None, extra]
-        if origin is not None:
+        if came is not None:
             put(_triple(ml, first_offset + i, base + 2 * i), _encode(value), db=db)
         if _WATCH is not None:
             _keep(ctx, info, first_offset + i, value)
         if deliver_at and deliver_at[i]:
             value = [DELAYED, now, None, None, None, {"until": deliver_at[i]}]
-            if origin is not None:
+            if came is not None:
                 put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value), db=db)
             if _WATCH is not None:
                 _keep(ctx, info, first_offset + i, value)
@@ -302,7 +324,7 @@ def _own_first(ctx, ml: int, o: int):
     return None
 
 
-def _with_entry(ctx, info, offset: int, values: list) -> list:
+def with_entry(ctx, info, offset: int, values: list) -> list:
     """values, led by the entry's own published events when none is stored (and the history
     is on: off, explain shows what was recorded, nothing)."""
     if values and values[0][0] == PUBLISHED or not ctx.setting("messageHistoryEnabled"):
@@ -452,6 +474,8 @@ def delivered(ctx, info, c, consumer: str, pairs) -> None:
             why = last(ctx, ml, o, REDELIVERED, c.name)
             if why is not None and why[5]:
                 extra["reason"] = why[5].get("reason")
+            if typ in _SINGLE_ACTIVE:
+                extra[BEYOND] = COUNT_NOTE
             value = [DELIVERED, ctx.now, c.name, consumer, rc, extra]
             ctx.txn.put(_triple(ml, o, _next_seq(ctx)), _encode(value), db=ctx.env.db[_DB])
         else:
@@ -462,19 +486,9 @@ def delivered(ctx, info, c, consumer: str, pairs) -> None:
         _put_spans(ctx, info, fresh, first)
 
 
-def clock_text(ms: int) -> str:
-    """10:00:05 (UTC), as a reason names a time."""
-    s = (ms // 1000) % 86400
-    return f"{s // 3600:02d}:{s // 60 % 60:02d}:{s % 60:02d}"
-
-
-def duration_text(ms: int) -> str:
-    """4s, 1m30s, 250ms: a delay as a reason names it."""
-    if ms < 1000 or ms % 1000:
-        return f"{ms}ms" if ms < 1000 else f"{ms / 1000:g}s"
-    s = ms // 1000
-    h, m, sec = s // 3600, s // 60 % 60, s % 60
-    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+# How a reason names a time (10:00:05, 09:00:09.856) and a delay (4s, 4.864s): the one rule of
+# pulsarctl/timetext.py, as the cursor picture and top name them.
+clock_text, duration_text = timetext.clock_text, timetext.duration_text
 
 
 def nack_reason(ctx, ml_id: int, offset: int, sub: str) -> str:
@@ -487,73 +501,32 @@ def nack_reason(ctx, ml_id: int, offset: int, sub: str) -> str:
                                               if delay is not None else "")
 
 
-# -- explain ------------------------------------------------------------------------------------
-_FOLLOW_LIMIT = 16  # copies of copies followed back (a retry of a retry... then the DLQ)
+# -- why nothing happened -------------------------------------------------------------------------
+# A dispatch that passes a message over, or a subscription that turns a consumer away, leaves
+# one event, so that `explain` can answer "why did nobody get it?". Each is recorded once per
+# cause and message (or per consumer) until the cause changes, never once per fetch: a consumer
+# polls many times a second, and a history that grew with every poll would bury the message's
+# life (and cost a write per poll). The callers record where the cause starts: a delayed or
+# uncovered message when the read position first passes it, a consumer's unacked limit when it
+# becomes blocked, a refusal unless the newest event already tells the same one.
+KEY_UNCOVERED, UNACKED_LIMIT, SUB_UNACKED_LIMIT, NOT_DUE = "noConsumerForSlot", "unackedLimit", \
+    "subscriptionUnackedLimit", "notDueYet"
 
 
-def explain(ctx, topic, mid, sub: str | None = None) -> dict:
-    """A message's life, oldest first: {"messageId", "topic", "events"}. A dead letter or
-    retry copy's life starts with its original's (each event names its topic). MessageNotFound
-    when the id names no entry of the topic, ever."""
-    t = topic_name(topic)
-    if mid.partition >= 0 and not t.is_partition:
-        t = t.partition(mid.partition)
-    info = topics.lookup(ctx, t)
-    if info is None:
-        raise MessageNotFound(f"message {mid} not found: topic {t} does not exist",
-                              hint="list topics with `pulsarctl topics list`")
-    o = info.offset(mid.ledger_id, mid.entry_id)
-    values = events_of(ctx, info.ml_id, o) if o is not None and mid.entry_id >= 0 else []
-    if o is not None and mid.entry_id >= 0:
-        values = _with_entry(ctx, info, o, values)
-        if values and not info.contains(o):
-            # Trimmed: a range event still held by its newer entries is this one's only
-            # within the history's retention, as its own events are.
-            keep = retention_ms(ctx, policies.effective(ctx, info.name, policies.RETENTION)[
-                "retentionTimeInMinutes"])
-            if keep is not None:
-                values = [v for v in values if v[1] > ctx.now - keep]
-    if not values and (o is None or mid.entry_id < 0 or not info.contains(o)):
-        hint = (f"ids on this topic run up to {info.position(info.last_offset)}"
-                if info.entries else "the topic has no messages")
-        raise MessageNotFound(f"message {mid} not found on {info.name}", hint=hint)
-    events = _docs(values, str(t), sub, mid.batch_index)
-    if sub is not None and not any(e["subscription"] == sub for e in events) \
-            and ctx.cursors.get(ctx.txn, info.ml_id, sub) is None:
-        # A typo would only filter everything out: say so (a deleted subscription's events
-        # still show).
-        raise SubscriptionNotFound(
-            f"subscription '{sub}' not found on {info.name}, and no event of the message "
-            f"names it", hint="list them with `pulsarctl topics subscriptions "
-            f"{info.name.split('/')[-1]}`")
-    seen = 0
-    while values and seen < _FOLLOW_LIMIT:
-        origin = (values[0][5] or {}) if values[0][0] == PUBLISHED else {}
-        if not origin.get("fromTopic"):
-            break
-        seen += 1
-        try:
-            back = parse_message_id(origin["fromMessageId"])
-            bt = topic_name(origin["fromTopic"])
-        except Exception:  # an origin we cannot read back: the copy's own life is all we show
-            break
-        binfo = topics.lookup(ctx, bt)
-        bo = binfo.offset(back.ledger_id, back.entry_id) if binfo is not None else None
-        values = _with_entry(ctx, binfo, bo, events_of(ctx, binfo.ml_id, bo)) \
-            if bo is not None else []
-        events = _docs(values, str(bt), None, back.batch_index) + events
-    return {"messageId": str(mid), "topic": str(t), "events": events}
+def held(ctx, info, offsets, sub: str, consumer: str | None, cause: str, reason: str,
+         **extra) -> None:
+    """A dispatch passed over the entries at offsets for cause (one span record for many)."""
+    if offsets:
+        record_many(ctx, info, list(offsets), HELD, sub, consumer, cause=cause, reason=reason,
+                    **extra)
 
 
-def _docs(values, topic: str, sub, batch_index: int) -> list[dict]:
-    out = []
-    for v in values:
-        d = as_doc(v, sub)
-        if d is None:
-            continue
-        idx = d.get("batchIndexes")
-        if idx is not None and batch_index >= 0 and batch_index not in idx:
-            continue  # another index of the batch was acked
-        d["topic"] = topic
-        out.append(d)
-    return out
+def refused(ctx, info, offset: int, sub: str, consumer: str, error: str, reason: str) -> None:
+    """Subscription sub turned consumer away (error: Pulsar's ServerError name), recorded on
+    the message it would have been given next, unless that message's newest event of the
+    subscription already tells the same refusal."""
+    v = next((x for x in reversed(events_of(ctx, info.ml_id, offset)) if x[2] == sub), None)
+    if v is not None and v[0] == REFUSED and v[3] == consumer \
+            and (v[5] or {}).get("reason") == reason:
+        return
+    record(ctx, info, offset, REFUSED, sub, consumer, error=error, reason=reason)

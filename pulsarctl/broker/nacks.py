@@ -46,7 +46,8 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
         wait = delay_ms(policy, prec.redelivery_count)
         due = (ctx.now + wait) & mask
         history.record(ctx, info, o, history.NACKED, c.name, prec.consumer,
-                       prec.redelivery_count, delay=wait)
+                       prec.redelivery_count, delay=wait, due=due,
+                       **{history.BEYOND: history.NACK_NOTE})
         timers.schedule(ctx, c, due, o, timers.NACK, prec.consumer, prec.delivered_at)
         # Marked nacked: its ack timeout no longer applies (a nack cancels it, as in Pulsar).
         # (A batch's size stays: the unacked limits count its messages.)
@@ -58,3 +59,26 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
         c.props[subs.NACKED] = True  # a rewind keeps nacked messages held (subs.rewind)
         ctx.cursors.save(ctx.txn, c)
     return done, holders
+
+
+def asked(ctx, info, c, consumer: str | None, offsets: list[int]) -> int:
+    """A client asked for the redelivery of messages it holds (a wire consumer's nack: its
+    client kept the nack delay: consuming.redeliver_unacked with ids): each goes back now,
+    counted, or past maxRedeliverCount to the dead letter topic. Returns how many."""
+    pending = subs.pending_map(ctx, c.id)
+    todo, holders, reasons = [], {}, {}
+    for o in offsets:
+        prec = pending.get(o)
+        if prec is None or (consumer is not None and prec.consumer != consumer) \
+                or ctx.cursors.is_acked(ctx.txn, c, o):
+            continue
+        held = max(0, ctx.now - (prec.delivered_at or ctx.now))
+        history.record(ctx, info, o, history.NACKED, c.name, prec.consumer,
+                       prec.redelivery_count, byClient=True, held=held)
+        todo.append(o)
+        holders[o] = prec.consumer
+        reasons[o] = f"nacked at {history.clock_text(ctx.now)} by its client, after holding " \
+                     f"it {history.duration_text(held)}"
+    if todo:
+        redelivery.redeliver(ctx, info, c, todo, holders, reasons)
+    return len(todo)

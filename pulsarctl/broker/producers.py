@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from store import codec
-from pulsarctl.broker import topics, backlog_quota, access, schemas, batches, policies, history
+from pulsarctl.broker import (
+    topics, backlog_quota, access, schemas, batches, policies, history, letter_links,
+)
 from pulsarctl.entries import F_PAYLOAD
 from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
 from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
@@ -71,9 +73,11 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     add = entries.append
     limit = ctx.setting("maxMessageSize") if chunking else 0
     lasts = None  # the index in entries of each message's last entry, once a message is chunked
-    # The message history (history.py): each entry's sequence id and delivery time.
-    hseqs = [] if history.wants_published(ctx) else None
-    hdelays = []
+    # The message history (history.py): each entry's sequence id and delivery time; and the
+    # dead letter or retry copies a client made, each linked to its original (letter_links.py).
+    copies = None if internal or ctx.origin is not None else letter_links.copies(messages)
+    hseqs = [] if copies is not None or history.wants_published(ctx) else None
+    hdelays, horigins = [], ([] if copies is not None else None)
     for i, m in enumerate(messages):
         s = m.sequence_id
         if s is None:
@@ -95,6 +99,8 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             if hseqs is not None:
                 hseqs.append(s)
                 hdelays.append(m.deliver_at)
+                if horigins is not None:
+                    horigins.append(copies[i])
             if lasts is not None:
                 lasts.append(len(entries) - 1)
             continue
@@ -110,6 +116,8 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             if hseqs is not None:
                 hseqs.append(s)
                 hdelays.append(m.deliver_at)
+                if horigins is not None:   # the message's id is its last chunk's
+                    horigins.append(copies[i] if cid == n - 1 else None)
         lasts.append(len(entries) - 1)
     if lasts is not None:
         from pulsarctl.broker import chunks  # lazy: one-shot produce never needs it
@@ -128,7 +136,11 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             ids.extend([MessageId(lid, e, partition) for e in range(e0, e0 + n)])
         if hseqs is not None:
             history.published(ctx, info, first, len(entries), producer_name, hseqs, ctx.origin,
-                              hdelays if any(hdelays) else None)
+                              hdelays if any(hdelays) else None,
+                              None if horigins is None else list(map(letter_links.origin_of,
+                                                                     horigins)))
+        if horigins is not None:
+            letter_links.link(ctx, info, first, horigins, producer_name)
         if lasts is not None:
             ids = [ids[k] for k in lasts]
     for i in dups:

@@ -82,6 +82,8 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
     max_rc = policy.get("maxRedeliverCount")
     typ = c.props.get("type", subs.EXCLUSIVE)
     c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
+    # Pulsar's Exclusive and Failover dispatchers count nothing: a count there is pulsarctl's.
+    beyond = {history.BEYOND: history.COUNT_NOTE} if typ in subs.SINGLE_ACTIVE else {}
     again = []
     for o in offsets:
         rc = get(ctx, c.id, o)
@@ -93,7 +95,7 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
         n = increment(ctx, c.id, o, rc)
         again.append(o)
         history.record(ctx, info, o, history.REDELIVERED, c.name, (holders or {}).get(o), n,
-                       reason=(reasons or {}).get(o, reason))
+                       reason=(reasons or {}).get(o, reason), **beyond)
         if typ not in subs.SINGLE_ACTIVE:
             subs.forget_pending(ctx, c.id, o)
             # Past the read position (a nack held across a rewind) the message is read again

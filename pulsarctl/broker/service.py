@@ -25,7 +25,9 @@ from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.routing import PartitionRouter
 from pulsarctl.config import BROKER_DEFAULTS
-from pulsarctl.errors import DamagedStore, DiskFull, StoreUnavailable
+from pulsarctl.errors import (
+    ConsumerAssignError, ConsumerBusy, DamagedStore, DiskFull, PulsarctlError, StoreUnavailable,
+)
 from pulsarctl.names import topic_name
 from pulsarctl.wake import notify, wakes
 from pulsarctl.compression import compress
@@ -428,9 +430,21 @@ class Broker:
         stands for (one topic, a partitioned topic, or several). With fetch > 0, also deliver
         up to that many messages in the same transaction. Returns (topic names, messages).
         settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
-        return self.write(_consuming().subscribe, names, subscription, consumer_name, sub_type,
-                          position, priority=priority, pid=pid, pid_start=pid_start,
-                          lease_ms=lease_ms, fetch=fetch, policy=policy, settings=settings)
+        try:
+            return self.write(_consuming().subscribe, names, subscription, consumer_name,
+                              sub_type, position, priority=priority, pid=pid,
+                              pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
+                              policy=policy, settings=settings)
+        except (ConsumerBusy, ConsumerAssignError) as exc:
+            # Refused: the subscribe rolled back whole. Why the consumer got nothing goes in
+            # the message history after it, in a write of its own (history.refused); failing
+            # to write it changes nothing of the refusal.
+            try:
+                self.write(_consuming().refused, names, subscription, consumer_name,
+                           type(exc).__name__, exc.message)
+            except PulsarctlError:
+                pass
+            raise
 
     @routed
     def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0,
@@ -466,10 +480,12 @@ class Broker:
 
     @routed
     @wakes
-    def redeliver_unacked(self, names, subscription, consumer_name=None) -> int:
+    def redeliver_unacked(self, names, subscription, consumer_name=None, ids=None) -> int:
         """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
-        go back now, counted as redeliveries. Returns how many."""
-        return self.write(_consuming().redeliver_unacked, names, subscription, consumer_name)
+        go back now, counted as redeliveries; with ids (a client's nack once its own delay ran
+        out), only those the consumer holds. Returns how many."""
+        return self.write(_consuming().redeliver_unacked, names, subscription, consumer_name,
+                          None if ids is None else list(ids))
 
     @routed
     def requeue(self, names, subscription, consumer_name, ids) -> int:
@@ -498,9 +514,17 @@ class Broker:
 
     def explain(self, topic, message_id, subscription: str | None = None) -> dict:
         """A message's life from the message history (history.py), oldest first; a dead letter
-        or retry copy's starts with its original's."""
+        or retry copy's starts with its original's. topic None: the topic its ledger is on
+        (broker/explain.py)."""
+        from pulsarctl.broker import explain as life  # lazy: one-shot produce never needs it
+
+        if topic is None:
+            # Ledger ids are unique in a store; the non-persistent topics' store counts its own.
+            np = self.non_persistent_if_open()
+            other = None if np is None else np.read(life.ledger_topic, message_id.ledger_id)
+            return self.read(life.explain, None, message_id, subscription, other)
         owner = self.owner_of(topic)
-        return owner.read(history.explain, topic, message_id, subscription)
+        return owner.read(life.explain, topic, message_id, subscription)
 
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed

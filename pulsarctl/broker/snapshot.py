@@ -12,7 +12,7 @@ Rates need two snapshots: pulsarctl/dashboard.py keeps the previous one and divi
 counters' differences by the time between them (rates() below does the arithmetic)."""
 from __future__ import annotations
 
-from pulsarctl.broker import deadletter, stats, tenants
+from pulsarctl.broker import deadletter, stats, subscriptions, tenants
 from pulsarctl.broker.dlq import SUBSCRIPTION as DLQ_SUBSCRIPTION
 from pulsarctl.messages import iso_ms
 from pulsarctl.names import DLQ_SUFFIX, parse_namespace, parse_topic
@@ -96,6 +96,8 @@ def _topic(ctx, name: str, parts: list) -> dict:
         "bytesInCounter": bytes_in,
         "storageSize": storage,
         "msgBacklog": sum(s["msgBacklog"] for s in sub_rows),
+        "backlogMessages": sum(s["backlogMessages"] for s in sub_rows),
+        "backlogMessagesExact": all(s["backlogMessagesExact"] for s in sub_rows),
         "unackedMessages": sum(s["unackedMessages"] for s in sub_rows),
         "redeliveredCounter": sum(s["redeliveredCounter"] for s in sub_rows),
         "consumers": sum(len(s["consumers"]) for s in sub_rows),
@@ -107,6 +109,7 @@ def _topic(ctx, name: str, parts: list) -> dict:
 
 def _subscription(ctx, info, c) -> dict:
     st = stats.subscription_stats(ctx, info, c)
+    messages, exact = subscriptions.backlog_messages(ctx, info, c)
     policy = c.props.get("policy") or {}
     dlq = None
     if policy.get("maxRedeliverCount") or policy.get("deadLetterTopic"):
@@ -114,7 +117,8 @@ def _subscription(ctx, info, c) -> dict:
     return {
         "name": c.name,
         "type": st["type"],
-        "msgBacklog": st["msgBacklog"],
+        "msgBacklog": st["msgBacklog"],   # entries, a batch as one: Pulsar's msgBacklog
+        "backlogMessages": messages, "backlogMessagesExact": exact,
         "msgOutCounter": st["msgOutCounter"],
         "unackedMessages": st["unackedMessages"],
         # Waiting to go out again (the replay set) and held back until their time.
@@ -140,9 +144,10 @@ def _merge(subs: dict, s: dict) -> None:
     if have is None:
         subs[s["name"]] = s
         return
-    for k in ("msgBacklog", "msgOutCounter", "unackedMessages", "awaitingRedelivery",
-              "delayedMessages", "redeliveredCounter"):
+    for k in ("msgBacklog", "backlogMessages", "msgOutCounter", "unackedMessages",
+              "awaitingRedelivery", "delayedMessages", "redeliveredCounter"):
         have[k] += s[k]
+    have["backlogMessagesExact"] = have["backlogMessagesExact"] and s["backlogMessagesExact"]
     if have["deadLetterTopic"] is None:
         have["deadLetterTopic"] = s["deadLetterTopic"]
     named = {x["consumerName"]: x for x in have["consumers"]}

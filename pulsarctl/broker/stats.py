@@ -76,7 +76,7 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
         "msgBacklog": c.backlog(info.next_offset),
         "backlogSize": backlog_quota.backlog_bytes(info, c.mark_delete + 1),
         "unackedMessages": sum(pend.values()),
-        "type": p.get("type", subs.EXCLUSIVE),
+        "type": subs.shown_type(c),
         "msgRateExpired": 0.0,
         "lastAckedTimestamp": p.get("lastAck", 0),
         "lastConsumedTimestamp": p.get("lastConsumed", 0),

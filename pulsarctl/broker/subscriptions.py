@@ -56,8 +56,13 @@ def initial_mark_delete(ctx, info, position) -> int:
     raise InvalidValue(f"unknown initial position {position!r}", hint="use Latest or Earliest")
 
 
-def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
+def create(ctx, info, name: str, position="Latest", sub_type: str | None = None,
            exist_ok: bool = True):
+    """The subscription, made where it is missing. sub_type: its first consumer's type; None
+    for one made with no consumer (create-subscription, a dead letter topic's initial
+    subscription), which has no type until a consumer attaches: Pulsar reports "None" for a
+    subscription without a dispatcher (PersistentSubscription.getTypeString; shown_type), and
+    the semantics read such a subscription as Exclusive until then."""
     c = get(ctx, info, name)
     if c is not None:
         if not exist_ok:
@@ -69,10 +74,48 @@ def create(ctx, info, name: str, position="Latest", sub_type: str = EXCLUSIVE,
     # A namespace or topic dead-letter policy is where a new subscription's policy starts;
     # its consumers' flags override it.
     dlp = policies.effective(ctx, info.name, policies.DEAD_LETTER)
-    c.props = {"type": sub_type, "created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
+    c.props = {"created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
                "lastConsumed": 0, "policy": dict(dlp) if dlp else {}}
+    if sub_type is not None:
+        c.props["type"] = sub_type
     ctx.cursors.save(ctx.txn, c)
     return c
+
+
+def shown_type(c) -> str:
+    """The type a subscription reports (stats, describe, the cursor picture, top): its
+    consumers' type, or "None" while no consumer ever attached (see create)."""
+    return c.props.get("type") or "None"
+
+
+# How many backlog entries of a batched topic backlog_messages reads to count their messages;
+# past it, the rest are counted at the topic's average batch size (and said to be estimated).
+BACKLOG_COUNT_LIMIT = 5_000
+
+
+def backlog_messages(ctx, info, c) -> tuple[int, bool]:
+    """(messages in the backlog, exact): msgBacklog counts entries, a batch as one, as
+    Pulsar's does; a person also wants the messages. An unbatched topic's are its entries (no
+    read); a batched topic's backlog is read entry by entry (its batch sizes, less the indexes
+    acked one by one) up to BACKLOG_COUNT_LIMIT entries, the rest estimated."""
+    entries = c.backlog(info.next_offset)
+    extra = ctx.get("msgInExtra", info.ml_id)
+    if not extra or not entries:
+        return entries, True
+    n = seen = 0
+    for o in ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset):
+        if seen >= BACKLOG_COUNT_LIMIT:
+            break
+        raw = ctx.ledgers.read(ctx.txn, info, o) if info.contains(o) else None
+        size = batch_size(codec.decode(raw)) if raw is not None else 1
+        if size > 1:
+            size -= len(batches.acked_indexes(ctx, c, o))
+        n += size
+        seen += 1
+    if seen < entries:
+        per_entry = (info.entries_added + extra) / max(1, info.entries_added)
+        return n + round((entries - seen) * per_entry), False
+    return n, True
 
 
 def update_policy(ctx, c, settings: dict) -> None:

@@ -6,13 +6,16 @@ mark and a label per state, and what the state says (who holds it since when, wh
 comes back, until when it is delayed). The mark-delete and read positions are lines of their
 own between the entries, exactly where they fall. Each state has its own mark as well as its
 colour, so the picture reads the same with NO_COLOR, and lines stay within 80 columns for a
-window's usual contents (a long consumer name wraps)."""
+window's usual contents (a long consumer name wraps). A stretch of entries not drawn is one
+line, cut in two where a position marker falls inside it, so the marker stands where it is.
+A row that shows pulsarctl doing more than Pulsar ends in † and the picture ends with what each
+such † means."""
 from __future__ import annotations
-
-from datetime import datetime, timezone
 
 from rich.console import Group
 from rich.text import Text
+
+from pulsarctl import timetext
 
 # State -> (mark, style). The marks differ so that the picture needs no colour.
 STYLES = {
@@ -29,7 +32,8 @@ _REASONS = {
     "consumerGone": "consumer gone",
     "redelivered": "redelivered",
     "returned": "returned by a consumer that left",
-    "keyOrder": "waits for its key's consumer",
+    "keyOrder": "waiting for its key's consumer",
+    "keyUncovered": "waiting: no consumer's hash range covers its key",
     "deliverAt": "deliver at",
 }
 
@@ -53,24 +57,26 @@ def _one(v) -> Group:
     ids = [_ids(r) for r in v.rows]
     width = max([len(s) for s in ids] + [8])
     md, rp, start, stop = v.mark_delete, v.read_position, v.start, v.stop
-    # Everything goes in offset order; a marker is half an entry before the entry it stands
-    # in front of, and one that falls in a stretch not drawn comes just after that stretch.
+    # Everything goes in offset order: a row at its first offset; a position marker half an
+    # entry before the entry it stands in front of (mark-delete before md + 1, the read
+    # position before rp); a stretch not drawn a quarter before its first entry, cut where a
+    # marker falls inside it.
     items = [((r.offset, 2), _row(r, text, width, v.now)) for r, text in zip(v.rows, ids)]
-    items.append(((md + 0.5, 0), _marker("mark-delete", v.mark_delete_position)))
-    at = rp - 0.5
-    if v.not_drawn_before:
-        items.append(((md + 0.75, 0), _elided(v.not_drawn_before, "before the window")))
-        if md + 1 < rp < start + 0.5:
-            at = md + 0.8
-    if v.not_drawn_after:
-        items.append(((stop - 0.25, 0), _elided(v.not_drawn_after, "after the window")))
-        if rp > stop:
-            at = stop - 0.1
-    items.append(((at, 1), _marker("read position", v.read_position_text)))
+    markers = [(md + 1, 0, _marker("mark-delete", v.mark_delete_position)),
+               (rp, 1, _marker("read position", v.read_position_text))]
+    items += [((k - 0.5, order), line) for k, order, line in markers]
+    for a, b, where in ((start - v.not_drawn_before, start, "before the window"),
+                        (stop, stop + v.not_drawn_after, "after the window")):
+        cuts = sorted({k for k, _o, _l in markers if a < k < b})
+        for lo, hi in zip([a] + cuts, cuts + [b]):
+            if hi > lo:
+                items.append(((lo - 0.25, 0), _elided(hi - lo, where)))
     items.sort(key=lambda x: x[0])
     lines += [line for _k, line in items]
     if not v.rows:
         lines.append(Text("  (no entries)", style="dim"))
+    notes = list(dict.fromkeys(n for r in v.rows for n in r.beyond))
+    lines += [Text(f"  † pulsarctl: {n}", style="dim") for n in notes]
     return Group(*lines)
 
 
@@ -91,6 +97,8 @@ def _row(r, ids: str, width: int, now: int) -> Text:
     detail = _detail(r, now)
     if detail:
         t.append(" " + detail)
+    if r.beyond:
+        t.append(" †", style="dim")
     t.rstrip()
     return t
 
@@ -116,6 +124,8 @@ def _detail(r, now: int) -> str:
             parts.append(f"redelivery {r.redelivery_count}")
     elif r.state == "delayed":
         parts.append(f"until {_clock(r.due)} ({_rel(r.due, now)})")
+    elif r.state == "backlog" and r.reason:
+        parts.append(_REASONS.get(r.reason, r.reason))
     if r.batch_size:
         acked = f", acked {_indexes(r.batch_acked)}" if r.batch_acked else ""
         parts.append(f"batch of {r.batch_size}{acked}")
@@ -144,28 +154,5 @@ def _elided(n: int, where: str) -> Text:
                 "(--around ID, -n N)", style="dim")
 
 
-def _clock(ms: int | None) -> str:
-    """The time of day (UTC) of ms, with milliseconds when there are any."""
-    if ms is None:
-        return "-"
-    dt = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    text = dt.strftime("%H:%M:%S")
-    return text + (f".{ms % 1000:03d}" if ms % 1000 else "")
-
-
-def _rel(at: int, now: int) -> str:
-    d = at - now
-    if d == 0:
-        return "now"
-    return f"in {_span(d)}" if d > 0 else f"{_span(-d)} ago"
-
-
-def _span(ms: int) -> str:
-    if ms < 1000:
-        return f"{ms}ms"
-    s = ms / 1000
-    if s < 60:
-        return f"{s:.3g}s"
-    if s < 3600:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+# Times and delays as everywhere else (pulsarctl/timetext.py: exact, never rounded).
+_clock, _rel = timetext.clock_text, timetext.relative_text

@@ -119,6 +119,12 @@ def _consumer_name(x: dict) -> str:
     return x["consumerName"] + (f" ({', '.join(flags)})" if flags else "")
 
 
+def _msgs(x: dict) -> str:
+    """The messages in a backlog: exact, or "~n" where a long batched backlog was estimated."""
+    n = x.get("backlogMessages", x["msgBacklog"])
+    return str(n) if x.get("backlogMessagesExact", True) else f"~{n}"
+
+
 def _topic_blocks(snap: dict, selected: str | None):
     """Per topic, its table rows: the topic's, one per subscription (its name and type), and
     under each one per consumer, with the messages it holds in the UNACKED column."""
@@ -131,22 +137,67 @@ def _topic_blocks(snap: dict, selected: str | None):
         elif t["partitions"]:
             name += f" ({t['partitions']} partitions)"
         rows = [([name, _rate(t["msgRateIn"]), _rate(t["msgRateOut"]), str(t["msgBacklog"]),
-                  str(t["unackedMessages"]), "", "", _rate(t["redeliveriesPerMinute"])],
+                  _msgs(t), str(t["unackedMessages"]), "", "",
+                  _rate(t["redeliveriesPerMinute"])],
                  "reverse" if picked else "bold")]
         for s in t["subscriptions"]:
             rows.append(([f"    {s['name']} · {s['type']}", "", _rate(s["msgRateOut"]),
-                          str(s["msgBacklog"]), str(s["unackedMessages"]),
+                          str(s["msgBacklog"]), _msgs(s), str(s["unackedMessages"]),
                           str(s["awaitingRedelivery"]), str(s["delayedMessages"]),
                           _rate(s["redeliveriesPerMinute"])], None))
             for x in s["consumers"]:
-                rows.append(([f"      {_consumer_name(x)}", "", "", "",
+                rows.append(([f"      {_consumer_name(x)}", "", "", "", "",
                               str(x["unackedMessages"]), "", "", ""], "dim"))
         blocks.append((t["topic"], rows))
     return blocks
 
 
-_COLUMNS = ("TOPIC", "IN/s", "OUT/s", "BACKLOG", "UNACKED",
+# BACKLOG is Pulsar's msgBacklog, which counts entries (a batch is one entry); MSGS beside it
+# counts the messages in them.
+_COLUMNS = ("TOPIC", "IN/s", "OUT/s", "BACKLOG", "MSGS", "UNACKED",
             "REDELIVER", "DELAYED", "REDEL/min")
+# Narrower than the table: these columns go first, in this order; TOPIC, BACKLOG and MSGS stay.
+_DROP_FIRST = ("REDEL/min", "DELAYED", "REDELIVER", "IN/s", "OUT/s", "UNACKED")
+_TOPIC_MIN = 24   # the topic column's least width when the terminal allows it
+
+
+class _TopicsTable:
+    """The topics table, its columns chosen at the width it is drawn at: under it, the columns
+    of _DROP_FIRST go one by one, so the topic's name is never what is cut short first."""
+
+    def __init__(self, rows, caption):
+        self.rows, self.caption = rows, caption
+
+    def __rich_console__(self, console, options):
+        # lazy: loaded when the command runs, not when the command tree is built
+        from rich import box
+        # lazy: loaded when the command runs, not when the command tree is built
+        from rich.table import Table
+
+        widths = {c: max([len(c)] + [len(cells[i]) for cells, _s in self.rows])
+                  for i, c in enumerate(_COLUMNS) if i}
+        # The topic column wants its longest name whole (and at least _TOPIC_MIN).
+        topic_w = max([_TOPIC_MIN] + [len(cells[0]) for cells, _s in self.rows])
+        keep = list(_COLUMNS)
+
+        def others() -> int:   # what the table takes besides TOPIC's text: each column's
+            return 1 + sum(widths[k] + 2 for k in keep[1:])   # padding and divider
+        for c in _DROP_FIRST:
+            if topic_w + others() <= options.max_width:
+                break
+            keep.remove(c)
+        topic_min = max(len("TOPIC"), min(topic_w, options.max_width - others()))
+        t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, caption=self.caption,
+                  header_style="bold", padding=(0, 1, 0, 0))
+        for c in keep:
+            i = _COLUMNS.index(c)
+            # the numbers never wrap; a long name is cut short
+            t.add_column(c, justify="right" if i else "left", no_wrap=bool(i),
+                         overflow="ellipsis", min_width=len(c) if i else topic_min)
+        at = [_COLUMNS.index(c) for c in keep]
+        for cells, style in self.rows:
+            t.add_row(*[render.safe(cells[i]) for i in at], style=style)
+        yield t
 
 
 def _window(blocks, selected: str | None, max_lines: int | None):
@@ -185,16 +236,11 @@ def screen(snap: dict, selected: str | None = None, height: int | None = None, k
     caption = None
     if len(blocks) < n:
         caption = f"topics {first + 1}-{first + len(blocks)} of {n}"
-    t = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, caption=caption,
-              header_style="bold", padding=(0, 1, 0, 0))
-    for i, c in enumerate(_COLUMNS):
-        # the numbers never wrap; a long name is cut short
-        t.add_column(c, justify="right" if i else "left", no_wrap=bool(i),
-                     overflow="ellipsis", min_width=len(c) if i else 24)
-    for _name, rows in blocks:
-        for cells, style in rows:
-            t.add_row(*[render.safe(x) for x in cells], style=style)
+    t = _TopicsTable([r for _name, rows in blocks for r in rows], caption)
     parts = [_header(snap), Text(""), t if n else Text("no topics")]
+    if any(_msgs(x) != str(x["msgBacklog"]) for x in snap["topics"]):
+        parts.append(Text("BACKLOG counts entries, as Pulsar's msgBacklog does (a batch is one "
+                          "entry); MSGS counts the messages in them", style="dim"))
     if dlqs:
         d = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
         for c in ("DEAD LETTER TOPIC", "MESSAGES", "FROM TOPIC / SUBSCRIPTION"):

@@ -953,7 +953,8 @@ class Connection:
                 ids = []
                 for d in r.message_ids:
                     ids += self._ids_of(c, d)
-                await s.call(s.broker.nack, c.topic, c.sub, ids)
+                # The client held them for its nack delay: redelivered now (as Pulsar does).
+                await s.call(s.broker.redeliver_unacked, c.topic, c.sub, c.name, ids)
             else:
                 c.delivered.clear()
                 await s.call(s.broker.redeliver_unacked, c.topic, c.sub, c.name)

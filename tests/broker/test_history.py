@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulsarctl.broker import Broker, history, retention, topics
+from pulsarctl.broker import Broker, history, policies, retention, topics
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import MessageId, OutgoingMessage, parse_message_id
 from pulsarctl.names import parse_topic
@@ -267,3 +267,85 @@ def test_an_ack_of_some_indexes_of_a_batch_is_theirs(broker):
                      1: ["published", "delivered", "acked", "acked"],
                      2: ["published", "delivered", "acked"]}
     assert broker.explain("t", ids[1])["events"][2]["batchIndexes"] == [1]
+
+
+# -- why nothing happened (issue 27 item 5): held and refused, once per cause ---------------------
+def held(broker, topic, mid, s=None):
+    return [(e["cause"], e["consumerName"]) for e in broker.explain(topic, mid, s)["events"]
+            if e["event"] == "held"]
+
+
+def test_a_delayed_message_not_due_is_held_once_however_often_consumers_fetch(broker, clock):
+    _p, (later,) = broker.publish("t", [OutgoingMessage(b"later", deliver_at=START_MS + 60_000)])
+    sub(broker, "t", "s", "c1")
+    for _ in range(3):
+        assert broker.fetch("t", "s", "c1", 10) == []
+    assert held(broker, "t", later) == [("notDueYet", "c1")]
+    clock.advance(61_000)
+    assert [m.id for m in broker.fetch("t", "s", "c1", 10)] == [later]
+    assert [e["event"] for e in broker.explain("t", later)["events"]] == [
+        "published", "delayed", "held", "delivered"]
+    # Exclusive delivers delayed messages at once: nothing held there.
+    sub(broker, "t", "ex", "e1", "Exclusive")
+    broker.fetch("t", "ex", "e1", 10)
+    assert held(broker, "t", later, "ex") == []
+
+
+def test_a_key_no_consumer_covers_is_held_once(broker):
+    _p, ids = broker.publish("t", [OutgoingMessage(b"x", key=f"k{i}") for i in range(30)])
+    broker.subscribe("t", "s", "c1", "Key_Shared", "Earliest", lease_ms=LEASE,
+                     policy={"keySharedPolicy": "sticky", "ranges": [[0, 9999]]})
+    got = {m.id for m in broker.fetch("t", "s", "c1", 30)}
+    broker.fetch("t", "s", "c1", 30)
+    waiting = [mid for mid in ids if mid not in got]
+    assert waiting
+    for mid in waiting:
+        assert held(broker, "t", mid) == [("noConsumerForSlot", None)]
+    assert held(broker, "t", next(iter(got))) == []
+
+
+def test_a_consumer_at_its_unacked_limit_holds_the_next_message_once(broker):
+    _p, ids = broker.publish("t", msgs(5))
+    broker.policies.set("topic", "t", policies.MAX_UNACKED_CONSUMER, 2)
+    sub(broker, "t", "s", "c1")
+    assert len(broker.fetch("t", "s", "c1", 10)) == 2    # the limit: blocked now
+    for _ in range(3):
+        assert broker.fetch("t", "s", "c1", 10) == []
+    assert held(broker, "t", ids[2]) == [("unackedLimit", "c1")]
+    reason = [e for e in broker.explain("t", ids[2])["events"] if e["event"] == "held"][0][
+        "reason"]
+    assert reason.startswith("consumer c1 is at maxUnackedMessagesPerConsumer (2 unacked)")
+    assert held(broker, "t", ids[3]) == []
+    broker.ack("t", "s", ids[:2])                         # half the limit: unblocked
+    assert len(broker.fetch("t", "s", "c1", 10)) == 2
+    assert held(broker, "t", ids[2]) == [("unackedLimit", "c1")]    # still the one event
+
+
+def test_a_refused_consumer_is_told_on_the_message_it_would_have_got_once(broker):
+    from pulsarctl.errors import ConsumerBusy
+
+    _p, ids = broker.publish("t", msgs(2))
+    sub(broker, "t", "s", "c1", "Exclusive")
+    for _ in range(2):
+        with pytest.raises(ConsumerBusy):
+            sub(broker, "t", "s", "c2", "Exclusive")
+    with pytest.raises(ConsumerBusy):
+        sub(broker, "t", "s", "c3", "Shared")            # the wrong type
+    refusals = [(e["consumerName"], e["error"]) for e in broker.explain("t", ids[0])["events"]
+                if e["event"] == "refused"]
+    assert refusals == [("c2", "ConsumerBusy"), ("c3", "ConsumerBusy")]
+    assert [e["event"] for e in broker.explain("t", ids[1])["events"]] == ["published"]
+    # The refusal rolled back whole: c2 and c3 are not consumers of s.
+    assert {c["consumerName"] for c in broker.subscription("t", "s").consumers()} == {"c1"}
+
+
+def test_a_subscription_at_its_unacked_limit_holds_the_next_message_once(broker):
+    _p, ids = broker.publish("t", msgs(5))
+    broker.policies.set("topic", "t", policies.MAX_UNACKED_SUBSCRIPTION, 2)
+    sub(broker, "t", "s", "c1")
+    sub(broker, "t", "s", "c2")
+    assert len(broker.fetch("t", "s", "c1", 1)) == 1
+    assert len(broker.fetch("t", "s", "c2", 5)) == 1     # the subscription's limit: blocked
+    for name in ("c1", "c2", "c1"):
+        assert broker.fetch("t", "s", name, 5) == []
+    assert held(broker, "t", ids[2]) == [("subscriptionUnackedLimit", None)]

@@ -18,12 +18,14 @@ persistent://public/default/t  subscription s (Shared)
 backlog 8  ·  at 00:00:00
   1:0       ✓ acked
   ── mark-delete 1:0 ──
-  1:1       ↻ redeliver         nacked, due 00:00:04.864 (in 4.86s) · was cli
+  1:1       ↻ redeliver         nacked, due 00:00:04.864 (in 4.864s) · was cli †
   1:2       ✓ acked
-  1:3       ● pending           cli since 00:00:00
+  1:3       ● pending           cli since 00:00:00 †
   ── read position 1:4 ──
   1:4–1:7   ○ backlog   ×4
   ⋮ 2 entries after the window not drawn (--around ID, -n N)
+  † pulsarctl: the broker keeps this nack timer; Pulsar's lives in the client
+  † pulsarctl: a consumer held by a lease; Pulsar's lives by its connection
 """
 
 
@@ -52,11 +54,14 @@ def test_the_window_around_an_id_counts_what_it_does_not_draw(cli, monkeypatch):
     _scene(cli)
     monkeypatch.setenv("COLUMNS", "80")
     out = ok(cli("topics", "cursor", "t", "-s", "s", "--around", "1:7", "-n", "3")).stdout
+    # The read position (1:4) falls among the entries not drawn (1:1-1:5): it cuts them in two
+    # where it is, never drawn as if it stood just before the window.
     assert out.splitlines()[2:] == [
         "  1:0       ✓ acked",
         "  ── mark-delete 1:0 ──",
-        "  ⋮ 5 entries before the window not drawn (--around ID, -n N)",
+        "  ⋮ 3 entries before the window not drawn (--around ID, -n N)",
         "  ── read position 1:4 ──",
+        "  ⋮ 2 entries before the window not drawn (--around ID, -n N)",
         "  1:6–1:8   ○ backlog   ×3",
         "  ⋮ 1 entry after the window not drawn (--around ID, -n N)",
     ]
@@ -106,7 +111,7 @@ def test_a_partitioned_topic_gives_one_picture_per_partition(cli, monkeypatch):
     assert sum(p["msgBacklog"] for p in doc["partitions"]) == 4
     monkeypatch.setenv("COLUMNS", "80")
     out = ok(cli("topics", "cursor", "pt", "-s", "s")).stdout
-    assert out.count("subscription s (Exclusive)") == 2
+    assert out.count("subscription s (None)") == 2   # no consumer yet: Pulsar says None
     assert "pt-partition-0" in out and "pt-partition-1" in out
 
 
@@ -116,3 +121,26 @@ def test_unknown_topic_or_subscription_is_one_line(cli):
     assert "subscription 'nope' not found" in line
     assert_error(cli("topics", "cursor", "missing", "-s", "s"), 3, stdout_empty=True)
     assert_error(cli("topics", "cursor", "t", "-s", "s", "-n", "0"), 2)
+
+
+def test_what_is_pulsarctls_is_marked_in_the_picture(cli, monkeypatch):
+    """A redelivery count on an Exclusive subscription is pulsarctl's (Pulsar's single-active
+    dispatchers count nothing): the row ends in a † the picture explains, and its JSON says
+    so in beyondPulsar."""
+    ok(cli("clock", "simulate", "--at", AT))
+    (mid,) = ok(cli("produce", "t", "-m", "x")).stdout.split()
+    recv = ("receive", "t", "-s", "ex", "-t", "Exclusive", "-p", "Earliest", "-n", "1",
+            "--idle-timeout", "10ms", "--nack-delay", "1s", "-o", "ndjson")
+    assert cli(*recv).exit_code == 0
+    ok(cli("nack", "t", "-s", "ex", mid))
+    ok(cli("clock", "advance", "2s"))
+    assert cli(*recv).exit_code == 0                     # delivered again, count 1
+    monkeypatch.setenv("COLUMNS", "80")
+    out = ok(cli("topics", "cursor", "t", "-s", "ex")).stdout
+    row = next(line for line in out.splitlines() if line.startswith("  1:0 "))
+    assert "redelivery 1" in row and row.endswith(" †")
+    assert "  † pulsarctl: Pulsar keeps no count on Exclusive and Failover subscriptions" in out
+    (entry,) = [e for e in pjson(cli("topics", "cursor", "t", "-s", "ex", "-o", "json"))[
+        "entries"] if e["messageId"] == mid]
+    assert "Pulsar keeps no count on Exclusive and Failover subscriptions" in \
+        entry["beyondPulsar"]

@@ -3,10 +3,15 @@ count of each subscription; timersScheduled and timersDue count what they say; `
 says what it fired, by kind (nack, ack timeout, delayed, retry, TTL, lease)."""
 from __future__ import annotations
 
+import io
 import json
 import os
 
+from rich.console import Console
+
 from cli_helpers import ok, pjson, rows
+from pulsarctl.broker import Broker
+from pulsarctl.cli.top_cmd import detail_renderable
 
 T = "persistent://public/default/t"
 AT = "2026-01-01T00:00:00Z"
@@ -194,3 +199,50 @@ def test_clock_advance_text_lists_every_kind_that_fired(cli):
     assert out == "simulated 2026-01-01T00:00:06.000Z; fired: 1 nack, 1 ack timeout, 1 delayed\n"
     doc = json.loads(ok(cli("clock", "show", "-o", "json")).stdout)
     assert "fired" not in doc
+
+
+# -- issue 27 item 7: what a learner sees is right -----------------------------------------------
+def test_a_subscription_no_consumer_ever_had_reports_type_none_as_pulsar_does(cli, monkeypatch):
+    """PersistentSubscription.getTypeString: "None" while the subscription has no dispatcher
+    (made by create-subscription, no consumer yet); its consumers' type once one attaches."""
+    ok(cli("produce", "t", "-m", "a"))
+    ok(cli("topics", "create-subscription", "t", "-s", "fresh"))
+    assert pjson(cli("topics", "stats", "t", "-o", "json"))["subscriptions"]["fresh"][
+        "type"] == "None"
+    assert pjson(cli("subscriptions", "describe", "t", "fresh", "-o", "json"))["type"] == "None"
+    monkeypatch.setenv("COLUMNS", "80")
+    assert "subscription fresh (None)" in ok(cli("topics", "cursor", "t", "-s", "fresh")).stdout
+    _receive(cli, "fresh", "-t", "Shared")
+    assert pjson(cli("topics", "stats", "t", "-o", "json"))["subscriptions"]["fresh"][
+        "type"] == "Shared"
+    assert "subscription fresh (Shared)" in ok(cli("topics", "cursor", "t", "-s", "fresh")).stdout
+
+
+def test_a_due_time_reads_the_same_in_the_picture_explain_pending_and_top(cli, store_path,
+                                                                           monkeypatch):
+    """One rule (pulsarctl/timetext.py): exact to the millisecond, never rounded. A 10 s nack at
+    09:00:00 is due at 09:00:09.856 (the NegativeAcksTracker's 256 ms buckets): the cursor
+    picture, explain, subscriptions pending and top's detail pane all say 09:00:09.856, and
+    the time left as 9.856s (not 9.86s)."""
+    ok(cli("clock", "simulate", "--at", "2026-03-01T09:00:00Z"))
+    (mid,) = ok(cli("produce", "tasks", "-m", "t1")).stdout.split()
+    _receive(cli, "crew", "-t", "Shared", "--nack-delay", "10s", topic="tasks")
+    ok(cli("nack", "tasks", "-s", "crew", mid))
+    monkeypatch.setenv("COLUMNS", "80")
+    picture = ok(cli("topics", "cursor", "tasks", "-s", "crew")).stdout
+    assert "nacked, due 09:00:09.856 (in 9.856s)" in picture
+    assert "redelivered after 10s, due 09:00:09.856" in ok(cli("explain", mid)).stdout
+    (p,) = pjson(cli("subscriptions", "pending", "tasks", "crew", "-o", "json"))
+    assert p["nextRedelivery"] == "2026-03-01T09:00:09.856Z"
+    b = Broker(store_path)
+    try:
+        console = Console(file=io.StringIO(), width=100, color_system=None)
+        console.print(detail_renderable(b, "persistent://public/default/tasks"))
+        pane = console.file.getvalue()
+    finally:
+        b.close()
+    assert "nacked, due 09:00:09.856 (in 9.856s)" in pane
+    # A minute and a half left reads 1m30.5s in the same rule, not 1m30s.
+    ok(cli("clock", "simulate", "--at", "2026-03-01T08:58:39.356Z"))
+    picture = ok(cli("topics", "cursor", "tasks", "-s", "crew")).stdout
+    assert "(in 1m30.5s)" in picture

@@ -204,9 +204,10 @@ key:[null], properties:[], content:o2
 persistent://public/default/orders  subscription audit (Exclusive)
 backlog 4  ·  at 10:00:00
   ── mark-delete 1:-1 ──
-  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00 †
   ── read position 1:2 ──
   1:2–1:3   ○ backlog   ×2
+  † pulsarctl: a consumer held by a lease; Pulsar's lives by its connection
   Pulsar: c1 is the one consumer of Exclusive subscription audit; it holds o1 and o2, pending until it acks them.
   Why:    receive asks for two messages and does not ack them; Earliest starts the new subscription before o1 (Latest, the default, would start after o4). [PersistentSubscription; subscriptionInitialPosition=Earliest]
 
@@ -217,9 +218,10 @@ error: Exclusive consumer is already connected to subscription 'audit' (consumer
 persistent://public/default/orders  subscription audit (Exclusive)
 backlog 4  ·  at 10:00:00
   ── mark-delete 1:-1 ──
-  1:0–1:1   ● pending   ×2      c1 since 10:00:00
+  1:0–1:1   ● pending   ×2      c1 since 10:00:00 †
   ── read position 1:2 ──
   1:2–1:3   ○ backlog   ×2
+  † pulsarctl: a consumer held by a lease; Pulsar's lives by its connection
   Pulsar: The broker refuses c2 with ConsumerBusy: "Exclusive consumer is already connected" (exit 4). c2 is not queued: it must subscribe again later.
   Why:    An Exclusive subscription admits one consumer. Before refusing, the broker checks that the first one's connection is alive; only a dead one's place is given away. [AbstractDispatcherSingleActiveConsumer.addConsumer: ConsumerBusyException]
   pulsarctl, not Pulsar: a receive's consumer stays connected after the command ends, until its lease runs out (--lease, 5m) or it is closed (subscriptions close-consumer): the lease stands in for a live connection.

@@ -36,11 +36,13 @@ def test_once_json_shape(cli, fake_time):
     assert doc["daemon"]["running"] is False and doc["intervalMs"] == 1000
     (t,) = doc["topics"]
     assert set(t) == {"topic", "partitions", "msgInCounter", "msgOutCounter", "bytesInCounter",
-                      "storageSize", "msgBacklog", "unackedMessages", "redeliveredCounter",
+                      "storageSize", "msgBacklog", "backlogMessages", "backlogMessagesExact",
+                      "unackedMessages", "redeliveredCounter",
                       "consumers", "msgRateIn", "msgRateOut", "redeliveriesPerMinute",
                       "isDeadLetterTopic", "subscriptions"}
     (s,) = t["subscriptions"]
-    assert set(s) == {"name", "type", "msgBacklog", "msgOutCounter", "unackedMessages",
+    assert set(s) == {"name", "type", "msgBacklog", "backlogMessages", "backlogMessagesExact",
+                      "msgOutCounter", "unackedMessages",
                       "awaitingRedelivery", "delayedMessages", "redeliveredCounter",
                       "deadLetterTopic", "msgRateOut", "redeliveriesPerMinute", "consumers"}
     assert s["consumers"][0]["unackedMessages"] == 2
@@ -53,11 +55,11 @@ EXPECTED = """\
 pulsarctl top · public/default · clock 2026-01-01T00:00:00.000Z (simulated)
 timers: no daemon (they fire when a command touches the subscription) · rates over 1s
 
-TOPIC                     IN/s  OUT/s  BACKLOG  UNACKED  REDELIVER  DELAYED  REDEL/min
-──────────────────────────────────────────────────────────────────────────────────────
-  t                        0.0    0.0        3        2                            0.0
-    jobs · Shared                 0.0        3        2          0        0        0.0
-      cli                                             2                               
+TOPIC                     IN/s  OUT/s  BACKLOG  MSGS  UNACKED  REDELIVER  DELAYED  REDEL/min
+────────────────────────────────────────────────────────────────────────────────────────────
+  t                        0.0    0.0        3     3        2                            0.0
+    jobs · Shared                 0.0        3     3        2          0        0        0.0
+      cli                                                   2                               
 
 DEAD LETTER TOPIC   MESSAGES   FROM TOPIC / SUBSCRIPTION
 ────────────────────────────────────────────────────────
@@ -69,6 +71,48 @@ def test_once_text_at_a_fixed_width(cli, fake_time, monkeypatch):
     _scene(cli)
     monkeypatch.setenv("COLUMNS", "100")
     assert ok(cli("top", "public/default", "--once")).stdout == EXPECTED
+
+
+def test_under_80_columns_the_topic_column_stays_and_the_others_go_first(cli, fake_time,
+                                                                          monkeypatch):
+    """A narrow terminal drops columns, the least needed first; never the topic's name, nor
+    the backlog (entries and messages)."""
+    _scene(cli)
+    ok(cli("produce", "a-topic-with-a-long-name", "-m", "x"))
+    order = ["REDEL/min", "DELAYED", "REDELIVER", "IN/s", "OUT/s", "UNACKED"]
+    dropped_at = {}
+    for width in (100, 80, 60, 44):
+        monkeypatch.setenv("COLUMNS", str(width))
+        out = ok(cli("top", "public/default", "--once")).stdout
+        table = out[out.index("TOPIC"):out.index("DEAD LETTER")]
+        assert "  a-topic-with-a-long-name " in table, table   # the name whole
+        assert max(len(line) for line in table.splitlines()) <= width, table
+        header = table.splitlines()[0].split()
+        assert header[0] == "TOPIC" and "BACKLOG" in header and "MSGS" in header
+        dropped = [c for c in order if c not in header]
+        assert dropped == order[:len(dropped)], header     # in that order
+        dropped_at[width] = len(dropped)
+    assert dropped_at[100] == 0 and dropped_at[80] >= 1 and dropped_at[44] == len(order)
+    assert dropped_at[100] <= dropped_at[80] <= dropped_at[60] <= dropped_at[44]
+
+
+def test_messages_beside_pulsars_entry_counted_backlog(cli, fake_time, monkeypatch):
+    """Pulsar's msgBacklog counts entries, a batch as one: top shows it as BACKLOG and the
+    messages beside it as MSGS, labelled, and both in JSON."""
+    ok(cli("topics", "create-subscription", "b", "-s", "s"))
+    ok(cli("produce", "b", "--stdin", input="1\n2\n3\n4\n"))  # one batch entry of 4
+    ok(cli("produce", "b", "-m", "plain"))
+    doc = pjson(cli("top", "public/default", "--once", "-o", "json"))
+    (t,) = doc["topics"]
+    assert (t["msgBacklog"], t["backlogMessages"], t["backlogMessagesExact"]) == (2, 5, True)
+    assert (t["subscriptions"][0]["msgBacklog"], t["subscriptions"][0]["backlogMessages"]) == \
+        (2, 5)
+    monkeypatch.setenv("COLUMNS", "100")
+    out = ok(cli("top", "public/default", "--once")).stdout
+    row = next(line for line in out.splitlines() if line.strip().startswith("b "))
+    assert row.split()[3:5] == ["2", "5"]
+    assert "BACKLOG counts entries, as Pulsar's msgBacklog does (a batch is one entry); MSGS " \
+           "counts the messages in them" in out
 
 
 def test_refusals(cli):

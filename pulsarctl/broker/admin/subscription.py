@@ -75,7 +75,7 @@ class Subscription:
                       **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
             return {
                 "topic": str(t), "subscription": name,
-                "type": c.props.get("type", subs.EXCLUSIVE), "durable": True,
+                "type": subs.shown_type(c), "durable": True,
                 "policy": policy,
                 "deadLetterTopic": deadletter.dlq_topic(str(t), name, policy),
                 "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), name),

@@ -13,6 +13,9 @@ from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
 MAX_SCAN_PER_FETCH = 100_000  # entries one fetch may read past delayed ones
+# Why a message the dispatcher read was not delivered (history.held): recorded when the read
+# position passes it, once, not at every fetch (history.py: why nothing happened).
+DELAYED_REASON = "its delivery time has not come (delayed delivery holds it until then)"
 
 _SELECTORS = {
     subs.EXCLUSIVE: exclusive.select,
@@ -87,6 +90,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     extra = ctx.get("msgInExtra", info.ml_id)
     per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
     taken = None  # offsets chosen by earlier rounds of this fetch
+    not_due: list = []  # delayed messages this fetch read and held back (history: held)
     while got < max_n:
         want = max_n - got
         if per_entry > 1:
@@ -137,6 +141,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                     records.pop()
                     delayed.defer(ctx, cid, m.deliver_at, o)
                     deferred += 1
+                    not_due.append(o)
                     continue
                 delivered.append((o, rc))
                 nbytes += len(m.payload)
@@ -149,6 +154,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if (not deferred and per_entry == 1) or got >= max_n \
                 or scanned >= MAX_SCAN_PER_FETCH:
             break
+    if not_due:
+        history.held(ctx, info, not_due, sub, name, history.NOT_DUE, DELAYED_REASON)
     if not records:
         if scanned:
             ctx.cursors.save(txn, c)
@@ -182,10 +189,24 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
         return max_n, _NOTHING
     per = subs.unacked_by_consumer(ctx, info, c) if ctx.get("msgInExtra", info.ml_id) else None
     total = sum(per.values()) if per is not None else subs.pending_count(ctx, c.id)
+
+    def held_sub() -> None:
+        # The subscription became blocked: the message waiting next says why (once, until it
+        # is unblocked: history.py, why nothing happened).
+        _held(ctx, info, c, None, history.SUB_UNACKED_LIMIT,
+              f"the subscription is at maxUnackedMessagesPerSubscription ({per_s} unacked); "
+              f"it gets more when that falls to half")
+
+    def held_consumer() -> None:
+        _held(ctx, info, c, name, history.UNACKED_LIMIT,
+              f"consumer {name} is at maxUnackedMessagesPerConsumer ({per_c} unacked); it gets "
+              f"more when that falls to half")
     if per_s:
         if props.get("blockedSub") and total <= per_s // 2:
             props.pop("blockedSub")
         if props.get("blockedSub") or total >= per_s:
+            if not props.get("blockedSub"):
+                held_sub()
             props["blockedSub"] = True
             return 0, _NOTHING
         max_n = min(max_n, per_s - total)
@@ -200,6 +221,7 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
             if name in blocked or mine >= per_c:
                 if name not in blocked:
                     blocked.append(name)
+                    held_consumer()
                 props["blocked"] = blocked
                 return 0, _NOTHING
             if blocked:
@@ -212,9 +234,36 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
         # Reaching the limit blocks at once, not at the next fetch.
         if per_s and total + k >= per_s:
             props["blockedSub"] = True
+            held_sub()
         if mine is not None and mine + k >= per_c:
             props.setdefault("blocked", []).append(name)
+            held_consumer()
     return max_n, delivered
+
+
+def _held(ctx, info, c, consumer, cause: str, reason: str) -> None:
+    o = next_waiting(ctx, info, c)
+    if o is not None:
+        history.held(ctx, info, [o], c.name, consumer, cause, reason)
+
+
+def next_waiting(ctx, info, c) -> int | None:
+    """The offset of the message the subscription would deliver next (the first of its replay
+    set still unacked, else the first unacked entry from its read position, else the first
+    unacked one nobody holds: a delayed message, a nack held for its timer), or None when
+    nothing waits: where an event about why nothing is delivered belongs."""
+    for o, _rc in redelivery_state.replay_items(ctx, c.id):
+        if info.contains(o) and not ctx.cursors.is_acked(ctx.txn, c, o):
+            return o
+    for o in ctx.cursors.unacked(ctx.txn, c, max(c.read_position, c.mark_delete + 1),
+                                 info.next_offset):
+        return o
+    pdb = ctx.env.db["pending"]
+    for o in ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, min(c.read_position,
+                                                                      info.next_offset)):
+        if ctx.txn.get(keys.pair(c.id, o), db=pdb) is None:
+            return o
+    return None
 
 
 def _NOTHING(_k: int) -> None:

@@ -27,6 +27,8 @@ DEFAULT_POLICY = "auto-split"
 # How far a consumer looks into the replay set, and how large it may grow before dispatch
 # stops reading new entries (Pulsar's keySharedLookAheadMsgInReplayThresholdPerConsumer).
 LOOK_AHEAD = 2000
+# As the Shared dispatcher says it (dispatch/__init__.py: DELAYED_REASON).
+DELAYED_REASON = "its delivery time has not come (delayed delivery holds it until then)"
 
 _decode = codec.decode
 
@@ -74,6 +76,20 @@ def reconcile(ctx, c, live: list):
         ks.update(policy=policy, members=members, state=selector.to_state())
         c.props["ks"] = ks
     return selector, ks
+
+
+def slot(selector_policy, rec) -> int:
+    """The hash slot of a stored entry's sticky key (its ordering key, else its key, else its
+    producer and sequence id), under the subscription's selector policy."""
+    return _slot(selector_policy, rec)
+
+
+def selector_of(c):
+    """The subscription's selector as stored (for a look that changes nothing), or None."""
+    ks = c.props.get("ks")
+    if not ks or ks.get("state") is None:
+        return None
+    return make_selector(ks["policy"], ks["state"]), ks["policy"]
 
 
 def _slot(selector_policy, rec) -> int:
@@ -181,6 +197,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             waiting.add(s)
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
+    not_due, uncovered = [], []   # read and passed over: history.held, once each
     if len(out) < max_n and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
         held = subs.held_offsets(ctx, c)  # nacks held past a rewind: their timers bring them
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
@@ -192,9 +209,13 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             rec = _decode(ctx.ledgers.read(txn, info, o))
             if len(rec) > F_DELIVER_AT and rec[F_DELIVER_AT] > hold_until:
                 delayed.defer(ctx, cid, rec[F_DELIVER_AT], o)
+                not_due.append(o)
                 continue
             s = _slot(policy, rec)
-            if selector.select(s) == me and s not in blocked and s not in waiting:
+            owner = selector.select(s)
+            if owner is None:
+                uncovered.append(o)
+            if owner == me and s not in blocked and s not in waiting:
                 take(o, rec, 0, False)
             else:
                 # Someone else's key, or a key that must wait: its owner takes it from replay.
@@ -204,6 +225,10 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
     history.delivered(ctx, info, c, me, taken)
+    history.held(ctx, info, not_due, c.name, me, history.NOT_DUE, DELAYED_REASON)
+    history.held(ctx, info, uncovered, c.name, None, history.KEY_UNCOVERED,
+                 "no consumer's hash range covers its key; it waits in the replay set for one "
+                 "that does")
     if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
         unacked.track(ctx, c, me, taken)
     c.props["out"] = c.props.get("out", 0) + len(out)
@@ -216,7 +241,5 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
 
 def ranges_of(ctx, c) -> dict:
     """consumer -> inclusive slot ranges it owns (keyHashRanges in Pulsar's consumer stats)."""
-    ks = c.props.get("ks")
-    if not ks or ks.get("state") is None:
-        return {}
-    return make_selector(ks["policy"], ks["state"]).consumer_ranges()
+    got = selector_of(c)
+    return {} if got is None else got[0].consumer_ranges()
