@@ -219,7 +219,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -a '(__pulsarctl_nam
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s m -l start-message-id -x -d 'latest, earliest or a message id.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s i -l start-message-id-inclusive -d 'Include the start message.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s n -l num-messages -x -d 'How many to read (0: forever, following new messages).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l until-end -d 'Stop at the last message present when the command started.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l until-end -d 'Stop at the last message present when the command started (of each partition).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l idle-timeout -x -d 'Exit when nothing arrives for this long (real time).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l fail-if-empty -d 'Exit 6 if no message was received.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l hide-content -d 'Do not print payloads.'
