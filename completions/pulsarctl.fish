@@ -79,7 +79,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'read' -d 'Read message
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'redeliver-unacked' -d 'Redeliver a consumer\'s (or every consumer\'s) unacked messages now, counted as redeliveries.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'reconsume-later' -d 'Move messages to the retry letter topic, delivered again after --delay (past the limit: to the dead letter topic); needs --enable-retry.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'version' -d 'Print the version.'
-complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'doctor' -d 'Check the installation and the store: its files are checked before LMDB opens them, so a damaged store is described, never a crash; every record is read back and decoded, as commands read them, and the free list every write reads is checked (a large store takes a while: the whole file is read).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print a shell completion script: bash, zsh or fish.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients, in any language, over Pulsar\'s binary protocol, in the foreground until SIGTERM or Ctrl-C; and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, basic) and authorization as --config\'s broker.conf keys say; prints http://HOST:PORT and pulsar://HOST:PORT on stderr once it accepts connections.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'top' -d 'A live view of the topics of namespace NS (every namespace without it) on a terminal, refreshed every second until q or Ctrl-C: per topic messages in and out per second, backlog, unacked messages; per subscription its type, the messages waiting to be redelivered and delayed, redeliveries per minute and each consumer with how many messages it holds; the dead letter topics and their sizes; who runs the timers (a `pulsarctl daemon`, or `pulsarctl serve` holding the daemon lock) and the store\'s clock.'
@@ -252,7 +252,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s o -l output -x
 complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl doctor
-complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -l deep -d 'Also read every record of the store and report what cannot be decoded.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -l deep -d 'Also check LMDB\'s structure (every page reachable once, nothing leaked) and each topic\'s ledgers, and list every record that cannot be decoded, database by database.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -l salvage -x -d 'Copy every record that can still be read into a new store at NEW_STORE (which must not exist, or be empty) and say what could not be saved.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from doctor' -s h -l help -d 'Show this message and exit.'

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 import sys
 
@@ -401,6 +402,15 @@ def _foreign(path: str) -> list[str]:
         return []
 
 
+def _not_a_file(fd: int) -> str | None:
+    """What data.mdb is when it is not a regular file (a directory opens read-only and fails
+    only when read; a device or a pipe is no store either), else None."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def inspect(path: str, *, identity: dict | None = None) -> Inspection:
     """Check data.mdb in the store directory path without mapping it (see the module's text).
     Never raises for what it finds in the files."""
@@ -421,6 +431,12 @@ def inspect(path: str, *, identity: dict | None = None) -> Inspection:
     except OSError as exc:
         res.state = "damaged"
         res.problems.append(f"it cannot be read: {exc.strerror}")
+        return res
+    kind = _not_a_file(fd)
+    if kind:
+        os.close(fd)
+        res.state = "damaged"
+        res.problems.append(f"it is {kind}, not LMDB's data file")
         return res
     try:
         for _attempt in range(8):
@@ -553,6 +569,31 @@ def _tail_problem(pf: PageFile, last_pg: int) -> str | None:
             f"page) are not what LMDB writes (garbage at the end of the file?); LMDB never reads "
             f"past its last page, so nothing is lost: `truncate -s {keep} {pf.path}` removes "
             "them")
+
+
+def free_list_problems(path: str) -> list[str]:
+    """The free list's pages checked as the databases' are (read_all reads the databases
+    only): every write reads it, so a page of it overwritten fails the next write (LMDB's
+    MDB_CORRUPTED) though every record reads back whole."""
+    data = os.path.join(path, DATA)
+    if not _NATIVE:
+        return []
+    try:
+        fd = os.open(data, os.O_RDONLY)
+    except OSError:
+        return []  # read_all has said why
+    try:
+        if _not_a_file(fd):
+            return []
+        m0, m1, _problems = _read_metas(fd)
+        cur = _current(m0, m1)
+        if cur is None:
+            return []
+        walk = Walk(PageFile(fd, os.fstat(fd).st_size, cur.psize, data), cur.last_pg)
+        walk.free_pages(cur.free)
+        return walk.problems
+    finally:
+        os.close(fd)
 
 
 def precheck(path: str) -> Inspection:
@@ -761,6 +802,11 @@ def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport
         fd = os.open(data, os.O_RDONLY)
     except OSError as exc:
         rep.problems.append(f"{data} cannot be read: {exc.strerror}")
+        return rep
+    kind = _not_a_file(fd)
+    if kind:
+        os.close(fd)
+        rep.problems.append(f"{data} is {kind}, not LMDB's data file: nothing can be read")
         return rep
     try:
         size = os.fstat(fd).st_size

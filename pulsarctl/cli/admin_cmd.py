@@ -151,12 +151,16 @@ def version(ctx: typer.Context, output: Output = None):
 
 
 @top.command(help="Check the installation and the store: its files are checked before LMDB "
-             "opens them, so a damaged store is described, never a crash. Exit 0 when every "
-             "check passes, 1 when one fails (a damaged store, an undecodable record with "
-             "--deep, anything --salvage could not save).")
+             "opens them, so a damaged store is described, never a crash; every record is read "
+             "back and decoded, as commands read them, and the free list every write reads is "
+             "checked (a large store takes a while: the whole file is read). Exit 0 when every "
+             "check passes, 1 when one fails (a damaged store, a store path that is a file, a "
+             "record that does not decode, anything --salvage could not save).")
 def doctor(ctx: typer.Context,
-           deep: Annotated[bool, typer.Option("--deep", help="Also read every record of the "
-                                              "store and report what cannot be decoded.")] = False,
+           deep: Annotated[bool, typer.Option("--deep", help="Also check LMDB's structure "
+                                              "(every page reachable once, nothing leaked) and "
+                                              "each topic's ledgers, and list every record that "
+                                              "cannot be decoded, database by database.")] = False,
            salvage: Annotated[Optional[str], typer.Option(
                "--salvage", metavar="NEW_STORE", help="Copy every record that can still be read "
                "into a new store at NEW_STORE (which must not exist, or be empty) and say what "
