@@ -93,16 +93,27 @@ def clock_simulate(ctx: typer.Context,
     render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
 
 
+# A negative duration (`clock advance -5s`) looks like an option to click: it is let through to
+# the argument (ignore_unknown_options), which then says what is wrong with it.
 @clock.command("advance", help="Move the simulated clock forward and fire what became due, as "
                "a daemon tick would; says what fired, by kind: nack (redelivery delays), ack "
                "timeout, delayed (deliver-at came), retry (reconsume-later delays), TTL "
-               "(messages expired) and lease (consumers disconnected).")
+               "(messages expired) and lease (consumers disconnected).",
+               context_settings={"ignore_unknown_options": True})
 def clock_advance(ctx: typer.Context,
                   duration: Annotated[str, typer.Argument(help="e.g. 30s, 5m, 1h.")],
                   output: Output = None):
     # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.errors import UsageError
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms
 
+    if duration[:2] in {f"-{d}" for d in "0123456789."}:
+        raise UsageError(f"the clock cannot go back ({duration!r})",
+                         hint="give a positive duration, e.g. `pulsarctl clock advance 5s`")
+    if duration.startswith("-"):  # an option it does not have, as click would say
+        raise UsageError(f"no such option: {duration}",
+                         hint="see `pulsarctl clock advance --help`")
     st = state(ctx)
     _at, fired = st.broker().clock.advance(parse_duration_ms(duration), by_kind=True)
     render.data({**_clock_doc(st), "fired": fired}, fmt(ctx, output), _clock_text)

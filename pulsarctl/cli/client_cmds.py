@@ -265,7 +265,8 @@ def redeliver_unacked(
         render.data({"redelivered": n}, out)
 
 
-@top.command("reconsume-later", help="Move messages to the retry letter topic, delivered again "
+@top.command("reconsume-later", short_help="Move messages to the retry letter topic, delivered "
+             "again after --delay (needs --enable-retry).", help="Move messages to the retry letter topic, delivered again "
              "after --delay (past the limit: to the dead letter topic); needs --enable-retry.")
 def reconsume_later(
     ctx: typer.Context, topic: Topic, subscription: Sub,
