@@ -571,31 +571,6 @@ def _tail_problem(pf: PageFile, last_pg: int) -> str | None:
             "them")
 
 
-def free_list_problems(path: str) -> list[str]:
-    """The free list's pages checked as the databases' are (read_all reads the databases
-    only): every write reads it, so a page of it overwritten fails the next write (LMDB's
-    MDB_CORRUPTED) though every record reads back whole."""
-    data = os.path.join(path, DATA)
-    if not _NATIVE:
-        return []
-    try:
-        fd = os.open(data, os.O_RDONLY)
-    except OSError:
-        return []  # read_all has said why
-    try:
-        if _not_a_file(fd):
-            return []
-        m0, m1, _problems = _read_metas(fd)
-        cur = _current(m0, m1)
-        if cur is None:
-            return []
-        walk = Walk(PageFile(fd, os.fstat(fd).st_size, cur.psize, data), cur.last_pg)
-        walk.free_pages(cur.free)
-        return walk.problems
-    finally:
-        os.close(fd)
-
-
 def precheck(path: str) -> Inspection:
     """inspect(), raising StoreDamaged (naming data.mdb and the first problem) when damaged."""
     res = inspect(path)
@@ -786,13 +761,17 @@ def block_remains(key: bytes, value: bytes) -> list[tuple[bytes, bytes]]:
     return [(keys.pair(lid, i), v) for i, v, exc in inner if exc is None and i >= 0]
 
 
-def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport:
+def read_all(path: str, known: tuple, on_record=None, on_bad=None,
+             free_list: bool = False) -> DeepReport:
     """Read every record of every database of the store at path from its file, without LMDB,
     checking each page, node and value on the way (on_bad(db, key, value) gets each record that
     does not decode); on_record(db, key, value) gets each record
     that is whole and decodes. Whatever cannot be read is counted and described in the
-    report, and the walk goes on past it. Run it on a store nobody writes, or while holding a
-    read transaction (Env.read): the pages of that snapshot are then never reused under it."""
+    report, and the walk goes on past it. free_list: the free list's pages are checked too
+    (every write reads it: a page of it overwritten fails the next write, LMDB's
+    MDB_CORRUPTED, though every record reads back whole). Run it on a store nobody writes, or
+    while holding a read transaction (Env.read): the pages of that snapshot are then never
+    reused under it."""
     ins = inspect(path)
     rep = DeepReport(path, ins)
     if ins.state in ("absent", "new"):
@@ -848,6 +827,8 @@ def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport
         for name in known:
             if name not in rep.dbs and name not in OPTIONAL:
                 rep.problems.append(f"database {name} is missing from the main database")
+        if free_list:
+            walk.free_pages(cur.free)
         rep.problems.extend(walk.problems)
     finally:
         os.close(fd)

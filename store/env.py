@@ -408,9 +408,7 @@ def record_check(path: str) -> check.DeepReport:
     and the ledgers' continuity."""
     path = os.path.abspath(path)
     with _pinned(path):
-        rep = check.read_all(path, DATABASES)
-        rep.problems.extend(check.free_list_problems(path))
-        return rep
+        return check.read_all(path, DATABASES, free_list=True)
 
 
 def verify_structure(path: str) -> list[str] | None:
