@@ -211,6 +211,10 @@ class Interrupted(PulsarctlError):
     exit_code = 130
 
 
+# A command whose reader of stdout went away (`| head`): quiet, and the status a shell shows for
+# a program SIGPIPE ends (128 + 13), as git's, cat's or seq's (cli/errmap.py).
+STDOUT_CLOSED = 141
+
 EXIT_CODES = {
     0: "ok",
     1: "error (for example a message over the maximum size, a damaged store, a full disk)",
@@ -223,7 +227,10 @@ EXIT_CODES = {
        "--exec, dlq replay); the others were",
     8: "refused: authentication failed (a token with a bad signature or expired, a wrong "
        "password)",
+    9: "declined: a confirmation was answered no (or not answered); nothing was changed",
     130: "interrupted",
+    STDOUT_CLOSED: "the reader of the output went away (a closed pipe: `| head`); nothing is "
+                   "said, as when SIGPIPE ends git or cat",
 }
 
 
@@ -232,6 +239,14 @@ class PartlyFailed(PulsarctlError):
     """Some messages of a run failed (a dlq drain --exec command's non-zero exit, a dlq replay
     without a target); the others were handled. For cron: it mails only these runs."""
     exit_code = 7
+
+
+# -- 9 -------------------------------------------------------------------------------------------
+class Declined(PulsarctlError):
+    """A destructive command asked on a terminal and was not told yes: nothing was changed.
+    Not a failure of the command, not a success either: a code of its own (CLI.md)."""
+    exit_code = 9
+    hint = "answer y to go ahead, or pass -y/--yes"
 
 
 # -- 1: a damaged store, a full disk ------------------------------------------------------------

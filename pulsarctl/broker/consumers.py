@@ -141,7 +141,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     if others and current != sub_type:
         raise ConsumerBusy(
             f"subscription '{c.name}' is {current} with {len(others)} connected consumer(s); "
-            f"a {sub_type} consumer cannot join it",
+            f"{'an' if sub_type[:1] in 'AEIOU' else 'a'} {sub_type} consumer cannot join it",
             hint=f"use -t {current}, or wait until its consumers have gone")
     if sub_type == subs.EXCLUSIVE and others:
         holder = others[0]

@@ -48,6 +48,13 @@ def stats(ctx: typer.Context, topic: Topic, output: Output = None):
 
 
 def _internal_text(s: dict) -> None:
+    if "partitions" in s:  # a partitioned topic: each partition's, one after the other
+        render.kv(s["metadata"], "partitioned topic")
+        for name, p in s["partitions"].items():
+            render.outln("")
+            render.outln(render.safe(name))
+            _internal_text(p)
+        return
     render.kv({k: v for k, v in s.items() if k not in ("ledgers", "cursors")}, "managed ledger")
     render.table(["ledgerId", "entries", "size"],
                  [[x["ledgerId"], x["entries"], x["size"]] for x in s["ledgers"]], "ledgers")

@@ -65,20 +65,13 @@ class Subscription:
 
     def describe(self) -> dict:
         """Type, the effective policy, the derived dead letter and retry topic names, and the
-        cursor, for `subscriptions describe`."""
+        cursor, for `subscriptions describe`. On a partitioned topic the subscription is one
+        (its type and policy are the same on every partition): the backlog and timers are
+        added up, and each partition's cursor is under "partitions"."""
         t, name = self.topic, self.name
 
-        def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, name)
-            policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
-                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+        def cursor(ctx, info, c) -> dict:
             return {
-                "topic": str(t), "subscription": name,
-                "type": subs.shown_type(c), "durable": True,
-                "policy": policy,
-                "deadLetterTopic": deadletter.dlq_topic(str(t), name, policy),
-                "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), name),
                 "markDeletePosition": str(info.mark_position(c.mark_delete)),
                 "readPosition": str(info.position(c.read_position)),
                 "msgBacklog": c.backlog(info.next_offset),
@@ -87,6 +80,27 @@ class Subscription:
                 "timersScheduled": timers.count(ctx, c.id),
                 "timersDue": timers.count(ctx, c.id, due_by=ctx.now),
             }
+
+        def run(ctx):
+            found = subscribed(ctx, t, name)
+            c = found[0][2]
+            policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
+                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+            doc = {
+                "topic": str(t), "subscription": name,
+                "type": subs.shown_type(c), "durable": True,
+                "policy": policy,
+                "deadLetterTopic": deadletter.dlq_topic(str(t), name, policy),
+                "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), name),
+            }
+            each = {str(p): cursor(ctx, info, c) for p, info, c in found}
+            if not partitions.get(ctx, t):
+                doc.update(each[str(t)])
+                return doc
+            for key in ("msgBacklog", "timersScheduled", "timersDue"):
+                doc[key] = sum(x[key] for x in each.values())
+            doc["partitions"] = each
+            return doc
         return self._broker.read(run)
 
     def pending(self) -> list[dict]:

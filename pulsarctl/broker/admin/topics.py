@@ -14,6 +14,14 @@ from pulsarctl.errors import AlreadyExists, InvalidValue, MessageNotFound, Topic
 from pulsarctl.messages import MessageId
 
 
+def per_partition(ctx, t, what: str, command: str, advice: str = "ask one partition") -> None:
+    """Refuse, as Pulsar's admin does (405 Method Not Allowed), what only a partition has:
+    exit 2 with the partition-level command to run instead."""
+    if partitions.get(ctx, t):
+        raise InvalidValue(f"{what} on a partitioned topic is not allowed ({t})",
+                           hint=f"{advice}, e.g. `pulsarctl {command} {t.partition(0)}`")
+
+
 class Topics(Noun):
     __slots__ = ()
 
@@ -129,9 +137,7 @@ class Topics(Noun):
         t = topic_name(name)
 
         def run(ctx):
-            if partitions.get(ctx, t):
-                raise InvalidValue(f"{t} is a partitioned topic; ask one partition",
-                                   hint=f"e.g. `pulsarctl topics last-message-id {t.partition(0)}`")
+            per_partition(ctx, t, "GetLastMessageId", "topics last-message-id")
             info = topics.require(ctx, t)
             p = info.mark_position(info.last_offset)
             return MessageId(p.ledger_id, p.entry_id, t.partition_index)
@@ -163,8 +169,11 @@ class Topics(Noun):
     def examine_message(self, name, initial_position: str = "latest", n: int = 1):
         t = topic_name(name)
         cursor_admin.check_examine(initial_position, n)
-        return self._broker.read(
-            lambda ctx: cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n))
+
+        def run(ctx):
+            per_partition(ctx, t, "Examine messages", "topics examine-message")
+            return cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n)
+        return self._broker.read(run)
 
     @routed
     def terminate(self, name) -> MessageId | dict:
@@ -184,9 +193,7 @@ class Topics(Noun):
         t = topic_name(name)
 
         def run(ctx):
-            if partitions.get(ctx, t):
-                raise InvalidValue(f"{t} is a partitioned topic; compact each partition",
-                                   hint=f"e.g. `pulsarctl topics compact {t.partition(0)}`")
+            per_partition(ctx, t, "Compaction", "topics compact", "compact each partition")
             if not t.persistent:
                 raise InvalidValue(f"{t} is non-persistent: only persistent topics compact")
             return compaction.compact(ctx, t)
@@ -195,7 +202,11 @@ class Topics(Noun):
     @routed
     def compaction_status(self, name) -> dict:
         t = topic_name(name)
-        return self._broker.read(lambda ctx: compaction.status(ctx, topics.require(ctx, t)))
+
+        def run(ctx):
+            per_partition(ctx, t, "Compaction status", "topics compaction-status")
+            return compaction.status(ctx, topics.require(ctx, t))
+        return self._broker.read(run)
 
     # -- tiered storage ------------------------------------------------------------------------
     @routed
