@@ -12,7 +12,14 @@ log; a command that fails gets Pulsar's error response; a SEND whose checksum is
 SEND_ERROR ChecksumError and the connection goes on. As Pulsar's PulsarHandler, every
 keepAliveIntervalSeconds a connection that has not sent CONNECT is closed, and a connected one
 is sent a PING, and closed at the next check if nothing came back in between. Nothing is fetched
-for a consumer while its connection's write buffer is over asyncio's high-water mark."""
+for a consumer while its connection's write buffer is over asyncio's high-water mark.
+
+As ServerCnx: a second CONNECT, a command before CONNECT and a SEND for a producer that is not
+ready on the connection close it (a SEND for one the broker just closed is dropped); a client
+refused at CONNECT is answered as unauthenticated.py says. A producer is attached to its topic
+in its access mode (broker/access.py, durable, so the CLI's producers count too): refused,
+attached, or queued (WaitForExclusive: PRODUCER_SUCCESS producer_ready=false, then ready once it
+holds the topic); the producers an ExclusiveWithFencing one fences are sent CLOSE_PRODUCER."""
 from __future__ import annotations
 
 import asyncio
@@ -185,7 +192,7 @@ class Server:
         self._wake = None
         self._watcher = None
         self._names = itertools.count()
-        self._serials = itertools.count()   # connections, for their producers' tokens
+        self._serials = itertools.count()   # connections and producers, for producer tokens
         self._in_use: set = set()
         # SENDs that arrive during a commit share the next one (group_commit.py).
         self.commits = GroupCommit(self.call, broker.publish_many)
@@ -626,7 +633,7 @@ class Connection:
                 return
         # unique to this PRODUCER command: a client that comes back with the same producer id
         # after the broker closed it is a new producer
-        token = f"{s.pid}:{s.pid_start}:{self.serial}:{c.producer_id}:{next(s._names)}"
+        token = f"{s.pid}:{s.pid_start}:{self.serial}:{c.producer_id}:{next(s._serials)}"
         who = {"token": token, "pid": s.pid,
                "pidStart": s.pid_start, "id": c.producer_id, "address": "/" + self.peer,
                "clientVersion": self.client_version,
