@@ -221,3 +221,14 @@ def test_a_refused_connection_is_served_nothing(token_served):
         assert raw.closed_by_server()
     finally:
         raw.close()
+
+
+def test_an_authorization_header_of_any_bytes_is_a_401_and_one_line(token_served):
+    port = int(token_served.http_url.rsplit(":", 1)[1])
+    for value in (b"Bearer \xff\xfe", b"Bearer garbage", b"Basic !!!", b"Basic \xff"):
+        answer = _http(port, b"GET /admin/v2/tenants HTTP/1.1\r\nHost: x\r\n"
+                       b"Authorization: " + value + b"\r\n\r\n")
+        assert answer.split(b"\r\n")[0].split()[1] == b"401", answer[:200]
+    assert token_served.stop() == 0
+    lines = token_served.log.finished()
+    assert not [line for line in lines if "Traceback" in line or "internal error" in line], lines
