@@ -180,6 +180,13 @@ class ProducerFenced(Conflict):
             "it with --access-mode WaitForExclusive")
 
 
+class ProducerBusy(Conflict):
+    """BrokerServiceException.ProducerBusyException (and NamingException): a shared producer
+    while an exclusive one holds the topic, or a second live producer of the same name."""
+    hint = ("an exclusive producer holds the topic, or a producer of that name is connected: "
+            "retry when it is gone, or use another --producer-name")
+
+
 class NotEmpty(Conflict):
     pass
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from store import codec, keys
-from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redelivery_state
+from pulsarctl.broker import access, backlog_quota, consumers, delayed, policies, redelivery_state
 from pulsarctl.broker import subscriptions as subs
 from pulsarctl.broker.records import Pending
 from pulsarctl.messages import iso_ms
@@ -99,7 +99,8 @@ def topic_stats(ctx, info) -> dict:
     # entriesAddedCounter in stats-internal); averageMsgSize is per message too.
     msgs_in = info.entries_added + (ctx.get("msgInExtra", info.ml_id) or 0)
     avg = (info.bytes_added / msgs_in) if msgs_in else 0.0
-    return {
+    pubs, waiting = access.publishers(ctx, info.name)
+    out = {
         "msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
         "bytesInCounter": info.bytes_added, "msgInCounter": msgs_in,
         "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs_out.values()),
@@ -110,12 +111,16 @@ def topic_stats(ctx, info) -> dict:
         # The slowest subscription's estimated backlog, as the managed ledger reports it.
         "backlogSize": max((s["backlogSize"] for s in subs_out.values()), default=0),
         "earliestMsgPublishTimeInBacklogs": 0,
-        "publishers": [],
-        "waitingPublishers": 0,
+        "publishers": pubs,
+        "waitingPublishers": waiting,
         "subscriptions": subs_out,
         "replication": {},
         "deduplicationStatus": _dedup_status(ctx, info.name),
     }
+    epoch = access.topic_epoch(ctx, info.name)
+    if epoch is not None:   # set once an exclusive producer has held the topic
+        out["topicEpoch"] = epoch
+    return out
 
 
 def _dedup_status(ctx, topic: str) -> str:
@@ -177,6 +182,29 @@ _SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCount
                "msgRateExpired", "replayCount", "delayedMessages")
 
 
+def _publishers_by_index(parts: list[dict]) -> list[dict]:
+    """A partitioned topic's publishers as PartitionedTopicStats adds them up by default
+    (aggregatePublisherStatsByProducerName off): the i-th publisher of every partition into one
+    entry, which keeps rates and the mean of the average sizes and nothing that names a
+    producer (see each partition's own stats for that)."""
+    out: list[dict] = []
+    counts: list[int] = []
+    for p in parts:
+        for i, s in enumerate(p["publishers"]):
+            if i == len(out):
+                out.append({"msgRateIn": 0.0, "msgThroughputIn": 0.0, "averageMsgSize": 0.0,
+                            "chunkedMessageRate": 0.0, "producerId": 0,
+                            "supportsPartialProducer": False})
+                counts.append(0)
+            agg = out[i]
+            counts[i] += 1
+            agg["msgRateIn"] += s["msgRateIn"]
+            agg["msgThroughputIn"] += s["msgThroughputIn"]
+            agg["averageMsgSize"] = (agg["averageMsgSize"] * (counts[i] - 1)
+                                     + s["averageMsgSize"]) / counts[i]
+    return out
+
+
 def aggregate(parts: list[dict]) -> dict:
     """A partitioned topic's stats: the partitions' counters added up, subscriptions merged by
     name (pulsar-admin's PartitionedTopicStats)."""
@@ -184,7 +212,7 @@ def aggregate(parts: list[dict]) -> dict:
     n = out["msgInCounter"]
     out["averageMsgSize"] = (out["bytesInCounter"] / n) if n else 0.0
     out["earliestMsgPublishTimeInBacklogs"] = 0
-    out["publishers"] = []
+    out["publishers"] = _publishers_by_index(parts)
     out["replication"] = {}
     out["deduplicationStatus"] = parts[0]["deduplicationStatus"] if parts else "Disabled"
     subs_out: dict = {}

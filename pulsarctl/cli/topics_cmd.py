@@ -35,6 +35,11 @@ def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Outpu
 def _stats_text(s: dict) -> None:
     top = {k: v for k, v in s.items() if k not in ("subscriptions", "publishers", "replication")}
     render.kv(top, "topic")
+    pubs = [[p.get("producerName", ""), p.get("accessMode", ""), p["msgRateIn"],
+             p.get("address", ""), p.get("connectedSince", "")] for p in s["publishers"]]
+    if pubs:
+        render.table(["producer", "accessMode", "msgRateIn", "address", "connectedSince"], pubs,
+                     "publishers")
     rows = [[name, x["type"], x["msgBacklog"], x["unackedMessages"], len(x["consumers"]),
              x["msgOutCounter"]] for name, x in s["subscriptions"].items()]
     if rows:

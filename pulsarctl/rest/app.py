@@ -13,6 +13,8 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
@@ -32,8 +34,9 @@ NO_CONTENT = 204
 class Worker:
     """One thread that owns the Broker: every call of the app runs there, in order."""
 
-    def __init__(self, broker_factory):
+    def __init__(self, broker_factory, owns_broker: bool = True):
         self._factory = broker_factory
+        self._owns = owns_broker   # closed with the app (else its owner closes it)
         self._broker = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pulsarctl-rest")
 
@@ -48,7 +51,8 @@ class Worker:
 
     def _close(self):
         if self._broker is not None:
-            self._broker.close()
+            if self._owns:
+                self._broker.close()
             self._broker = None
 
     async def close(self):
@@ -70,7 +74,14 @@ def done():
 
 async def body(request, default=None):
     """The request's JSON body (default when it has none); malformed JSON is a 400."""
-    text = await request.text()
+    try:
+        text = await request.text()
+    except (UnicodeDecodeError, LookupError):
+        raise InvalidValue("the request body is not text in its charset (UTF-8 by default)") \
+            from None
+    except (RequestPayloadError, HttpProcessingError):
+        raise InvalidValue("the request body cannot be read: its Content-Encoding or "
+                           "Transfer-Encoding is broken") from None
     if not text.strip():
         return default
     try:
@@ -138,6 +149,11 @@ async def pulsar_errors(request, handler):
             raise
         text = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status, exc.reason)
         return reason(exc.status, text)
+    except ConnectionError:
+        # the client went away mid-request (a body cut short): one line, not a bug's stack
+        log.warning("%s %s from %s: the connection ended before the request did",
+                    request.method, request.path, request.remote)
+        return reason(400, "the connection ended before the request did")
     except Exception as exc:  # a bug: answered, logged, the server goes on
         log.exception("internal error on %s %s", request.method, request.path)
         return reason(500, f"internal error: {type(exc).__name__}: {exc}")
@@ -729,11 +745,13 @@ def routes() -> list:
 
 def make_app(broker_factory, *, service_url: str, web_url: str, cluster: str = "standalone",
              service_url_tls: str = "", authentication=None,
-             authorization=None) -> web.Application:
+             authorization=None, owns_broker: bool = True) -> web.Application:
     """The admin REST API over the Broker broker_factory() returns (called once, in the
     worker thread, on the first request). authentication (auth/service.py) and authorization
-    (auth/authorization.Settings; None: off) decide who may call what (access.py)."""
-    w = Worker(broker_factory)
+    (auth/authorization.Settings; None: off) decide who may call what (access.py).
+    owns_broker: the app closes the Broker when it stops (serve's is shared: serve closes it,
+    after its own connections)."""
+    w = Worker(broker_factory, owns_broker)
     guard = access.middleware(authentication or Authentication(), authorization, w.run)
     app = web.Application(middlewares=[pulsar_errors, guard], client_max_size=16 * 1024 * 1024)
     app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster,

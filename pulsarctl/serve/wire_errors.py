@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pulsarctl.errors import (
     AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    ChecksumMismatch, MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerFenced,
+    ChecksumMismatch, MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerBusy,
+    ProducerFenced,
     PulsarctlError, SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
 )
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -15,7 +16,8 @@ SERVER_ERRORS = [
     # a topic in a namespace or tenant that does not exist is a topic not found to a client
     (NamespaceNotFound, api.TopicNotFound), (TenantNotFound, api.TopicNotFound),
     (NotFound, api.UnknownError), (ConsumerBusy, api.ConsumerBusy),
-    (ProducerFenced, api.ProducerFenced), (TopicTerminated, api.TopicTerminatedError),
+    (ProducerFenced, api.ProducerFenced), (ProducerBusy, api.ProducerBusy),
+    (TopicTerminated, api.TopicTerminatedError),
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),

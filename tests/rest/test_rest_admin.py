@@ -255,3 +255,26 @@ def test_metrics_in_prometheus_text(rest, run_proc):
     assert f"pulsar_subscriptions_count{{{labels}}} 1" in lines
     assert f'pulsar_subscription_back_log{{{labels},subscription="s"}} 2' in lines
     assert "# TYPE pulsar_msg_backlog gauge" in lines
+
+
+# -- publishers (issue 27.2) -------------------------------------------------------------------
+def test_stats_list_the_connected_producers_as_publishers(rest, store_path):
+    import pulsarctl
+
+    client = pulsarctl.Client(store=store_path)
+    try:
+        p = client.create_producer("pub", producer_name="over-rest", access_mode="Exclusive")
+        p.send(b"x")
+        [s] = rest("GET", f"{V2}/{T}/pub/stats").json()["publishers"]
+        assert (s["producerName"], s["accessMode"], s["clientVersion"]) == (
+            "over-rest", "Exclusive", "pulsarctl")
+        assert rest("GET", f"{V2}/{T}/pub/stats").json()["topicEpoch"] == 0
+        assert rest("PUT", f"{V2}/{T}/ppub/partitions", 2).status_code == 204
+        client.create_producer("ppub", producer_name="parted")
+        doc = rest("GET", f"{V2}/{T}/ppub/partitioned-stats", perPartition="true").json()
+        assert len(doc["publishers"]) == 1 and "producerName" not in doc["publishers"][0]
+        assert [[x["producerName"] for x in part["publishers"]]
+                for part in doc["partitions"].values()] == [["parted"], ["parted"]]
+    finally:
+        client.close()
+    assert rest("GET", f"{V2}/{T}/pub/stats").json()["publishers"] == []
