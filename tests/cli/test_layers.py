@@ -3,7 +3,7 @@
 - store/ imports nothing from pulsarctl; only store/env.py imports lmdb;
 - pulsarctl/broker/ never imports typer, rich or pulsarctl.cli;
 - nothing outside pulsarctl/cli imports pulsarctl.cli;
-- inside pulsarctl/cli only the entry points (entry.py, docgen.py) import the root,
+- inside pulsarctl/cli only the entry points (entry.py, docgen.py, fastgen.py) import the root,
   pulsarctl.cli.app: each command module owns its groups and commands and app.py joins them;
 - only pulsarctl/clock.py reads the time (imports `time`, calls datetime.now/utcnow/today);
 - nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr;
@@ -30,8 +30,8 @@ ENTRY_POINTS = {"pulsarctl/__main__.py"}
 
 # The root command (pulsarctl/cli/app.py) imports the command modules and joins their groups
 # and top-level commands; none of them imports it back to register itself. Only these need
-# the root: the console script runs it, docgen walks its command tree.
-ROOT_IMPORTERS = {"pulsarctl/cli/entry.py", "pulsarctl/cli/docgen.py"}
+# the root: the console script runs it, docgen and fastgen walk its command tree.
+ROOT_IMPORTERS = {"pulsarctl/cli/entry.py", "pulsarctl/cli/docgen.py", "pulsarctl/cli/fastgen.py"}
 
 
 # -- reading the code --------------------------------------------------------------------------
