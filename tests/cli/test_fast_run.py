@@ -366,3 +366,34 @@ def test_the_import_check_sees_typer(stores, tmp_path):
     modules, r = _imported(stores, tmp_path, ["topics", "stats-internal", "t"])
     assert r.returncode == 0, r.stderr[-2000:]
     assert "typer" in modules and "pulsarctl.cli.app" in modules
+
+
+# -- declarations recorded first, typer's objects after --------------------------------------
+RECORDED_FIRST = r"""
+import sys
+from pulsarctl.cli import client_cmds, common, declare, topics_cmd
+assert not [m for m in sys.modules if m.split(".")[0] in ("typer", "click", "pydantic")]
+assert type(topics_cmd.topics) is declare._Group, type(topics_cmd.topics)
+output_info = common.Output.__metadata__[0]
+assert type(output_info) is declare._Param
+# the rest in app._join's order (a group lists its commands in the order they were declared)
+from pulsarctl.cli import (cursor_cmd, cursor_view_cmd, tenants_cmd, admin_cmd, perf_cmd,
+                           daemon_cmd, policies_cmd, dlq_cmd, explain_cmd)
+from pulsarctl.cli import docgen, fastgen
+assert docgen.stale(sys.argv[1]) == [], docgen.stale(sys.argv[1])  # builds the typer app
+import typer
+from typer.models import OptionInfo
+assert isinstance(topics_cmd.topics, typer.Typer) and isinstance(output_info, OptionInfo)
+assert common.Output.__metadata__[0] is output_info  # the same object, now typer's
+assert open(fastgen.PATH).read() == fastgen.source()
+print("same")
+"""
+
+
+def test_records_made_before_typer_give_the_same_app(tmp_path):
+    """A process that imports command modules before the app (their declarations recorded)
+    builds the very same command tree: help, man pages, completions and fast table."""
+    r = subprocess.run([sys.executable, "-c", RECORDED_FIRST, REPO], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path,
+                       env=dict(os.environ, PULSARCTL_STORE=str(tmp_path / "s")))
+    assert r.returncode == 0 and r.stdout.strip() == "same", r.stderr[-3000:]
