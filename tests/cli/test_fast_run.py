@@ -397,3 +397,18 @@ def test_records_made_before_typer_give_the_same_app(tmp_path):
                        text=True, timeout=300, cwd=tmp_path,
                        env=dict(os.environ, PULSARCTL_STORE=str(tmp_path / "s")))
     assert r.returncode == 0 and r.stdout.strip() == "same", r.stderr[-3000:]
+
+
+def test_the_table_is_stale_when_what_fast_run_stands_in_for_changes(monkeypatch):
+    """The table carries a fingerprint of app.py's root, hoist_globals and run: another
+    function (as if one of them changed) makes the committed table stale."""
+    fresh = fastgen.mirrored()
+    monkeypatch.setattr(fastgen, "MIRRORED", fastgen.MIRRORED + ("_explained",))
+    assert fastgen.mirrored() != fresh
+    assert fastgen.main(["--check"]) == 1
+
+
+def test_the_generator_refuses_a_root_option_fast_run_does_not_know(monkeypatch):
+    monkeypatch.setattr(fastgen, "ROOT_OPTIONS", fastgen.ROOT_OPTIONS - {("store", ("--store",))})
+    with pytest.raises(RuntimeError, match="root's options changed"):
+        fastgen.mirrored()
