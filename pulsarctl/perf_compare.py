@@ -25,6 +25,7 @@ import uuid
 
 from pulsarctl import clock as clocks
 from pulsarctl.errors import PulsarctlError, UsageError
+from pulsarctl.names import dlq_topic
 from pulsarctl.perf import payloads
 from store import limits
 from store.env import Env
@@ -294,7 +295,7 @@ def _startup(tmp: str, runs: int, say) -> list[dict]:
     store = os.path.join(tmp, "startup")
     _cli(store, "produce", "t", "-m", "a", "-m", "b")
     _cli(store, "topics", "create-subscription", "t", "-s", "s", "-m", "earliest")
-    _cli(store, "produce", "t-s-DLQ", "-m", "dead")
+    _cli(store, "produce", dlq_topic("t", "s"), "-m", "dead")
     bare = [sys.executable, "-c", "import lmdb"]
     lines = [(name, [sys.executable, "-m", "pulsarctl", "--store", store, *argv],
               f"`pulsarctl {' '.join(argv)}`") for name, argv in EVERYDAY]

@@ -18,9 +18,11 @@ from __future__ import annotations
 import errno
 import os
 import re
+from importlib import import_module
 
 from pulsarctl.cli import render
 from pulsarctl.cli.fast_table import COMMANDS
+from pulsarctl.cli.state import State
 
 _ROOT_VALUED = {"--store": "store", "-o": "output", "--output": "output"}
 _ROOT_FLAGS = {"--traceback": "traceback", "--version": "version"}
@@ -128,8 +130,7 @@ def parse(argv: list[str]):
                     value = _value(kind, inline)
                 except ValueError:
                     return None
-            given.pop(pname, None)  # the last one counts, and in its place
-            given[pname] = value
+            given[pname] = value  # the last value counts; click orders by the first
         elif name == "--store":  # a global option after the command (app.hoist_globals)
             if not eq:
                 if i + 1 >= len(argv):
@@ -154,10 +155,7 @@ def parse(argv: list[str]):
 
 def _callable(where: str):
     module, _, name = where.partition(":")
-    # lazy: the command's own module, loaded only for the command that runs
-    from importlib import import_module
-
-    return getattr(import_module(module), name)
+    return getattr(import_module(module), name)  # the command's module: only the one that runs
 
 
 def _values(params, given: dict) -> dict:
@@ -174,9 +172,6 @@ def _values(params, given: dict) -> dict:
 
 def _invoke(root: dict, entry, given: dict) -> int:
     """The command's function, with what click's main around it does (app.run's invoke)."""
-    # lazy: loaded when the command runs (state imports nothing heavy itself)
-    from pulsarctl.cli.state import State
-
     module, fn, ctx_name, params = entry
     ctx = _Context(State(root["store"], root["output"], root["traceback"]))
     try:
