@@ -10,6 +10,7 @@ rather than let the two paths differ.
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import os
 import sys
@@ -51,6 +52,9 @@ Unsupported = RuntimeError
 
 
 def _where(fn) -> str:
+    """module:name, by which fast_run.py finds fn again (so fn must be that module's name)."""
+    if getattr(sys.modules.get(fn.__module__), fn.__qualname__, None) is not fn:
+        raise Unsupported(f"{fn.__qualname__} is not a name of its module {fn.__module__}")
     return f"{fn.__module__}:{fn.__qualname__}"
 
 
@@ -130,14 +134,13 @@ def entry(cmd) -> tuple:
             raise Unsupported(f"{p.name}: default {default!r}")
         params.append((p.name, kind, tuple(p.opts) if kind != "argument" else (),
                        bool(p.required), default, _callback(p)))
-    return fn.__module__, fn.__name__, ctx[0], tuple(params)
+    module, name = _where(fn).split(":")
+    return module, name, ctx[0], tuple(params)
 
 
 def mirrored() -> str:
     """A fingerprint of the app.py code fast_run.py stands in for (MIRRORED), after checking
     that the root has the options fast_run.py knows, none read from the environment."""
-    import hashlib  # lazy: only the generator needs it
-
     # lazy: the generator reads the root command's code; the fast path only its output
     from pulsarctl.cli import app
 

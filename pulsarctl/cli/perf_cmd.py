@@ -211,4 +211,4 @@ def _compare_text(d: dict) -> None:
                      f"{goal_text:>6}  {row['limitIs']}")
     units = ", ".join(dict.fromkeys(r["unit"] for r in d["rows"])) or "msg/s"
     render.outln(f"({d['rounds']} round(s); {units}; ratio = pulsarctl / limit; "
-                 "a start-up row's goal is at most)")
+                 "start-up rows: lower is better, the goal a maximum)")

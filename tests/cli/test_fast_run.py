@@ -62,21 +62,22 @@ def test_the_generator_refuses_what_the_fast_path_cannot_read(option, why):
         fastgen.entry(_tiny(**option))
 
 
+def uses(ctx: typer.Context):
+    return ctx.command_path
+
+
+def hands_on(ctx: typer.Context):
+    return len(str(ctx))
+
+
+def exits(ctx: typer.Context):
+    raise typer.Exit(3)
+
+
 def test_the_generator_refuses_a_body_that_uses_its_context():
     app = typer.Typer()
-
-    @app.command()
-    def uses(ctx: typer.Context):
-        return ctx.command_path
-
-    @app.command()
-    def hands_on(ctx: typer.Context):
-        return len(str(ctx))
-
-    @app.command()
-    def exits(ctx: typer.Context):
-        raise typer.Exit(3)
-
+    for fn in (uses, hands_on, exits):
+        app.command()(fn)
     cmds = typer.main.get_command(app).commands
     for name in ("uses", "exits"):
         with pytest.raises(RuntimeError, match="uses its context or typer"):
@@ -415,3 +416,15 @@ def test_the_generator_refuses_a_root_option_fast_run_does_not_know(monkeypatch)
     monkeypatch.setattr(fastgen, "ROOT_OPTIONS", fastgen.ROOT_OPTIONS - {("store", ("--store",))})
     with pytest.raises(RuntimeError, match="root's options changed"):
         fastgen.mirrored()
+
+
+def test_the_generator_refuses_a_function_it_could_not_find_again():
+    def make():
+        def nested(ctx: typer.Context):
+            pass
+        return nested
+    app = typer.Typer()
+    app.command("nested")(make())
+    app.command("other")(lambda: None)
+    with pytest.raises(RuntimeError, match="not a name of its module"):
+        fastgen.entry(typer.main.get_command(app).commands["nested"])
