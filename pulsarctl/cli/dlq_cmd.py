@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Annotated, List, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
