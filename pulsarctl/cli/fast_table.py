@@ -27,7 +27,7 @@ COMMANDS = {
     )),
     'explain': ('pulsarctl.cli.explain_cmd', 'explain', 'ctx', (
         ('message_id', 'argument', (), True, None, None),
-        ('topic', 'str', ('-t', '--topic'), True, None, None),
+        ('topic', 'str', ('-t', '--topic'), False, None, None),
         ('subscription', 'str', ('-s', '--subscription'), False, None, None),
         ('output', 'str', ('-o', '--output'), False, None, 'pulsarctl.cli.common:_output_option'),
     )),
