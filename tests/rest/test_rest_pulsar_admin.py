@@ -1,0 +1,52 @@
+"""What the real pulsar-admin, run against the real Pulsar 4.2.4 standalone and against serve
+(tests/oracle/test_admin_compare.py), found serve's admin REST answering otherwise: each test
+here pins Pulsar's answer, over real HTTP against a real server on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from rest_helpers import RestServer
+
+V2 = "/admin/v2"
+T = "persistent/public/default"
+
+
+@pytest.fixture
+def rest(store_path):
+    server = RestServer(store_path).start()
+    session = requests.Session()
+
+    class Client:
+        url = server.url
+
+        def __call__(self, method, path, body=None, **params):
+            data = None if body is None else json.dumps(body)
+            headers = {"Content-Type": "application/json"} if data is not None else {}
+            return session.request(method, server.url + path, data=data, headers=headers,
+                                   params=params or None, timeout=30)
+    yield Client()
+    session.close()
+    server.stop()
+
+
+def reason_of(r, status):
+    assert r.status_code == status, (r.status_code, r.text)
+    return r.json()["reason"]
+
+
+# -- clusters ---------------------------------------------------------------------------------------
+def test_runtime_configuration_names_the_cluster(rest):
+    """pulsar-admin clusters list asks the broker's runtime configuration for clusterName (to
+    mark the current cluster): a 404 there failed the whole command."""
+    r = rest("GET", f"{V2}/brokers/configuration/runtime")
+    assert r.status_code == 200
+    conf = r.json()
+    assert conf["clusterName"] == "standalone"
+    # Every value is text, as Java's toString gives it.
+    assert all(isinstance(v, str) for v in conf.values())
+    assert conf["brokerDeduplicationEnabled"] == "false"
+    assert conf["maxMessageSize"] == str(5 * 1024 * 1024)
+    assert conf["webServicePort"] == str(rest.url.rsplit(":", 1)[1])
