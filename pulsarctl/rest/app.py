@@ -61,9 +61,18 @@ async def cluster(request):
     s = request.app[SETTINGS]
     if request.match_info["cluster"] != s["cluster"]:
         return reason(404, "Cluster does not exist")
-    return ok({"serviceUrl": s["web_url"], "serviceUrlTls": s["web_url_tls"],
-               "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": s["service_url_tls"],
-               "peerClusterNames": None})
+    # Pulsar's ClusterData: what is not configured (a TLS URL) is left out, not "", and the
+    # broker-client TLS settings have their defaults.
+    doc = {"serviceUrl": s["web_url"], "serviceUrlTls": s["web_url_tls"],
+           "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": s["service_url_tls"]}
+    return ok({**{k: v for k, v in doc.items() if v}, **CLUSTER_DEFAULTS})
+
+
+CLUSTER_DEFAULTS = {"brokerClientTlsEnabled": False, "tlsAllowInsecureConnection": False,
+                    "brokerClientTlsEnabledWithKeyStore": False,
+                    "brokerClientTlsTrustStoreType": "JKS", "brokerClientTlsKeyStoreType": "JKS",
+                    "brokerClientSslFactoryPlugin":
+                        "org.apache.pulsar.common.util.DefaultPulsarSslFactory"}
 
 
 async def health(request):

@@ -50,3 +50,15 @@ def test_runtime_configuration_names_the_cluster(rest):
     assert conf["brokerDeduplicationEnabled"] == "false"
     assert conf["maxMessageSize"] == str(5 * 1024 * 1024)
     assert conf["webServicePort"] == str(rest.url.rsplit(":", 1)[1])
+
+
+def test_cluster_data_leaves_out_what_is_not_configured(rest):
+    """Pulsar's ClusterData of a standalone without TLS has no TLS URLs (not ""), no
+    peerClusterNames, and the broker-client TLS settings' defaults."""
+    doc = rest("GET", f"{V2}/clusters/standalone").json()
+    assert doc == {
+        "serviceUrl": rest.url, "brokerServiceUrl": "pulsar://127.0.0.1:6650",
+        "brokerClientTlsEnabled": False, "tlsAllowInsecureConnection": False,
+        "brokerClientTlsEnabledWithKeyStore": False, "brokerClientTlsTrustStoreType": "JKS",
+        "brokerClientTlsKeyStoreType": "JKS",
+        "brokerClientSslFactoryPlugin": "org.apache.pulsar.common.util.DefaultPulsarSslFactory"}
