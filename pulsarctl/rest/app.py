@@ -100,22 +100,33 @@ def _tenant_info(request, doc) -> tuple[list, list]:
     return roles, clusters_
 
 
-async def tenant_create(request):
-    name = request.match_info["tenant"]
-    roles, clusters_ = _tenant_info(request, await body(request))
+def _unknown_clusters(request, clusters_):
     unknown = [c for c in clusters_ if c != request.app[SETTINGS]["cluster"]]
     if unknown:
         return reason(412, f"Clusters do not exist: {', '.join(map(str, unknown))}")
+    return None
+
+
+async def tenant_create(request):
+    name = request.match_info["tenant"]
+    roles, clusters_ = _tenant_info(request, await body(request))
+    refused = _unknown_clusters(request, clusters_)
+    if refused:
+        return refused
     await worker(request).run(lambda b: b.tenants.create(name, roles, clusters_))
     return done()
 
 
 async def tenant_update(request):
+    """POST a TenantInfo: it replaces the tenant's (pulsar-admin tenants update sends the
+    tenant's own roles or clusters for what it is not told to change)."""
     name = request.match_info["tenant"]
-    _tenant_info(request, await body(request))
-    await worker(request).run(lambda b: b.tenants.get(name))  # 404 first, as Pulsar
-    raise NotSupportedYet(f"updating tenant '{name}' is not supported yet: the store's "
-                          "tenants have no update")
+    roles, clusters_ = _tenant_info(request, await body(request))
+    refused = _unknown_clusters(request, clusters_)
+    if refused:
+        return refused
+    await worker(request).run(lambda b: b.tenants.update(name, roles, clusters_))
+    return done()
 
 
 async def tenant_delete(request):

@@ -62,3 +62,17 @@ def test_cluster_data_leaves_out_what_is_not_configured(rest):
         "brokerClientTlsEnabledWithKeyStore": False, "brokerClientTlsTrustStoreType": "JKS",
         "brokerClientTlsKeyStoreType": "JKS",
         "brokerClientSslFactoryPlugin": "org.apache.pulsar.common.util.DefaultPulsarSslFactory"}
+
+
+# -- tenants ----------------------------------------------------------------------------------------
+def test_tenant_update_replaces_its_info(rest):
+    """pulsar-admin tenants update POSTs the whole TenantInfo; serve answered 501."""
+    assert rest("PUT", f"{V2}/tenants/acme", {"allowedClusters": ["standalone"]}).status_code == 204
+    r = rest("POST", f"{V2}/tenants/acme", {"adminRoles": ["ops", "dev"],
+                                            "allowedClusters": ["standalone"]})
+    assert r.status_code == 204
+    assert rest("GET", f"{V2}/tenants/acme").json() == {"adminRoles": ["ops", "dev"],
+                                                        "allowedClusters": ["standalone"]}
+    reason_of(rest("POST", f"{V2}/tenants/acme", {"allowedClusters": ["elsewhere"]}), 412)
+    reason_of(rest("POST", f"{V2}/tenants/nope", {"allowedClusters": ["standalone"]}), 404)
+    assert rest("GET", f"{V2}/tenants/acme").json()["adminRoles"] == ["ops", "dev"]
