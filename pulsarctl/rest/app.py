@@ -15,7 +15,7 @@ from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
 from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
-from pulsarctl.rest import access, brokers, metrics
+from pulsarctl.rest import access, brokers, metrics, namespaces
 from pulsarctl.rest.base import (  # noqa: F401  (the names the routes and others use)
     NO_CONTENT, SETTINGS, WORKER, Worker, body, done, flag, message_id_json, message_id_of,
     namespace_of, ok, topic_of, whole, worker,
@@ -158,7 +158,8 @@ async def namespace_delete(request):
 
 async def namespace_policies(request):
     ns = namespace_of(request)
-    return ok(await worker(request).run(lambda b: b.namespaces.policies(ns)))
+    own = await worker(request).run(lambda b: b.namespaces.policies(ns))
+    return ok(namespaces.pulsar_policies(own, request.app[SETTINGS]["cluster"]))
 
 
 async def namespace_topics(request):

@@ -76,3 +76,21 @@ def test_tenant_update_replaces_its_info(rest):
     reason_of(rest("POST", f"{V2}/tenants/acme", {"allowedClusters": ["elsewhere"]}), 412)
     reason_of(rest("POST", f"{V2}/tenants/nope", {"allowedClusters": ["standalone"]}), 404)
     assert rest("GET", f"{V2}/tenants/acme").json()["adminRoles"] == ["ops", "dev"]
+
+
+# -- namespaces -------------------------------------------------------------------------------------
+def test_namespace_policies_are_pulsars_policies_object(rest):
+    """Pulsar's Policies of a new namespace: replicated in the one cluster, four bundles,
+    every default present; what the namespace sets is added; nothing is null."""
+    assert rest("PUT", f"{V2}/namespaces/public/ns1").status_code == 204
+    assert rest("POST", f"{V2}/namespaces/public/ns1/messageTTL", 60).status_code == 204
+    doc = rest("GET", f"{V2}/namespaces/public/ns1").json()
+    assert doc["replication_clusters"] == ["standalone"]
+    assert doc["bundles"] == {"numBundles": 4, "boundaries": [
+        "0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"]}
+    assert doc["backlog_quota_map"] == {} and doc["is_allow_auto_update_schema"] is True
+    assert doc["schema_compatibility_strategy"] == "UNDEFINED"
+    assert doc["auth_policies"] == {"namespace_auth": {}, "destination_auth": {},
+                                    "subscription_auth_roles": {}}
+    assert doc["message_ttl_in_seconds"] == 60
+    assert None not in doc.values()
