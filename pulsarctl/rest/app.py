@@ -228,7 +228,9 @@ def _ns_policy(kind):
 
     async def get(request):
         ns = namespace_of(request)
-        return ok(await worker(request).run(lambda b: b.policies.get("namespace", ns, field)))
+        value = await worker(request).run(lambda b: b.policies.get("namespace", ns, field))
+        # Not set: Pulsar answers 200 with an empty body (pulsar-admin prints null).
+        return web.Response(status=200) if value is None else ok(value)
 
     async def set_(request):
         ns = namespace_of(request)

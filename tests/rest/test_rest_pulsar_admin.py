@@ -94,3 +94,11 @@ def test_namespace_policies_are_pulsars_policies_object(rest):
                                     "subscription_auth_roles": {}}
     assert doc["message_ttl_in_seconds"] == 60
     assert None not in doc.values()
+
+
+@pytest.mark.parametrize("policy", ["messageTTL", "retention", "deduplication"])
+def test_a_policy_not_set_is_200_with_no_body(rest, policy):
+    """Pulsar answers GET of a namespace policy that is not set with 200 and an empty body
+    (serve said 204)."""
+    r = rest("GET", f"{V2}/namespaces/public/default/{policy}")
+    assert (r.status_code, r.content) == (200, b"")
