@@ -249,13 +249,12 @@ def _ns_policy(kind):
 
 
 async def ns_schema_strategy_get(request):
-    """The namespace's schema compatibility strategy, or the broker's when it sets none."""
+    """The namespace's own schema compatibility strategy: UNDEFINED when it sets none (the
+    broker's then applies), as Pulsar answers policies.schema_compatibility_strategy."""
     ns = namespace_of(request)
-
-    def run(b):
-        return b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY) or \
-            b.policies.settings()["schemaCompatibilityStrategy"]
-    return ok(await worker(request).run(run))
+    own = await worker(request).run(
+        lambda b: b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY))
+    return ok(own or "UNDEFINED")
 
 
 async def ns_schema_strategy_set(request):

@@ -102,3 +102,14 @@ def test_a_policy_not_set_is_200_with_no_body(rest, policy):
     (serve said 204)."""
     r = rest("GET", f"{V2}/namespaces/public/default/{policy}")
     assert (r.status_code, r.content) == (200, b"")
+
+
+def test_a_namespace_without_a_schema_strategy_answers_undefined(rest):
+    """Pulsar answers the namespace's own policies.schema_compatibility_strategy, UNDEFINED
+    while it sets none (the broker's then applies); serve answered the broker's FULL."""
+    url = f"{V2}/namespaces/public/default/schemaCompatibilityStrategy"
+    assert rest("GET", url).json() == "UNDEFINED"
+    assert rest("PUT", url, "FORWARD").status_code == 204
+    assert rest("GET", url).json() == "FORWARD"
+    assert rest("PUT", url, "UNDEFINED").status_code == 204
+    assert rest("GET", url).json() == "UNDEFINED"
