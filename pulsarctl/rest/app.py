@@ -327,7 +327,19 @@ async def partitions_update(request):
     if isinstance(n, web.Response):
         return n
 
-    return await _on_partitioned(request, t, lambda b: b.topics.update_partitioned(t, n))
+    def run(b):
+        # As PersistentTopicsBase.internalUpdatePartitionedTopicAsync: the same number is
+        # accepted (nothing to do), fewer is 422.
+        cur = b.topics.partitioned_metadata(t)["partitions"]
+        if cur <= 0:
+            return reason(409, f"Topic {t} is not the partitioned topic.")
+        if n < cur:
+            return reason(422, f"Desired partitions {n} can't be less than the current "
+                               f"partitions {cur}.")
+        if n > cur:
+            b.topics.update_partitioned(t, n)
+        return done()
+    return await worker(request).run(run)
 
 
 async def partitions_get(request):

@@ -64,7 +64,7 @@ def test_partitioned_metadata_is_what_a_client_asks_first(rest):
     assert rest("GET", f"{V2}/{T}/p1/partitions").json()["partitions"] == 5
     assert rest("GET", f"{V2}/{T}/partitioned").json() == ["persistent://public/default/p1"]
     reason_of(rest("PUT", f"{V2}/{T}/p2/partitions", 0), 406)
-    reason_of(rest("POST", f"{V2}/{T}/nope/partitions", 2), 404)
+    reason_of(rest("POST", f"{V2}/{T}/nope/partitions", 2), 409)  # Pulsar's CONFLICT
     assert rest("DELETE", f"{V2}/{T}/p1/partitions").status_code == 204
     reason_of(rest("DELETE", f"{V2}/{T}/p1/partitions"), 404)
 

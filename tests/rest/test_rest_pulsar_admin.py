@@ -113,3 +113,17 @@ def test_a_namespace_without_a_schema_strategy_answers_undefined(rest):
     assert rest("GET", url).json() == "FORWARD"
     assert rest("PUT", url, "UNDEFINED").status_code == 204
     assert rest("GET", url).json() == "UNDEFINED"
+
+
+# -- topics ------------------------------------------------------------------------------------------
+def test_updating_partitions_of_a_topic_that_is_not_partitioned_is_a_conflict(rest):
+    """Pulsar: 409 "is not the partitioned topic" (serve said 404), fewer partitions 422, the
+    same number accepted."""
+    r = rest("POST", f"{V2}/{T}/nope/partitions", 4)
+    assert reason_of(r, 409) == "Topic persistent://public/default/nope is not the partitioned topic."
+    assert rest("PUT", f"{V2}/{T}/p/partitions", 3).status_code == 204
+    assert reason_of(rest("POST", f"{V2}/{T}/p/partitions", 2), 422) == (
+        "Desired partitions 2 can't be less than the current partitions 3.")
+    assert rest("POST", f"{V2}/{T}/p/partitions", 3).status_code == 204
+    assert rest("POST", f"{V2}/{T}/p/partitions", 5).status_code == 204
+    assert rest("GET", f"{V2}/{T}/p/partitions").json()["partitions"] == 5
