@@ -115,7 +115,23 @@ def topic_stats(ctx, info) -> dict:
         "subscriptions": subs_out,
         "replication": {},
         "deduplicationStatus": _dedup_status(ctx, info.name),
+        **_backlog_quota(ctx, info),
     }
+
+
+def _backlog_quota(ctx, info) -> dict:
+    """The topic's backlog quota limits, -1 where none is set (Pulsar's defaults), and the age
+    of the oldest unacknowledged message, which Pulsar knows (else -1) only where a time
+    limit makes it check."""
+    quotas = policies.effective(ctx, info.name, policies.BACKLOG_QUOTA) or {}
+    age = -1
+    if "message_age" in quotas:
+        ages = [backlog_quota.oldest_age_ms(ctx, info, c)
+                for c in ctx.cursors.list(ctx.txn, info.ml_id)]
+        age = max(ages, default=0) // 1000 if ages else -1
+    return {"backlogQuotaLimitSize": quotas.get("destination_storage", {}).get("limitSize", -1),
+            "backlogQuotaLimitTime": quotas.get("message_age", {}).get("limitTime", -1),
+            "oldestBacklogMessageAgeSeconds": age}
 
 
 def _dedup_status(ctx, topic: str) -> str:

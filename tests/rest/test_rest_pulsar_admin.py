@@ -127,3 +127,36 @@ def test_updating_partitions_of_a_topic_that_is_not_partitioned_is_a_conflict(re
     assert rest("POST", f"{V2}/{T}/p/partitions", 3).status_code == 204
     assert rest("POST", f"{V2}/{T}/p/partitions", 5).status_code == 204
     assert rest("GET", f"{V2}/{T}/p/partitions").json()["partitions"] == 5
+
+
+# -- topic stats --------------------------------------------------------------------------------------
+def produce(run_proc, topic, *values):
+    r = run_proc("produce", topic, *[a for v in values for a in ("-m", v)])
+    assert r.returncode == 0, r.stderr
+
+
+def stats(rest, topic):
+    r = rest("GET", f"{V2}/{T}/{topic}/stats")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_stats_give_the_backlog_quota_limits_minus_one_when_none_is_set(rest, run_proc):
+    """Pulsar's backlogQuotaLimitSize / backlogQuotaLimitTime are -1 without a quota (serve
+    left them out: pulsar-admin printed 0), the limits when one is set; and
+    oldestBacklogMessageAgeSeconds is -1 unless a time limit makes the broker check it."""
+    produce(run_proc, "q", "a")
+    doc = stats(rest, "q")
+    assert (doc["backlogQuotaLimitSize"], doc["backlogQuotaLimitTime"],
+            doc["oldestBacklogMessageAgeSeconds"]) == (-1, -1, -1)
+    r = run_proc("namespaces", "set-backlog-quota", "public/default", "-l", "1M", "-p",
+                 "producer_exception")
+    assert r.returncode == 0, r.stderr
+    r = run_proc("namespaces", "set-backlog-quota", "public/default", "-lt", "1h", "-p",
+                 "producer_exception", "-t", "message_age")
+    assert r.returncode == 0, r.stderr
+    assert rest("PUT", f"{V2}/{T}/q/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    doc = stats(rest, "q")
+    assert (doc["backlogQuotaLimitSize"], doc["backlogQuotaLimitTime"]) == (1024 * 1024, 3600)
+    assert doc["oldestBacklogMessageAgeSeconds"] >= 0
