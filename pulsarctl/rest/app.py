@@ -369,13 +369,14 @@ async def _on_partitioned(request, t, change):
 
 async def topic_stats(request):
     t = topic_of(request)
-    return ok(await worker(request).run(lambda b: b.topics.stats(t)))
+    return ok(await worker(request).run(lambda b: b.topics.stats(t, pulsar=True)))
 
 
 async def topic_partitioned_stats(request):
     t = topic_of(request)
     per = flag(request, "perPartition", True)
-    return ok(await worker(request).run(lambda b: b.topics.partitioned_stats(t, per)))
+    return ok(await worker(request).run(lambda b: b.topics.partitioned_stats(t, per,
+                                                                             pulsar=True)))
 
 
 async def topic_internal_stats(request):

@@ -160,3 +160,15 @@ def test_stats_give_the_backlog_quota_limits_minus_one_when_none_is_set(rest, ru
     doc = stats(rest, "q")
     assert (doc["backlogQuotaLimitSize"], doc["backlogQuotaLimitTime"]) == (1024 * 1024, 3600)
     assert doc["oldestBacklogMessageAgeSeconds"] >= 0
+
+
+def test_partitioned_stats_take_the_quota_limits_and_no_deduplication_status(rest, run_proc):
+    """Pulsar's PartitionedTopicStats: the partitions' quota limits (-1 without a quota), no
+    deduplicationStatus of the whole (serve gave one), the partitions' own when asked."""
+    assert rest("PUT", f"{V2}/{T}/pp/partitions", 2).status_code == 204
+    produce(run_proc, "pp", "a", "b")
+    doc = rest("GET", f"{V2}/{T}/pp/partitioned-stats", perPartition="true").json()
+    assert "deduplicationStatus" not in doc
+    assert (doc["backlogQuotaLimitSize"], doc["backlogQuotaLimitTime"]) == (-1, -1)
+    part = doc["partitions"]["persistent://public/default/pp-partition-0"]
+    assert part["deduplicationStatus"] == "Disabled" and part["backlogQuotaLimitSize"] == -1

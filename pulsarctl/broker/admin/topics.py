@@ -71,26 +71,29 @@ class Topics(Noun):
 
     # -- stats ---------------------------------------------------------------------------------
     @routed
-    def stats(self, name):
+    def stats(self, name, pulsar: bool = False):
+        """The topic's stats; pulsar: as Pulsar's admin REST answers them (stats.py)."""
         t = topic_name(name)
+        one, whole = _stats_makers(pulsar)
 
         def run(ctx):
             parts = each(ctx, t)
             if len(parts) == 1 and not partitions.get(ctx, t):
-                return stats.topic_stats(ctx, parts[0][1])
-            return stats.aggregate([stats.topic_stats(ctx, info) for _, info in parts])
+                return one(ctx, parts[0][1])
+            return whole([one(ctx, info) for _, info in parts])
         return self._broker.read(run)
 
-    def partitioned_stats(self, name, per_partition: bool = False):
+    def partitioned_stats(self, name, per_partition: bool = False, pulsar: bool = False):
         t = topic_name(name)
+        one, whole = _stats_makers(pulsar)
 
         def run(ctx):
             n = partitions.get(ctx, t)
             if not n:
                 raise TopicNotFound(f"{t} is not a partitioned topic",
                                     hint=f"use `pulsarctl topics stats {t}`")
-            every = {str(p): stats.topic_stats(ctx, info) for p, info in each(ctx, t)}
-            out = stats.aggregate(list(every.values()))
+            every = {str(p): one(ctx, info) for p, info in each(ctx, t)}
+            out = whole(list(every.values()))
             out["metadata"] = {"partitions": n}
             if per_partition:
                 out["partitions"] = every
@@ -207,3 +210,11 @@ class Topics(Noun):
     @routed
     def offload_status(self, name: str) -> dict:
         return offload.status(self._broker, name)
+
+
+def _stats_makers(pulsar: bool):
+    """A topic's stats and the whole of a partitioned topic's: the command line's, or as
+    Pulsar's admin REST answers them."""
+    if pulsar:
+        return stats.pulsar_topic_stats, stats.pulsar_aggregate
+    return stats.topic_stats, stats.aggregate
