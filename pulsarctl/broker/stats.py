@@ -124,6 +124,8 @@ def topic_stats(ctx, info) -> dict:
 def pulsar_topic_stats(ctx, info) -> dict:
     doc = topic_stats(ctx, info)
     doc.update(_backlog_quota(ctx, info))
+    for sub in doc["subscriptions"].values():
+        sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
     return doc
 
 

@@ -172,3 +172,19 @@ def test_partitioned_stats_take_the_quota_limits_and_no_deduplication_status(res
     assert (doc["backlogQuotaLimitSize"], doc["backlogQuotaLimitTime"]) == (-1, -1)
     part = doc["partitions"]["persistent://public/default/pp-partition-0"]
     assert part["deduplicationStatus"] == "Disabled" and part["backlogQuotaLimitSize"] == -1
+
+
+def test_subscription_stats_count_the_backlog_not_delayed(rest, run_proc):
+    """msgBacklogNoDelayed: the backlog less the messages delayed delivery holds back (serve
+    left it out: pulsar-admin printed 0)."""
+    produce(run_proc, "nd", "a", "b")
+    r = run_proc("produce", "nd", "-m", "later", "--deliver-after", "1h")
+    assert r.returncode == 0, r.stderr
+    r = run_proc("consume", "nd", "-s", "sh", "-t", "Shared", "-p", "Earliest", "-n", "0",
+                 "--idle-timeout", "0")
+    assert r.returncode == 0, r.stderr
+    sub = stats(rest, "nd")["subscriptions"]["sh"]
+    assert (sub["msgBacklog"], sub["msgBacklogNoDelayed"]) == (1, 0)
+    produce(run_proc, "nd", "c")
+    sub = stats(rest, "nd")["subscriptions"]["sh"]
+    assert (sub["msgBacklog"], sub["msgBacklogNoDelayed"]) == (2, 1)
