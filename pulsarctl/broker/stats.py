@@ -124,8 +124,11 @@ def topic_stats(ctx, info) -> dict:
 def pulsar_topic_stats(ctx, info) -> dict:
     doc = topic_stats(ctx, info)
     doc.update(_backlog_quota(ctx, info))
-    for sub in doc["subscriptions"].values():
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        sub = doc["subscriptions"][c.name]
         sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
+        # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
+        sub["type"] = c.props.get("type") or "None"
     return doc
 
 

@@ -188,3 +188,20 @@ def test_subscription_stats_count_the_backlog_not_delayed(rest, run_proc):
     produce(run_proc, "nd", "c")
     sub = stats(rest, "nd")["subscriptions"]["sh"]
     assert (sub["msgBacklog"], sub["msgBacklogNoDelayed"]) == (2, 1)
+
+
+def test_a_subscription_no_consumer_has_come_to_is_of_type_none(rest, run_proc):
+    """Pulsar reports type None for a subscription made by pulsar-admin until a consumer comes
+    (serve said Exclusive); the first consumer gives it its type, which stays after it goes."""
+    produce(run_proc, "ty", "a")
+    assert rest("PUT", f"{V2}/{T}/ty/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    assert stats(rest, "ty")["subscriptions"]["s"]["type"] == "None"
+    r = run_proc("consume", "ty", "-s", "s", "-n", "1")
+    assert r.returncode == 0, r.stderr
+    assert stats(rest, "ty")["subscriptions"]["s"]["type"] == "Exclusive"
+    assert rest("PUT", f"{V2}/{T}/ty/subscription/s2", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    r = run_proc("consume", "ty", "-s", "s2", "-t", "Shared", "-n", "1")
+    assert r.returncode == 0, r.stderr
+    assert stats(rest, "ty")["subscriptions"]["s2"]["type"] == "Shared"

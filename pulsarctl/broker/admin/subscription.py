@@ -42,7 +42,11 @@ class Subscription:
                 targets = [p for p in targets if str(p) == owner] or targets[:1]
             for p in targets:
                 info = topics.ensure(ctx, p)
-                subs.create(ctx, info, name, position, exist_ok=False)
+                c = subs.create(ctx, info, name, position, exist_ok=False)
+                # No consumer has come, so no type yet: Pulsar reports "None" until one does
+                # (its subscription has no dispatcher); the first consumer sets it.
+                c.props.pop("type", None)
+                ctx.cursors.save(ctx.txn, c)
         self._broker.write(run)
 
     def unsubscribe(self, force=False):
