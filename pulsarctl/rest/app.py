@@ -367,16 +367,25 @@ async def _on_partitioned(request, t, change):
     return done()
 
 
+def _owner(request) -> str:
+    """The broker that owns every topic here, as Pulsar names it: host:port of its web service."""
+    return request.app[SETTINGS]["web_url"].split("//", 1)[-1]
+
+
 async def topic_stats(request):
     t = topic_of(request)
-    return ok(await worker(request).run(lambda b: b.topics.stats(t, pulsar=True)))
+    doc = await worker(request).run(lambda b: b.topics.stats(t, pulsar=True))
+    doc["ownerBroker"] = _owner(request)
+    return ok(doc)
 
 
 async def topic_partitioned_stats(request):
     t = topic_of(request)
     per = flag(request, "perPartition", True)
-    return ok(await worker(request).run(lambda b: b.topics.partitioned_stats(t, per,
-                                                                             pulsar=True)))
+    doc = await worker(request).run(lambda b: b.topics.partitioned_stats(t, per, pulsar=True))
+    for part in doc.get("partitions", {}).values():
+        part["ownerBroker"] = _owner(request)
+    return ok(doc)
 
 
 async def topic_internal_stats(request):

@@ -205,3 +205,14 @@ def test_a_subscription_no_consumer_has_come_to_is_of_type_none(rest, run_proc):
     r = run_proc("consume", "ty", "-s", "s2", "-t", "Shared", "-n", "1")
     assert r.returncode == 0, r.stderr
     assert stats(rest, "ty")["subscriptions"]["s2"]["type"] == "Shared"
+
+
+def test_stats_name_the_owner_broker(rest, run_proc):
+    """ownerBroker: host:port of the broker's web service (serve left it out), on a topic and
+    on each partition of a partitioned one, not on the whole."""
+    produce(run_proc, "ow", "a")
+    assert stats(rest, "ow")["ownerBroker"] == rest.url.split("//")[1]
+    assert rest("PUT", f"{V2}/{T}/pw/partitions", 2).status_code == 204
+    doc = rest("GET", f"{V2}/{T}/pw/partitioned-stats", perPartition="true").json()
+    assert "ownerBroker" not in doc
+    assert {p["ownerBroker"] for p in doc["partitions"].values()} == {rest.url.split("//")[1]}
