@@ -129,6 +129,10 @@ def pulsar_topic_stats(ctx, info) -> dict:
         sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
         # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
         sub["type"] = c.props.get("type") or "None"
+        # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
+        # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
+        sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
+        sub["lastMarkDeleteAdvancedTimestamp"] = c.props.get("lastMarkDeleteAdvanced", 0)
     return doc
 
 

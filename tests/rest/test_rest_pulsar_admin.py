@@ -216,3 +216,24 @@ def test_stats_name_the_owner_broker(rest, run_proc):
     doc = rest("GET", f"{V2}/{T}/pw/partitioned-stats", perPartition="true").json()
     assert "ownerBroker" not in doc
     assert {p["ownerBroker"] for p in doc["partitions"].values()} == {rest.url.split("//")[1]}
+
+
+# -- expire-messages ---------------------------------------------------------------------------------
+def sub_stats(rest, topic, sub):
+    return stats(rest, topic)["subscriptions"][sub]
+
+
+def test_expire_with_time_zero_expires_every_message_published_until_now(rest, run_proc):
+    """pulsar-admin topics expire-messages -t 0: Pulsar's expiry monitor looks for messages
+    published at or before now - 0, so all of them go (serve expired none)."""
+    produce(run_proc, "ex0", "a", "b", "c")
+    assert rest("PUT", f"{V2}/{T}/ex0/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    assert rest("POST", f"{V2}/{T}/ex0/subscription/s/expireMessages/3600").status_code == 204
+    assert sub_stats(rest, "ex0", "s")["msgBacklog"] == 3
+    assert sub_stats(rest, "ex0", "s")["lastMarkDeleteAdvancedTimestamp"] == 0
+    assert rest("POST", f"{V2}/{T}/ex0/subscription/s/expireMessages/0").status_code == 204
+    sub = sub_stats(rest, "ex0", "s")
+    assert sub["msgBacklog"] == 0
+    assert sub["lastExpireTimestamp"] > 0 and sub["lastMarkDeleteAdvancedTimestamp"] > 0
+

@@ -252,8 +252,14 @@ class Subscription:
         return self._each_partition(run, message_id)
 
     def expire_messages(self, ttl_ms: int) -> dict:
+        """expire-messages. A subscription with a backlog gets its lastExpireTimestamp (Pulsar
+        stamps it when the expiry is issued; it refuses one on a subscription without a backlog:
+        the REST answer, from msgBacklog + expired)."""
         def run(ctx, t):
             info, c = cursor_admin.open_cursor(ctx, t, self.name)
+            if c.backlog(info.next_offset) > 0:
+                c.props["lastExpire"] = ctx.now
+                ctx.cursors.save(ctx.txn, c)
             done = cursor_admin.expire(ctx, info, c, ttl_ms)
             return {"topic": str(t), "subscription": self.name, "expired": done,
                     "expireTimeMs": ttl_ms, **cursor_admin.summary(ctx, info, c)}
