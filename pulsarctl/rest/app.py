@@ -23,6 +23,7 @@ from pulsarctl.rest.base import (  # noqa: F401  (the names the routes and other
 from pulsarctl.rest.errors import from_error, reason
 
 log = logging.getLogger("pulsarctl.rest")
+COMPACTION_SUBSCRIPTION = "__compaction"
 
 
 # -- middleware: every error as Pulsar's {"reason": ...} ----------------------------------------
@@ -499,22 +500,42 @@ async def subscription_reset_id(request):
     return done()
 
 
+# Pulsar's answer (409) to an expiry it did not issue: the subscription had no backlog.
+NOT_ISSUED = ("Expire message by timestamp not issued on topic {topic} for subscription {sub} "
+              "due to ongoing message expiration not finished or subscription almost catch  up. "
+              "If it's performed on a partitioned topic operation might succeeded on other "
+              "partitions, please check stats of individual partition.")
+
+
+def _not_issued(name: str, doc: dict) -> str | None:
+    """Pulsar's refusal when a topic (or partition) of the expiry had no backlog for the
+    subscription: what it has now and what the expiry took add up to what it had."""
+    for topic, d in (doc["partitions"].items() if "partitions" in doc else [(doc["topic"], doc)]):
+        if d["msgBacklog"] + d["expired"] == 0:
+            return NOT_ISSUED.format(topic=topic, sub=name)
+    return None
+
+
 async def subscription_expire(request):
     t, name = _sub(request)
     secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
-    await worker(request).run(lambda b: b.subscription(t, name).expire_messages(secs * 1000))
-    return done()
+    doc = await worker(request).run(lambda b: b.subscription(t, name).expire_messages(secs * 1000))
+    refused = _not_issued(name, doc)
+    return reason(409, refused) if refused else done()
 
 
 async def all_subscriptions_expire(request):
+    """Every subscription but the compactor's is expired; one that had no backlog makes the
+    answer Pulsar's 409, the others' expiries done all the same."""
     t = topic_of(request)
     secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
 
     def run(b):
-        for name in b.topics.subscriptions(t):
-            b.subscription(t, name).expire_messages(secs * 1000)
-    await worker(request).run(run)
-    return done()
+        refused = [_not_issued(name, b.subscription(t, name).expire_messages(secs * 1000))
+                   for name in b.topics.subscriptions(t) if name != COMPACTION_SUBSCRIPTION]
+        return next((r for r in refused if r), None)
+    refused = await worker(request).run(run)
+    return reason(409, refused) if refused else done()
 
 
 # -- schemas ---------------------------------------------------------------------------------------

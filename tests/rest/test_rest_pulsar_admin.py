@@ -237,3 +237,20 @@ def test_expire_with_time_zero_expires_every_message_published_until_now(rest, r
     assert sub["msgBacklog"] == 0
     assert sub["lastExpireTimestamp"] > 0 and sub["lastMarkDeleteAdvancedTimestamp"] > 0
 
+
+def test_expiring_a_subscription_without_a_backlog_is_a_conflict(rest, run_proc):
+    """Pulsar does not issue an expiry on a subscription with no backlog: 409 (serve said
+    204), and lastExpireTimestamp stays as it was; for all subscriptions, one without a
+    backlog makes the answer 409 while the others are expired."""
+    produce(run_proc, "exc", "a", "b")
+    for s in ("s1", "s2"):
+        assert rest("PUT", f"{V2}/{T}/exc/subscription/{s}", {"ledgerId": -1, "entryId": -1}
+                    ).status_code == 204
+    assert rest("POST", f"{V2}/{T}/exc/subscription/s1/skip_all").status_code == 204
+    text = reason_of(rest("POST", f"{V2}/{T}/exc/subscription/s1/expireMessages/0"), 409)
+    assert text.startswith("Expire message by timestamp not issued on topic "
+                           "persistent://public/default/exc for subscription s1")
+    assert sub_stats(rest, "exc", "s1")["lastExpireTimestamp"] == 0
+    reason_of(rest("POST", f"{V2}/{T}/exc/all_subscription/expireMessages/0"), 409)
+    assert sub_stats(rest, "exc", "s2")["msgBacklog"] == 0   # expired all the same
+    reason_of(rest("POST", f"{V2}/{T}/exc/subscription/nope/expireMessages/0"), 404)
