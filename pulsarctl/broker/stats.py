@@ -136,6 +136,25 @@ def pulsar_topic_stats(ctx, info) -> dict:
     return doc
 
 
+def pulsar_internal_stats(ctx, info) -> dict:
+    """internal_stats as Pulsar answers them: the ledger being written shows 0 entries and 0
+    bytes (BookKeeper learns them when it closes; currentLedgerEntries counts them), a cursor
+    is active while consumers are connected, numberOfEntriesSinceFirstNotAckedMessage counts
+    the positions in (mark-delete, read position] as ManagedLedgerImpl.getNumberOfEntries does,
+    and a topic without a schema or a compacted ledger says so."""
+    doc = internal_stats(ctx, info)
+    if doc["ledgers"]:
+        doc["ledgers"][-1].update(entries=0, size=0)
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        cs = doc["cursors"][c.name]
+        cs["active"] = any(consumers.alive(ctx, r) for r in consumers.records(ctx, c))
+        cs["numberOfEntriesSinceFirstNotAckedMessage"] = max(0, c.read_position - c.mark_delete)
+    doc["schemaLedgers"] = []
+    doc["compactedLedger"] = {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                              "underReplicated": False}
+    return doc
+
+
 def pulsar_aggregate(parts: list[dict]) -> dict:
     """aggregate() as TopicStatsImpl.add makes it: the quota limits are the partitions' (the
     last one's), and the whole has no deduplicationStatus."""

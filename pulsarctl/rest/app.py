@@ -391,7 +391,7 @@ async def topic_partitioned_stats(request):
 
 async def topic_internal_stats(request):
     t = topic_of(request)
-    return ok(await worker(request).run(lambda b: b.topics.internal_stats(t)))
+    return ok(await worker(request).run(lambda b: b.topics.internal_stats(t, pulsar=True)))
 
 
 async def topic_subscriptions(request):

@@ -254,3 +254,29 @@ def test_expiring_a_subscription_without_a_backlog_is_a_conflict(rest, run_proc)
     reason_of(rest("POST", f"{V2}/{T}/exc/all_subscription/expireMessages/0"), 409)
     assert sub_stats(rest, "exc", "s2")["msgBacklog"] == 0   # expired all the same
     reason_of(rest("POST", f"{V2}/{T}/exc/subscription/nope/expireMessages/0"), 404)
+
+
+# -- internal stats -----------------------------------------------------------------------------------
+def test_internal_stats_are_pulsars(rest, run_proc):
+    """As Pulsar answers stats-internal: the ledger being written shows 0 entries and 0 bytes
+    (currentLedgerEntries counts them), a cursor without consumers is not active, the entries
+    since the first unacked message count (mark-delete, read position], and schemaLedgers and
+    compactedLedger are there (serve: 3 entries, active, 0, and neither)."""
+    produce(run_proc, "is", "a", "b", "c")
+    assert rest("PUT", f"{V2}/{T}/is/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    doc = rest("GET", f"{V2}/{T}/is/internalStats").json()
+    assert doc["currentLedgerEntries"] == 3 and doc["numberOfEntries"] == 3
+    assert [(x["entries"], x["size"]) for x in doc["ledgers"]] == [(0, 0)]
+    cur = doc["cursors"]["s"]
+    assert cur["active"] is False
+    # mark-delete before the first entry, read position at it: one position in between
+    assert cur["numberOfEntriesSinceFirstNotAckedMessage"] == 1
+    assert doc["schemaLedgers"] == []
+    assert doc["compactedLedger"] == {"ledgerId": -1, "entries": -1, "size": -1,
+                                      "offloaded": False, "underReplicated": False}
+    r = run_proc("receive", "is", "-s", "s", "-n", "2", "--lease", "10m")
+    assert r.returncode == 0, r.stderr
+    cur = rest("GET", f"{V2}/{T}/is/internalStats").json()["cursors"]["s"]
+    assert cur["active"] is True
+    assert cur["numberOfEntriesSinceFirstNotAckedMessage"] == 3

@@ -101,16 +101,17 @@ class Topics(Noun):
         return self._broker.read(run)
 
     @routed
-    def internal_stats(self, name):
+    def internal_stats(self, name, pulsar: bool = False):
+        """stats-internal; pulsar: as Pulsar's admin REST answers them (stats.py)."""
         t = topic_name(name)
+        one = stats.pulsar_internal_stats if pulsar else stats.internal_stats
 
         def run(ctx):
             n = partitions.get(ctx, t)
             if not n:
-                return stats.internal_stats(ctx, topics.require(ctx, t))
+                return one(ctx, topics.require(ctx, t))
             return {"metadata": {"partitions": n},
-                    "partitions": {str(p): stats.internal_stats(ctx, info)
-                                   for p, info in each(ctx, t)}}
+                    "partitions": {str(p): one(ctx, info) for p, info in each(ctx, t)}}
         return self._broker.read(run)
 
     @routed
