@@ -15,7 +15,7 @@ from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
 from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
-from pulsarctl.rest import access, brokers, metrics, namespaces
+from pulsarctl.rest import access, brokers, messages, metrics, namespaces
 from pulsarctl.rest.base import (  # noqa: F401  (the names the routes and others use)
     NO_CONTENT, SETTINGS, WORKER, Worker, body, done, flag, message_id_json, message_id_of,
     namespace_of, ok, topic_of, whole, worker,
@@ -653,7 +653,7 @@ def routes() -> list:
         get, set_, remove = _ns_policy(kind)
         r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),
               web.delete(f"{NS}/{kind}", remove)]
-    r += brokers.routes()
+    r += brokers.routes() + messages.routes(TOPIC)
     r += [
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}", topics_list),
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}/partitioned", topics_partitioned),

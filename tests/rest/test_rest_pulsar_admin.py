@@ -280,3 +280,71 @@ def test_internal_stats_are_pulsars(rest, run_proc):
     cur = rest("GET", f"{V2}/{T}/is/internalStats").json()["cursors"]["s"]
     assert cur["active"] is True
     assert cur["numberOfEntriesSinceFirstNotAckedMessage"] == 3
+
+
+# -- messages: peek, examine, get by id -------------------------------------------------------------
+def test_peek_reads_the_nth_entry_not_acked_with_pulsars_headers(rest, run_proc):
+    """GET .../subscription/{sub}/position/{n}, as pulsar-admin peek-messages asks it (serve
+    had no such route: pulsar-admin printed nothing): the payload in the body, the metadata in
+    X-Pulsar-* headers, 404 past the last entry, the acknowledged ones left out."""
+    r = run_proc("produce", "pk", "-m", "one", "-m", "two", "-m", "three", "-k", "k1",
+                 "-p", "color=red", "-db")
+    assert r.returncode == 0, r.stderr
+    assert rest("PUT", f"{V2}/{T}/pk/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    first = rest("GET", f"{V2}/{T}/pk/subscription/s/position/1")
+    assert first.status_code == 200 and first.content == b"one"
+    h = first.headers
+    last = rest("GET", f"{V2}/{T}/pk/lastMessageId").json()
+    assert h["X-Pulsar-Message-ID"] == f"{last['ledgerId']}:{last['entryId'] - 2}"
+    assert json.loads(h["X-Pulsar-PROPERTY"]) == {"color": "red"}
+    assert h["X-Pulsar-partition-key"] == "k1" and h["X-Pulsar-Is-Encrypted"] == "false"
+    assert h["X-Pulsar-publish-time"].endswith("Z") and h["X-Pulsar-sequence-id"] == "0"
+    assert rest("GET", f"{V2}/{T}/pk/subscription/s/position/3").content == b"three"
+    assert reason_of(rest("GET", f"{V2}/{T}/pk/subscription/s/position/4"), 404) == (
+        "Message not found")
+    assert rest("POST", f"{V2}/{T}/pk/subscription/s/skip/1").status_code == 204
+    assert rest("GET", f"{V2}/{T}/pk/subscription/s/position/1").content == b"two"
+    # Peeking changes nothing.
+    assert sub_stats(rest, "pk", "s")["msgBacklog"] == 2
+    reason_of(rest("GET", f"{V2}/{T}/nope/subscription/s/position/1"), 404)
+    assert rest("PUT", f"{V2}/{T}/pp/partitions", 2).status_code == 204
+    reason_of(rest("GET", f"{V2}/{T}/pp/subscription/s/position/1"), 405)
+
+
+def test_a_batch_is_peeked_whole_as_pulsars_batch_payload(rest, run_proc):
+    """A batch entry is one answer: X-Pulsar-num-batch-message and the wire's batch payload
+    ([size][SingleMessageMetadata][payload] per message), which pulsar-admin splits."""
+    from pulsarctl.serve.frames import split_batch
+
+    r = run_proc("produce", "bt", "-m", "a", "-m", "bb", "-m", "ccc",
+                 "--batching-max-messages", "3")
+    assert r.returncode == 0, r.stderr
+    assert rest("PUT", f"{V2}/{T}/bt/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    got = rest("GET", f"{V2}/{T}/bt/subscription/s/position/1")
+    assert got.headers["X-Pulsar-num-batch-message"] == "3"
+    assert [p for _smm, p in split_batch(got.content, 3)] == [b"a", b"bb", b"ccc"]
+
+
+def test_examine_and_get_by_id_read_one_entry(rest, run_proc):
+    """examinemessage counts entries from the first (earliest) or the last (latest) one; a
+    topic without messages is Pulsar's 412; ledger/{l}/entry/{e} reads one entry (serve had
+    neither route)."""
+    assert rest("PUT", f"{V2}/{T}/em").status_code == 204
+    r = rest("GET", f"{V2}/{T}/em/examinemessage", initialPosition="earliest")
+    assert reason_of(r, 412) == "Could not examine messages due to the total message is zero"
+    r = run_proc("produce", "em", "-m", "m1", "-m", "m2", "-m", "m3", "-db")
+    assert r.returncode == 0, r.stderr
+    def examine(pos, n):
+        return rest("GET", f"{V2}/{T}/em/examinemessage", initialPosition=pos,
+                    messagePosition=str(n))
+    assert examine("earliest", 1).content == b"m1"
+    assert examine("latest", 1).content == b"m3"
+    assert examine("latest", 2).content == b"m2"
+    mid = examine("earliest", 2).headers["X-Pulsar-Message-ID"]
+    ledger, entry = mid.split(":")
+    got = rest("GET", f"{V2}/{T}/em/ledger/{ledger}/entry/{entry}")
+    assert got.status_code == 200 and got.content == b"m2"
+    assert got.headers["X-Pulsar-Message-ID"] == mid
+    reason_of(rest("GET", f"{V2}/{T}/em/ledger/{ledger}/entry/99"), 404)

@@ -157,6 +157,26 @@ class Subscription:
             return out
         return self._broker.read(run)
 
+    def peek_entry(self, n: int):
+        """The nth entry (from 1) after the mark-delete position that is not acknowledged, whole
+        (a batch is one entry), as Pulsar's peek over REST reads it (ManagedCursor.getNthEntry
+        with the individually deleted entries left out): (ledger id, entry id, stored record),
+        or None past the last one. On one topic or partition only."""
+        if n < 1:
+            raise InvalidValue(f"the message position must be 1 or more, not {n}")
+
+        def run(ctx):
+            info = topics.require(ctx, self.topic)
+            c = subs.require(ctx, info, self.name)
+            unacked = ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset)
+            for k, o in enumerate(unacked, 1):
+                if k == n:
+                    pos = info.position(o)
+                    return pos.ledger_id, pos.entry_id, codec.decode(
+                        ctx.ledgers.read(ctx.txn, info, o))
+            return None
+        return self._broker.read(run)
+
     # -- consumers -----------------------------------------------------------------------------
     @wakes
     def disconnect_consumer(self, consumer_name) -> int:

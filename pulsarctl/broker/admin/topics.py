@@ -170,6 +170,37 @@ class Topics(Noun):
         return self._broker.read(
             lambda ctx: cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n))
 
+    def entry(self, name, ledger_id: int, entry_id: int) -> list:
+        """The stored record of one entry of a topic or partition, whole (a batch is one), as
+        Pulsar's getMessageById over REST reads it."""
+        t = topic_name(name)
+
+        def run(ctx):
+            info = topics.require(ctx, t)
+            o = subs.offset_of(ctx, info, MessageId(ledger_id, entry_id, t.partition_index))
+            return codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+        return self._broker.read(run)
+
+    def examine_entry(self, name, initial_position: str = "latest", n: int = 1):
+        """examine-message over REST: the nth entry from the first (earliest) or the last
+        (latest) one, whole: (ledger id, entry id, stored record), or None when the topic has
+        none; entries are counted, a batch is one, as Pulsar's examineMessage counts them."""
+        t = topic_name(name)
+        pos = cursor_admin.check_examine(initial_position, n)
+
+        def run(ctx):
+            info = topics.require(ctx, t)
+            if info.entries <= 0:
+                return None
+            o = info.first_offset + n - 1 if pos == "earliest" else info.last_offset - n + 1
+            if not info.contains(o):
+                raise MessageNotFound(f"{t} has {info.entries} message(s); there is no "
+                                      f"message {n} from the {pos}",
+                                      hint=f"use -m 1 to -m {info.entries}")
+            p = info.position(o)
+            return p.ledger_id, p.entry_id, codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+        return self._broker.read(run)
+
     @routed
     def terminate(self, name) -> MessageId | dict:
         """The last message id; for a partitioned topic, each partition's."""
