@@ -298,10 +298,21 @@ async def topic_create(request):
 
 
 async def topic_delete(request):
+    """As Pulsar: a partitioned topic is deleted with delete-partitioned-topic (409 here);
+    without force the topic goes with its subscriptions unless consumers are connected."""
     t = topic_of(request)
     force = flag(request, "force")
-    await worker(request).run(lambda b: b.topics.delete(t, force))
-    return done()
+
+    def run(b):
+        if b.topics.partitioned_metadata(t)["partitions"]:
+            return reason(409, f"{t} is a partitioned topic, instead of calling delete topic, "
+                               "please call delete-partitioned-topic.")
+        if force:
+            b.topics.delete(t, True)
+        else:
+            b.topics.delete_unless_busy(t)
+        return done()
+    return await worker(request).run(run)
 
 
 async def _partition_count(request) -> int:
@@ -352,7 +363,9 @@ async def partitions_get(request):
 async def partitions_delete(request):
     t = topic_of(request)
     force = flag(request, "force")
-    return await _on_partitioned(request, t, lambda b: b.topics.delete(t, force))
+    delete = (lambda b: b.topics.delete(t, True)) if force else \
+        (lambda b: b.topics.delete_unless_busy(t))
+    return await _on_partitioned(request, t, delete)
 
 
 async def _on_partitioned(request, t, change):

@@ -348,3 +348,29 @@ def test_examine_and_get_by_id_read_one_entry(rest, run_proc):
     assert got.status_code == 200 and got.content == b"m2"
     assert got.headers["X-Pulsar-Message-ID"] == mid
     reason_of(rest("GET", f"{V2}/{T}/em/ledger/{ledger}/entry/99"), 404)
+
+
+# -- deleting topics ----------------------------------------------------------------------------------
+def test_deleting_a_topic_takes_its_idle_subscriptions_along(rest, run_proc):
+    """Pulsar deletes a topic with subscriptions when no consumer is connected (serve said 409
+    'has 1 subscription(s)'); a connected consumer makes it 412; a partitioned topic is deleted
+    with delete-partitioned-topic, not as a topic (409)."""
+    produce(run_proc, "dl", "a")
+    assert rest("PUT", f"{V2}/{T}/dl/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    assert rest("DELETE", f"{V2}/{T}/dl").status_code == 204
+    assert rest("GET", f"{V2}/{T}").json() == []
+    reason_of(rest("DELETE", f"{V2}/{T}/dl"), 404)
+    produce(run_proc, "busy", "a")
+    r = run_proc("receive", "busy", "-s", "s", "-p", "Earliest", "-n", "1", "--lease", "10m")
+    assert r.returncode == 0, r.stderr
+    text = reason_of(rest("DELETE", f"{V2}/{T}/busy"), 412)
+    assert text == "Topic has 1 client connected Including 1 consumers, 0 producers, and 0 replicators."
+    assert rest("DELETE", f"{V2}/{T}/busy", force="true").status_code == 204
+    assert rest("PUT", f"{V2}/{T}/pd/partitions", 2).status_code == 204
+    assert rest("PUT", f"{V2}/{T}/pd/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    assert reason_of(rest("DELETE", f"{V2}/{T}/pd"), 409).endswith(
+        "please call delete-partitioned-topic.")
+    assert rest("DELETE", f"{V2}/{T}/pd/partitions").status_code == 204
+    assert rest("GET", f"{V2}/{T}/partitioned").json() == []

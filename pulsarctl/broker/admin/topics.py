@@ -5,12 +5,15 @@ from __future__ import annotations
 from store import codec
 from pulsarctl import offload
 from pulsarctl.broker import (
-    cascade, compaction, cursor_admin, partitions, stats, topics, unpack, subscriptions as subs,
+    cascade, compaction, consumers, cursor_admin, partitions, stats, topics, unpack,
+    subscriptions as subs,
 )
 from pulsarctl.broker.admin.base import Noun
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.targets import each, topic_name
-from pulsarctl.errors import AlreadyExists, InvalidValue, MessageNotFound, TopicNotFound
+from pulsarctl.errors import (
+    AlreadyExists, ConsumerBusy, InvalidValue, MessageNotFound, TopicNotFound,
+)
 from pulsarctl.messages import MessageId
 
 
@@ -61,6 +64,35 @@ class Topics(Noun):
                 cascade.delete_partitioned(ctx, t, force)
             else:
                 cascade.delete_topic(ctx, t, force)
+        self._broker.write(run)
+        return str(t)
+
+    @routed
+    def delete_unless_busy(self, name) -> str:
+        """Delete a topic (every partition of a partitioned one) as Pulsar's broker decides it
+        when pulsar-admin does not force it: with its subscriptions, unless consumers are
+        connected (ConsumerBusy: Pulsar's 412). `topics delete` on the command line refuses a
+        topic with subscriptions unless --force (cascade.delete_topic)."""
+        t = topic_name(name)
+
+        def run(ctx):
+            targets = partitions.expand(ctx, t) if partitions.get(ctx, t) else [t]
+            connected = 0
+            for p in targets:
+                info = topics.lookup(ctx, p) if p != t else topics.require(ctx, t)
+                if info is None:
+                    continue
+                for c in ctx.cursors.list(ctx.txn, info.ml_id):
+                    connected += sum(1 for r in consumers.records(ctx, c)
+                                     if consumers.alive(ctx, r))
+            if connected:
+                clients = "client" if connected == 1 else "clients"
+                raise ConsumerBusy(f"Topic has {connected} {clients} connected Including "
+                                   f"{connected} consumers, 0 producers, and 0 replicators.")
+            if partitions.get(ctx, t):
+                cascade.delete_partitioned(ctx, t, True)
+            else:
+                cascade.delete_topic(ctx, t, True)
         self._broker.write(run)
         return str(t)
 
