@@ -608,7 +608,9 @@ async def schema_compatibility(request):
     def run(b):
         return b.schemas.check(t, typ, definition), b.schemas.strategy(t)
     why, strategy = await worker(request).run(run)
-    return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy})
+    # Pulsar answers the check 202 Accepted, with the answer in the body.
+    return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy},
+              status=202)
 
 
 async def schema_delete(request):

@@ -374,3 +374,13 @@ def test_deleting_a_topic_takes_its_idle_subscriptions_along(rest, run_proc):
         "please call delete-partitioned-topic.")
     assert rest("DELETE", f"{V2}/{T}/pd/partitions").status_code == 204
     assert rest("GET", f"{V2}/{T}/partitioned").json() == []
+
+
+# -- schemas -----------------------------------------------------------------------------------------
+def test_a_schema_compatibility_check_is_answered_202(rest):
+    """Pulsar answers POST .../compatibility with 202 Accepted and the answer (serve: 200)."""
+    path = f"{V2}/schemas/public/default/sc"
+    assert rest("POST", path + "/schema", {"type": "STRING", "schema": ""}).status_code == 200
+    r = rest("POST", path + "/compatibility", {"type": "STRING", "schema": ""})
+    assert r.status_code == 202
+    assert r.json() == {"isCompatibility": True, "schemaCompatibilityStrategy": "FULL"}
