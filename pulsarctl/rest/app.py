@@ -12,7 +12,7 @@ import logging
 from aiohttp import web
 
 from pulsarctl.broker import policies
-from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
+from pulsarctl.errors import InvalidValue, PulsarctlError
 from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
 from pulsarctl.rest import access, brokers, messages, metrics, namespaces
@@ -506,10 +506,10 @@ async def subscription_reset_id(request):
     t, name = _sub(request)
     doc = await body(request)
     mid = message_id_of(doc)
-    if doc.get("isExcluded"):
-        raise NotSupportedYet("reset-cursor with isExcluded is not supported yet: reset to "
-                              "the next message id instead")
-    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(message_id=mid))
+    # ResetCursorData's isExcluded travels as "excluded" (its getter is isExcluded()).
+    excluded = bool(doc.get("excluded") or doc.get("isExcluded"))
+    await worker(request).run(
+        lambda b: b.subscription(t, name).reset_cursor(message_id=mid, exclude=excluded))
     return done()
 
 

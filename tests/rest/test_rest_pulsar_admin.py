@@ -384,3 +384,22 @@ def test_a_schema_compatibility_check_is_answered_202(rest):
     r = rest("POST", path + "/compatibility", {"type": "STRING", "schema": ""})
     assert r.status_code == 202
     assert r.json() == {"isCompatibility": True, "schemaCompatibilityStrategy": "FULL"}
+
+
+# -- reset-cursor -------------------------------------------------------------------------------------
+def test_reset_cursor_excluding_the_position_starts_after_it(rest, run_proc):
+    """pulsar-admin reset-cursor -m ID -e sends ResetCursorData with "excluded": true: the
+    subscription starts at the entry after ID (serve ignored it and started at ID)."""
+    r = run_proc("produce", "rx", "-m", "a", "-m", "b", "-m", "c", "-db")
+    assert r.returncode == 0, r.stderr
+    assert rest("PUT", f"{V2}/{T}/rx/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    last = rest("GET", f"{V2}/{T}/rx/lastMessageId").json()
+    first = {"ledgerId": last["ledgerId"], "entryId": last["entryId"] - 2}
+    assert rest("POST", f"{V2}/{T}/rx/subscription/s/resetcursor",
+                {**first, "excluded": True}).status_code == 204
+    assert rest("GET", f"{V2}/{T}/rx/subscription/s/position/1").content == b"b"
+    assert sub_stats(rest, "rx", "s")["msgBacklog"] == 2
+    assert rest("POST", f"{V2}/{T}/rx/subscription/s/resetcursor",
+                {**first, "excluded": False}).status_code == 204
+    assert rest("GET", f"{V2}/{T}/rx/subscription/s/position/1").content == b"a"

@@ -241,9 +241,10 @@ class Subscription:
                     **cursor_admin.summary(ctx, info, c)}
         return self._each_partition(run)
 
-    def reset_cursor(self, time_ms=None, message_id=None) -> dict:
+    def reset_cursor(self, time_ms=None, message_id=None, exclude: bool = False) -> dict:
         """Reset to a time (epoch ms, or text for parse_reset_time, read at the store's now) or
-        to a message id (a MessageId or its text), exactly one of them."""
+        to a message id (a MessageId or its text), exactly one of them; exclude: to the entry
+        after the message id (pulsar-admin reset-cursor -e)."""
         if (time_ms is None) == (message_id is None):
             raise InvalidValue("reset-cursor needs exactly one of a time and a message id",
                                hint="pass -t TIME_OR_DURATION or -m MESSAGE_ID")
@@ -256,6 +257,8 @@ class Subscription:
             info, c = cursor_admin.open_cursor(ctx, t, self.name)
             if message_id is not None:
                 nxt = cursor_admin.offset_for_id(ctx, info, message_id)
+                if exclude:
+                    nxt = min(nxt + 1, info.next_offset)
             else:
                 nxt = cursor_admin.offset_for_time(ctx, info, when)
             cursor_admin.reset(ctx, info, c, nxt)
