@@ -668,7 +668,7 @@ def routes() -> list:
         get, set_, remove = _ns_policy(kind)
         r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),
               web.delete(f"{NS}/{kind}", remove)]
-    r += brokers.routes() + messages.routes(TOPIC)
+    r += brokers.routes() + messages.routes(TOPIC) + namespaces.routes(NS)
     r += [
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}", topics_list),
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}/partitioned", topics_partitioned),

@@ -403,3 +403,31 @@ def test_reset_cursor_excluding_the_position_starts_after_it(rest, run_proc):
     assert rest("POST", f"{V2}/{T}/rx/subscription/s/resetcursor",
                 {**first, "excluded": False}).status_code == 204
     assert rest("GET", f"{V2}/{T}/rx/subscription/s/position/1").content == b"a"
+
+
+# -- backlog quotas -----------------------------------------------------------------------------------
+def test_backlog_quotas_over_rest(rest):
+    """GET backlogQuotaMap, POST and DELETE backlogQuota?backlogQuotaType=T, as pulsar-admin
+    namespaces get-backlog-quotas / set-backlog-quota / remove-backlog-quota call them (serve had
+    none of them); a size quota that does not fit in the retention is Pulsar's 412."""
+    ns = f"{V2}/namespaces/public/default"
+    assert rest("GET", ns + "/backlogQuotaMap").json() == {}
+    q = {"limit": 1048576, "limitSize": 1048576, "limitTime": -1, "policy": "producer_exception"}
+    r = rest("POST", ns + "/backlogQuota", q, backlogQuotaType="destination_storage")
+    assert r.status_code == 204, r.text
+    age = {"limitSize": -1, "limitTime": 3600, "policy": "producer_request_hold"}
+    assert rest("POST", ns + "/backlogQuota", age, backlogQuotaType="message_age"
+                ).status_code == 204
+    assert rest("GET", ns + "/backlogQuotaMap").json() == {
+        "destination_storage": q, "message_age": {"limit": -1, **age}}
+    assert rest("GET", ns).json()["backlog_quota_map"]["destination_storage"] == q
+    assert rest("DELETE", ns + "/backlogQuota").status_code == 204   # destination_storage
+    assert list(rest("GET", ns + "/backlogQuotaMap").json()) == ["message_age"]
+    assert rest("DELETE", ns + "/backlogQuota", backlogQuotaType="message_age"
+                ).status_code == 204
+    assert rest("GET", ns + "/backlogQuotaMap").json() == {}
+    assert rest("POST", ns + "/retention", {"retentionTimeInMinutes": 60,
+                                            "retentionSizeInMB": 1}).status_code == 204
+    text = reason_of(rest("POST", ns + "/backlogQuota", q), 412)
+    assert text.startswith("Backlog Quota exceeds configured retention quota for namespace.")
+    assert rest("GET", ns + "/backlogQuotaMap").json() == {}
