@@ -407,6 +407,20 @@ async def topic_internal_stats(request):
     return ok(await worker(request).run(lambda b: b.topics.internal_stats(t, pulsar=True)))
 
 
+async def topic_partitioned_internal_stats(request):
+    """Each partition's internal stats, under the partitioned topic's metadata; Pulsar's 404
+    for a topic that is not partitioned."""
+    t = topic_of(request)
+
+    def run(b):
+        if not b.topics.partitioned_metadata(t)["partitions"]:
+            return reason(404, f"Partitioned Topic {t} not found")
+        doc = b.topics.internal_stats(t, pulsar=True)
+        doc["metadata"]["deleted"] = False
+        return ok(doc)
+    return await worker(request).run(run)
+
+
 async def topic_subscriptions(request):
     t = topic_of(request)
     return ok(await worker(request).run(lambda b: b.topics.subscriptions(t)))
@@ -679,6 +693,7 @@ def routes() -> list:
         web.get(TOPIC + "/stats", topic_stats),
         web.get(TOPIC + "/partitioned-stats", topic_partitioned_stats),
         web.get(TOPIC + "/internalStats", topic_internal_stats),
+        web.get(TOPIC + "/partitioned-internalStats", topic_partitioned_internal_stats),
         web.get(TOPIC + "/subscriptions", topic_subscriptions),
         web.get(TOPIC + "/lastMessageId", topic_last_message_id),
         web.post(TOPIC + "/terminate", topic_terminate),

@@ -431,3 +431,20 @@ def test_backlog_quotas_over_rest(rest):
     text = reason_of(rest("POST", ns + "/backlogQuota", q), 412)
     assert text.startswith("Backlog Quota exceeds configured retention quota for namespace.")
     assert rest("GET", ns + "/backlogQuotaMap").json() == {}
+
+
+def test_partitioned_internal_stats(rest, run_proc):
+    """GET .../partitioned-internalStats (pulsar-admin partitioned-stats-internal; serve had no
+    such route): the metadata and each partition's internal stats, Pulsar's 404 for a topic
+    that is not partitioned."""
+    assert rest("PUT", f"{V2}/{T}/pi/partitions", 2).status_code == 204
+    produce(run_proc, "pi", "a", "b")
+    doc = rest("GET", f"{V2}/{T}/pi/partitioned-internalStats").json()
+    assert doc["metadata"] == {"partitions": 2, "deleted": False}
+    parts = doc["partitions"]
+    assert sorted(parts) == [f"persistent://public/default/pi-partition-{i}" for i in (0, 1)]
+    assert sum(p["numberOfEntries"] for p in parts.values()) == 2
+    assert all(p["compactedLedger"]["ledgerId"] == -1 for p in parts.values())
+    produce(run_proc, "np", "a")
+    assert reason_of(rest("GET", f"{V2}/{T}/np/partitioned-internalStats"), 404) == (
+        "Partitioned Topic persistent://public/default/np not found")
