@@ -189,6 +189,7 @@ def expire(ctx, info, c, ttl_ms: int) -> int:
     done = ctx.cursors.ack_cumulative(ctx.txn, c, found)
     if done:
         c.props["lastMarkDeleteAdvanced"] = ctx.now
+        c.props["expired"] = c.props.get("expired", 0) + done  # Pulsar's totalMsgExpired
     _record_passed(ctx, info, c, first, history.EXPIRED,
                    reason=f"TTL {history.duration_text(ttl_ms)}")
     _advanced(ctx, info, c)

@@ -133,6 +133,7 @@ def pulsar_topic_stats(ctx, info) -> dict:
         # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
         sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
         sub["lastMarkDeleteAdvancedTimestamp"] = c.props.get("lastMarkDeleteAdvanced", 0)
+        sub["totalMsgExpired"] = c.props.get("expired", 0)
     return doc
 
 

@@ -238,6 +238,19 @@ def test_expire_with_time_zero_expires_every_message_published_until_now(rest, r
     assert sub["lastExpireTimestamp"] > 0 and sub["lastMarkDeleteAdvancedTimestamp"] > 0
 
 
+def test_stats_count_the_messages_expired(rest, run_proc):
+    """totalMsgExpired: what expiries have acknowledged on the subscription (serve left it out:
+    pulsar-admin printed 0)."""
+    produce(run_proc, "tme", "a", "b")
+    assert rest("PUT", f"{V2}/{T}/tme/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    assert sub_stats(rest, "tme", "s")["totalMsgExpired"] == 0
+    assert rest("POST", f"{V2}/{T}/tme/subscription/s/expireMessages/0").status_code == 204
+    produce(run_proc, "tme", "c")
+    assert rest("POST", f"{V2}/{T}/tme/subscription/s/expireMessages/0").status_code == 204
+    assert sub_stats(rest, "tme", "s")["totalMsgExpired"] == 3
+
+
 def test_expiring_a_subscription_without_a_backlog_is_a_conflict(rest, run_proc):
     """Pulsar does not issue an expiry on a subscription with no backlog: 409 (serve said
     204), and lastExpireTimestamp stays as it was; for all subscriptions, one without a
