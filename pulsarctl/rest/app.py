@@ -492,7 +492,7 @@ async def subscription_delete(request):
         b.subscription(t, name).unsubscribe(force)
         return True
     if not await worker(request).run(run):
-        return reason(404, "Subscription not found")
+        return reason(404, f"Subscription {name} not found for topic {t}")
     return done()
 
 

@@ -461,3 +461,10 @@ def test_partitioned_internal_stats(rest, run_proc):
     produce(run_proc, "np", "a")
     assert reason_of(rest("GET", f"{V2}/{T}/np/partitioned-internalStats"), 404) == (
         "Partitioned Topic persistent://public/default/np not found")
+
+
+def test_deleting_a_missing_subscription_names_it(rest, run_proc):
+    """Pulsar's 404 names the subscription and the topic (serve: 'Subscription not found')."""
+    produce(run_proc, "us", "a")
+    text = reason_of(rest("DELETE", f"{V2}/{T}/us/subscription/gone"), 404)
+    assert text == "Subscription gone not found for topic persistent://public/default/us"
