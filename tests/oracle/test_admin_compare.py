@@ -27,6 +27,75 @@ from serve_procs import start_serve, stop_all
 # behaviour, a fact of its storage layout, or a quirk of the real one that a client cannot
 # rely on. Each names the commands (a regular expression), the paths in the answer, and why.
 ALLOWED: list[Allowed] = [
+    # -- errors: the same status, pulsarctl's words ------------------------------------------
+    Allowed(r"^(tenants (create|get|delete)|namespaces (create|permissions|set-retention|delete)"
+            r"|topics (create|create-subscription|skip|clear-backlog) )", "stderr",
+            "the same HTTP status (compared on its own), serve's reason in pulsarctl's words: "
+            "its errors name what they are about and what is wrong (ARCHITECTURE.md, habit 4: "
+            "\"tenant 'x' does not exist\" where Pulsar says \"Tenant does not exist\")"),
+    Allowed(r"^topics delete ", "stdout",
+            "pulsar-admin topics delete prints the failure on stdout (and exits 0): the same 404, "
+            "serve's reason in pulsarctl's words"),
+    Allowed(r"^schemas upload .*avro", "stderr",
+            "the same 409; Pulsar answers an incompatible schema with Jersey's error page (its "
+            "message under 'message'), so pulsar-admin prints 'HTTP 409 {', where serve "
+            "answers Pulsar's usual {\"reason\": ...}"),
+    Allowed(r"^schemas compatibility .*avro", "*",
+            "a schema of another type than the topic's: Pulsar's check throws its "
+            "IncompatibleSchemaException out as a 500 ('--- An unexpected error occurred in the "
+            "server ---'); serve answers 202 with isCompatibility false, as for any "
+            "incompatible schema"),
+    # -- what the standalone has that a store does not ----------------------------------------
+    Allowed(r"^tenants list$", "stdout",
+            "the standalone makes a tenant 'pulsar' for its system namespace (pulsar/system: "
+            "transaction coordinator, heartbeat); serve runs neither and has no such tenant"),
+    # -- storage layout --------------------------------------------------------------------------
+    Allowed(r"^topics (partitioned-)?stats-internal ",
+            "stdout.*cursors.*.cursorLedger*",
+            "Pulsar keeps a cursor's mark-delete position in a ledger of its own (cursorLedger, "
+            "cursorLedgerLastEntry); the store keeps a cursor as a record, so -1, as Pulsar "
+            "shows a cursor without a ledger"),
+    Allowed(r"^topics (partitioned-)?stats-internal ",
+            "stdout.*cursors.*.lastLedgerSwitchTimestamp",
+            "the time the cursor's ledger was last switched: there is no cursor ledger (\"\")"),
+    Allowed(r"^topics (partitioned-)?stats-internal ",
+            "stdout.*cursors.s2.*",
+            "a cursor opened at the earliest position when the topic had no entry yet: Pulsar "
+            "shows its read position as (first ledger, -1) until it reads, the same next entry "
+            "serve shows as (first ledger, 0); numberOfEntriesSinceFirstNotAckedMessage, which "
+            "counts (mark-delete, read position], follows (0 there, 1 here)"),
+    Allowed(r"^topics (partitioned-)?stats-internal ",
+            "stdout.*cursors.ps.*",
+            "a cursor opened at the earliest position: Pulsar shows its read position as "
+            "(first ledger, -1) until it reads (see s2 above)"),
+    # -- compaction ------------------------------------------------------------------------------
+    Allowed(r"^topics compaction-status .*--wait-complete", "http",
+            "Pulsar compacts in the background and pulsar-admin polls until SUCCESS (two GETs, "
+            "or more); serve compacts within the PUT, so the first GET says SUCCESS"),
+    Allowed(r"^topics stats-internal persistent://\{ns\}/c1", "stdout.cursors.__compaction",
+            "Pulsar's compactor reads the topic through a durable cursor __compaction; "
+            "pulsarctl's compaction keeps its horizon in its own record (broker/compaction.py), "
+            "not in a cursor"),
+    Allowed(r"^topics stats-internal persistent://\{ns\}/c1", "stdout.compactedLedger.*",
+            "Pulsar writes the compacted copy to a ledger of its own; pulsarctl keeps it as "
+            "records beside the topic, with no ledger id (-1, as for a topic never compacted)"),
+    Allowed(r"^topics stats-internal persistent://\{ns\}/c1", "stdout.waitingCursorsCount",
+            "the __compaction cursor waits for new entries in Pulsar, when the stats are read "
+            "before it settles; there is no such cursor here", sometimes=True),
+    Allowed(r"^topics subscriptions persistent://\{ns\}/c1", "stdout",
+            "Pulsar lists its compactor's cursor __compaction (see above), and 'nope', which "
+            "its peek made (see below)"),
+    # -- documented pulsarctl behaviour ----------------------------------------------------------
+    Allowed(r"^topics peek-messages persistent://\{ns\}/c1 --subscription nope", "*",
+            "Pulsar's peek creates a subscription that does not exist (at the earliest "
+            "position) and reads from it; pulsarctl's peek never creates or changes anything "
+            "(CLI.md: peek-messages) and serve's REST answers 404 Subscription not found, which "
+            "pulsar-admin takes for the end of the messages"),
+    # -- the real Pulsar's own timing --------------------------------------------------------------
+    Allowed(r"^topics stats persistent://\{ns\}/t1", "stdout.subscriptions.s2.totalMsgExpired",
+            "Pulsar counts expired messages when the cursor's new mark-delete position is "
+            "persisted, after the expiry request has been answered: a stats read right after "
+            "it finds 0 or 10", sometimes=True),
 ]
 
 
@@ -64,5 +133,5 @@ def test_pulsar_admin_answers_alike_from_real_pulsar_and_serve(real_pulsar, serv
     report.write_text(compare.table(diffs))
     assert not left, (f"{len(left)} differences no entry of ALLOWED explains (all of them in "
                       f"{report}):\n{compare.table(left)}")
-    stale = [a for a in ALLOWED if a not in used]
+    stale = [a for a in ALLOWED if a not in used and not a.sometimes]
     assert not stale, f"entries of ALLOWED that explain nothing any more: {stale}"

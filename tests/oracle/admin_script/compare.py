@@ -33,13 +33,16 @@ class Diff:
 
 @dataclass(frozen=True)
 class Allowed:
-    """A difference that is deliberate or a storage-layout fact: the commands it applies to
-    (a regular expression searched in the command as commands.txt spells it), the paths
-    (shell-style patterns), and why."""
+    """A difference that is deliberate, a storage-layout fact or a quirk of the real Pulsar:
+    the commands it applies to (a regular expression searched in the command as commands.txt
+    spells it), the paths (shell-style patterns), and why."""
 
     command: str
     path: str
     reason: str
+    # True where the real Pulsar itself answers one way or the other from run to run (it
+    # updates the field asynchronously): the entry need not find a difference every run.
+    sometimes: bool = False
 
     def covers(self, d: Diff) -> bool:
         return bool(re.search(self.command, d.command)) and fnmatch.fnmatchcase(d.path, self.path)
