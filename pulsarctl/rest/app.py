@@ -1,5 +1,7 @@
-"""The admin REST API's routes: Pulsar's /admin/v2 (clusters, tenants, namespaces, topics,
-schemas), /lookup/v2 and /metrics, each a thin handler over the Broker's admin nouns.
+"""The admin REST API's routes: Pulsar's /admin/v2 (clusters, tenants, namespaces, topics;
+subscriptions, schemas, messages, backlog quotas and the broker's runtime configuration in
+the modules beside this one), /lookup/v2 and /metrics, each a thin handler over the Broker's
+admin nouns.
 
 The Broker's calls are synchronous LMDB transactions: they run in one worker thread (the
 Broker is opened there, on first use, and closed there when the app stops), never on the
@@ -13,17 +15,15 @@ from aiohttp import web
 
 from pulsarctl.broker import policies
 from pulsarctl.errors import InvalidValue, PulsarctlError
-from pulsarctl.messages import MessageId
 from pulsarctl.auth.service import Authentication
-from pulsarctl.rest import access, brokers, messages, metrics, namespaces
-from pulsarctl.rest.base import (  # noqa: F401  (the names the routes and others use)
-    NO_CONTENT, SETTINGS, WORKER, Worker, body, done, flag, message_id_json, message_id_of,
-    namespace_of, ok, topic_of, whole, worker,
+from pulsarctl.rest import access, brokers, messages, metrics, namespaces, schemas, subscriptions
+from pulsarctl.rest.base import (
+    SETTINGS, WORKER, Worker, body, done, flag, message_id_json, namespace_of, ok, topic_of,
+    worker,
 )
 from pulsarctl.rest.errors import from_error, reason
 
 log = logging.getLogger("pulsarctl.rest")
-COMPACTION_SUBSCRIPTION = "__compaction"
 
 
 # -- middleware: every error as Pulsar's {"reason": ...} ----------------------------------------
@@ -469,177 +469,6 @@ async def topic_compaction_status(request):
     return ok({"status": s.get("status", "NOT_RUN"), "lastError": s.get("lastError") or ""})
 
 
-# -- subscriptions -------------------------------------------------------------------------------
-def _sub(request):
-    return topic_of(request), request.match_info["sub"]
-
-
-async def subscription_create(request):
-    t, name = _sub(request)
-    doc = await body(request)
-    position = MessageId.latest if doc is None else message_id_of(doc)
-    await worker(request).run(lambda b: b.subscription(t, name).create(position))
-    return done()
-
-
-async def subscription_delete(request):
-    t, name = _sub(request)
-    force = flag(request, "force")
-
-    def run(b):
-        if name not in b.topics.subscriptions(t):
-            return False
-        b.subscription(t, name).unsubscribe(force)
-        return True
-    if not await worker(request).run(run):
-        return reason(404, f"Subscription {name} not found for topic {t}")
-    return done()
-
-
-async def subscription_skip(request):
-    t, name = _sub(request)
-    n = whole(request.match_info["n"], "the number of messages to skip")
-    await worker(request).run(lambda b: b.subscription(t, name).skip(n))
-    return done()
-
-
-async def subscription_skip_all(request):
-    t, name = _sub(request)
-    await worker(request).run(lambda b: b.subscription(t, name).clear_backlog())
-    return done()
-
-
-async def subscription_reset_time(request):
-    t, name = _sub(request)
-    ts = whole(request.match_info["timestamp"], "the timestamp (epoch ms)")
-    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(time_ms=ts))
-    return done()
-
-
-async def subscription_reset_id(request):
-    t, name = _sub(request)
-    doc = await body(request)
-    mid = message_id_of(doc)
-    # ResetCursorData's isExcluded travels as "excluded" (its getter is isExcluded()).
-    excluded = bool(doc.get("excluded") or doc.get("isExcluded"))
-    await worker(request).run(
-        lambda b: b.subscription(t, name).reset_cursor(message_id=mid, exclude=excluded))
-    return done()
-
-
-# Pulsar's answer (409) to an expiry it did not issue: the subscription had no backlog.
-NOT_ISSUED = ("Expire message by timestamp not issued on topic {topic} for subscription {sub} "
-              "due to ongoing message expiration not finished or subscription almost catch  up. "
-              "If it's performed on a partitioned topic operation might succeeded on other "
-              "partitions, please check stats of individual partition.")
-
-
-def _not_issued(name: str, doc: dict) -> str | None:
-    """Pulsar's refusal when a topic (or partition) of the expiry had no backlog for the
-    subscription: what it has now and what the expiry took add up to what it had."""
-    for topic, d in (doc["partitions"].items() if "partitions" in doc else [(doc["topic"], doc)]):
-        if d["msgBacklog"] + d["expired"] == 0:
-            return NOT_ISSUED.format(topic=topic, sub=name)
-    return None
-
-
-async def subscription_expire(request):
-    t, name = _sub(request)
-    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
-    doc = await worker(request).run(lambda b: b.subscription(t, name).expire_messages(secs * 1000))
-    refused = _not_issued(name, doc)
-    return reason(409, refused) if refused else done()
-
-
-async def all_subscriptions_expire(request):
-    """Every subscription but the compactor's is expired; one that had no backlog makes the
-    answer Pulsar's 409, the others' expiries done all the same."""
-    t = topic_of(request)
-    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
-
-    def run(b):
-        refused = [_not_issued(name, b.subscription(t, name).expire_messages(secs * 1000))
-                   for name in b.topics.subscriptions(t) if name != COMPACTION_SUBSCRIPTION]
-        return next((r for r in refused if r), None)
-    refused = await worker(request).run(run)
-    return reason(409, refused) if refused else done()
-
-
-# -- schemas ---------------------------------------------------------------------------------------
-def _schema_topic(request) -> str:
-    m = request.match_info
-    return f"persistent://{m['tenant']}/{m['ns']}/{m['topic']}"
-
-
-def _schema_response(v: dict) -> dict:
-    return {"version": v["version"], "type": v["type"], "timestamp": v["timestamp"],
-            "data": v.get("schema") or "", "properties": v.get("properties") or {}}
-
-
-async def schema_get(request):
-    t = _schema_topic(request)
-    version = request.match_info.get("version")
-    if version is not None:
-        version = whole(version, "the schema version")
-
-    def run(b):
-        vs = b.schemas.versions(t)
-        pick = vs[-1] if vs and version is None else next(
-            (v for v in vs if v["version"] == version), None)
-        return pick
-    pick = await worker(request).run(run)
-    if pick is None:
-        return reason(404, "Schema not found")
-    return ok(_schema_response(pick))
-
-
-async def schemas_all(request):
-    t = _schema_topic(request)
-    vs = await worker(request).run(lambda b: b.schemas.versions(t))
-    return ok({"getSchemaResponses": [_schema_response(v) for v in vs]})
-
-
-def _schema_payload(doc) -> tuple[str, str, dict]:
-    if not isinstance(doc, dict) or "type" not in doc:
-        raise InvalidValue("a schema is a JSON object with type, schema and properties")
-    props = doc.get("properties") or {}
-    if not isinstance(props, dict):
-        raise InvalidValue("a schema's properties are a JSON object")
-    return str(doc["type"]), doc.get("schema") or "", props
-
-
-async def schema_post(request):
-    t = _schema_topic(request)
-    typ, definition, props = _schema_payload(await body(request))
-    version = await worker(request).run(lambda b: b.schemas.register(t, typ, definition, props))
-    return ok({"version": version})
-
-
-async def schema_compatibility(request):
-    t = _schema_topic(request)
-    typ, definition, _props = _schema_payload(await body(request))
-
-    def run(b):
-        return b.schemas.check(t, typ, definition), b.schemas.strategy(t)
-    why, strategy = await worker(request).run(run)
-    # Pulsar answers the check 202 Accepted, with the answer in the body.
-    return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy},
-              status=202)
-
-
-async def schema_delete(request):
-    t = _schema_topic(request)
-
-    def run(b):
-        vs = b.schemas.versions(t)
-        b.schemas.delete(t)
-        return vs[-1]["version"] if vs else None
-    version = await worker(request).run(run)
-    if version is None:
-        return reason(404, "Schema not found")
-    return ok({"version": version})
-
-
 # -- metrics -------------------------------------------------------------------------------------
 async def metrics_text(request):
     cluster_ = request.app[SETTINGS]["cluster"]
@@ -700,26 +529,12 @@ def routes() -> list:
         web.post(TOPIC + "/terminate/partitions", topic_terminate_partitions),
         web.put(TOPIC + "/compaction", topic_compact),
         web.get(TOPIC + "/compaction", topic_compaction_status),
-        web.post(TOPIC + "/all_subscription/expireMessages/{seconds}", all_subscriptions_expire),
-        web.put(SUB, subscription_create),
-        web.delete(SUB, subscription_delete),
-        web.post(SUB + "/skip/{n}", subscription_skip),
-        web.post(SUB + "/skip_all", subscription_skip_all),
-        web.post(SUB + "/resetcursor/{timestamp}", subscription_reset_time),
-        web.post(SUB + "/resetcursor", subscription_reset_id),
-        web.post(SUB + "/expireMessages/{seconds}", subscription_expire),
         web.put(TOPIC, topic_create),
         web.delete(TOPIC, topic_delete),
-        web.get(SCHEMA + "/schema", schema_get),
-        web.get(SCHEMA + "/schema/{version}", schema_get),
-        web.get(SCHEMA + "/schemas", schemas_all),
-        web.post(SCHEMA + "/schema", schema_post),
-        web.post(SCHEMA + "/compatibility", schema_compatibility),
-        web.delete(SCHEMA + "/schema", schema_delete),
         web.get("/metrics", metrics_text),
         web.get("/metrics/", metrics_text),
     ]
-    return r
+    return r + subscriptions.routes(TOPIC, SUB) + schemas.routes(SCHEMA)
 
 
 def make_app(broker_factory, *, service_url: str, web_url: str, cluster: str = "standalone",
