@@ -158,11 +158,15 @@ def pulsar_internal_stats(ctx, info) -> dict:
 
 def pulsar_aggregate(parts: list[dict]) -> dict:
     """aggregate() as TopicStatsImpl.add makes it: the quota limits are the partitions' (the
-    last one's), and the whole has no deduplicationStatus."""
+    last one's), the whole has no deduplicationStatus, and the subscriptions' counters of
+    pulsar_topic_stats add up."""
     out = aggregate(parts)
     del out["deduplicationStatus"]
     for k in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
         out[k] = parts[-1][k] if parts else 0
+    for name, sub in out["subscriptions"].items():
+        for k in ("msgBacklogNoDelayed", "totalMsgExpired"):  # SubscriptionStatsImpl.add's
+            sub[k] = sum(p["subscriptions"][name][k] for p in parts if name in p["subscriptions"])
     return out
 
 

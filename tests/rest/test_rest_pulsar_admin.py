@@ -468,3 +468,18 @@ def test_deleting_a_missing_subscription_names_it(rest, run_proc):
     produce(run_proc, "us", "a")
     text = reason_of(rest("DELETE", f"{V2}/{T}/us/subscription/gone"), 404)
     assert text == "Subscription gone not found for topic persistent://public/default/us"
+
+
+def test_partitioned_stats_add_up_the_subscriptions_counters(rest, run_proc):
+    """A partitioned topic's subscription adds up its partitions' msgBacklogNoDelayed and
+    totalMsgExpired, as SubscriptionStatsImpl.add does (serve took the first partition's)."""
+    assert rest("PUT", f"{V2}/{T}/pe/partitions", 2).status_code == 204
+    assert rest("PUT", f"{V2}/{T}/pe/subscription/s", {"ledgerId": -1, "entryId": -1}
+                ).status_code == 204
+    produce(run_proc, "pe-partition-0", "a", "b")
+    produce(run_proc, "pe-partition-1", "c")
+    sub = rest("GET", f"{V2}/{T}/pe/partitioned-stats").json()["subscriptions"]["s"]
+    assert (sub["msgBacklog"], sub["msgBacklogNoDelayed"], sub["totalMsgExpired"]) == (3, 3, 0)
+    assert rest("POST", f"{V2}/{T}/pe/subscription/s/expireMessages/0").status_code == 204
+    sub = rest("GET", f"{V2}/{T}/pe/partitioned-stats").json()["subscriptions"]["s"]
+    assert (sub["msgBacklog"], sub["msgBacklogNoDelayed"], sub["totalMsgExpired"]) == (0, 0, 3)
