@@ -122,6 +122,46 @@ def test_the_script_is_long_enough():
     assert len(script.admin_commands()) >= 60
 
 
+def _record(line, command, stdout, rc=0, http=()):
+    return {"line": line, "command": command, "rc": rc, "stdout": stdout, "stderr": "",
+            "http": list(http)}
+
+
+def test_the_comparer_normalises_ids_and_times_and_catches_the_rest():
+    """What the normaliser takes away (the run's tenant, ports, ledger ids, times, sizes,
+    rates) never shows as a difference; a value that differs does, and ALLOWED-like entries
+    set it apart."""
+    real_ctx = Context("adm-aaaa", "/tmp/a", 8080, 6650)
+    ours_ctx = Context("adm-bbbb", "/tmp/b", 8090, 6660)
+    real = compare.Run([
+        _record(1, "topics stats-internal persistent://{ns}/t",
+                {"lastConfirmedEntry": "17:4", "ledgers": [{"ledgerId": 17, "size": 551}],
+                 "lastLedgerCreatedTimestamp": "2026-11-28T02:39:11.018Z",
+                 "owner": "127.0.0.1:8080", "topic": "persistent://adm-aaaa/ns1/t"},
+                http=["GET /admin/v2/persistent/adm-aaaa/ns1/t/internalStats 200"]),
+        _record(2, "topics stats persistent://{ns}/t",
+                {"msgRateIn": 3.5, "msgBacklog": 10, "type": "None"}),
+        _record(3, "topics peek-messages persistent://{ns}/t --subscription s",
+                "Message ID: 17:0\nPublish time: 1795833553922\nEvent time: 0"),
+    ], real_ctx)
+    ours = compare.Run([
+        _record(1, "topics stats-internal persistent://{ns}/t",
+                {"lastConfirmedEntry": "3:4", "ledgers": [{"ledgerId": 3, "size": 491}],
+                 "lastLedgerCreatedTimestamp": "2026-11-28T02:40:00.000Z",
+                 "owner": "127.0.0.1:8090", "topic": "persistent://adm-bbbb/ns1/t"},
+                http=["GET /admin/v2/persistent/adm-bbbb/ns1/t/internalStats 200"]),
+        _record(2, "topics stats persistent://{ns}/t",
+                {"msgRateIn": 0.0, "msgBacklog": 9, "type": "Exclusive"}),
+        _record(3, "topics peek-messages persistent://{ns}/t --subscription s",
+                "Message ID: 3:0\nPublish time: 1795833600000\nEvent time: 0"),
+    ], ours_ctx)
+    diffs = compare.differences(real, ours)
+    assert [(d.line, d.path, d.real, d.serve) for d in diffs] == [
+        (2, "stdout.msgBacklog", 10, 9), (2, "stdout.type", "None", "Exclusive")]
+    left, used = compare.unexplained(diffs, [Allowed(r"^topics stats ", "stdout.type", "why")])
+    assert [d.path for d in left] == ["stdout.msgBacklog"] and len(used) == 1
+
+
 def test_pulsar_admin_answers_alike_from_real_pulsar_and_serve(real_pulsar, served,
                                                                tmp_path_factory):
     http_port = int(served.http_url.rsplit(":", 1)[1])
