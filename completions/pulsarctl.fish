@@ -468,7 +468,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 
 # pulsarctl topics expire-messages
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output -s --subscription -t --expireTime --expire-time)' -d 'Subscription name.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s t -l expireTime -l expire-time -x -d 'Expire messages older than this (10s, 5m, 2h, 1d; a bare number is seconds; 0 expires nothing, as in Pulsar).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s t -l expireTime -l expire-time -x -d 'Expire messages older than this (10s, 5m, 2h, 1d; a bare number is seconds; 0 expires every message published until now, as in Pulsar).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s h -l help -d 'Show this message and exit.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -a '(__pulsarctl_names topics 2 0 0 --store -o --output -s --subscription -t --expireTime --expire-time)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'

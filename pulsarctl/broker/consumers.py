@@ -162,6 +162,8 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
         subs.rewind(ctx, c)
         c.props.pop("active", None)
         c.props["type"] = sub_type
+    # A subscription made by pulsar-admin has no type until its first consumer comes.
+    c.props.setdefault("type", sub_type)
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.
         lease_ms = DEFAULT_LEASE_MS

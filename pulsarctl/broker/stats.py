@@ -123,6 +123,73 @@ def topic_stats(ctx, info) -> dict:
     return out
 
 
+# -- the stats as Pulsar's admin REST answers them (serve) ----------------------------------------
+# The command line's stats stay as they are (tests/store/test_old_store.py fences their every
+# byte); serve's REST adds what pulsar-admin reads from Pulsar that they leave out.
+def pulsar_topic_stats(ctx, info) -> dict:
+    doc = topic_stats(ctx, info)
+    doc.update(_backlog_quota(ctx, info))
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        sub = doc["subscriptions"][c.name]
+        sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
+        # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
+        sub["type"] = c.props.get("type") or "None"
+        # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
+        # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
+        sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
+        sub["lastMarkDeleteAdvancedTimestamp"] = c.props.get("lastMarkDeleteAdvanced", 0)
+        sub["totalMsgExpired"] = c.props.get("expired", 0)
+    return doc
+
+
+def pulsar_internal_stats(ctx, info) -> dict:
+    """internal_stats as Pulsar answers them: the ledger being written shows 0 entries and 0
+    bytes (BookKeeper learns them when it closes; currentLedgerEntries counts them), a cursor
+    is active while consumers are connected, numberOfEntriesSinceFirstNotAckedMessage counts
+    the positions in (mark-delete, read position] as ManagedLedgerImpl.getNumberOfEntries does,
+    and a topic without a schema or a compacted ledger says so."""
+    doc = internal_stats(ctx, info)
+    if doc["ledgers"]:
+        doc["ledgers"][-1].update(entries=0, size=0)
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        cs = doc["cursors"][c.name]
+        cs["active"] = any(consumers.alive(ctx, r) for r in consumers.records(ctx, c))
+        cs["numberOfEntriesSinceFirstNotAckedMessage"] = max(0, c.read_position - c.mark_delete)
+    doc["schemaLedgers"] = []
+    doc["compactedLedger"] = {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                              "underReplicated": False}
+    return doc
+
+
+def pulsar_aggregate(parts: list[dict]) -> dict:
+    """aggregate() as TopicStatsImpl.add makes it: the quota limits are the partitions' (the
+    last one's), the whole has no deduplicationStatus, and the subscriptions' counters of
+    pulsar_topic_stats add up."""
+    out = aggregate(parts)
+    del out["deduplicationStatus"]
+    for k in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
+        out[k] = parts[-1][k] if parts else 0
+    for name, sub in out["subscriptions"].items():
+        for k in ("msgBacklogNoDelayed", "totalMsgExpired"):  # SubscriptionStatsImpl.add's
+            sub[k] = sum(p["subscriptions"][name][k] for p in parts if name in p["subscriptions"])
+    return out
+
+
+def _backlog_quota(ctx, info) -> dict:
+    """The topic's backlog quota limits, -1 where none is set (Pulsar's defaults), and the age
+    of the oldest unacknowledged message, which Pulsar knows (else -1) only where a time
+    limit makes it check."""
+    quotas = policies.effective(ctx, info.name, policies.BACKLOG_QUOTA) or {}
+    age = -1
+    if "message_age" in quotas:
+        ages = [backlog_quota.oldest_age_ms(ctx, info, c)
+                for c in ctx.cursors.list(ctx.txn, info.ml_id)]
+        age = max(ages, default=0) // 1000 if ages else -1
+    return {"backlogQuotaLimitSize": quotas.get("destination_storage", {}).get("limitSize", -1),
+            "backlogQuotaLimitTime": quotas.get("message_age", {}).get("limitTime", -1),
+            "oldestBacklogMessageAgeSeconds": age}
+
+
 def _dedup_status(ctx, topic: str) -> str:
     return "Enabled" if policies.effective(ctx, topic, policies.DEDUP) else "Disabled"
 
