@@ -477,7 +477,7 @@ class Connection:
             except AuthenticationFailed as exc:
                 # Pulsar's answer to a refused CONNECT: an ERROR, then the connection closes.
                 self.server.log(f"refused connection from {self.peer}: {exc.message}")
-                self.error(-1 % 2**64, api.AuthenticationError, "Unable to authenticate")
+                self.error(-1 % 2**64, api.AuthenticationError, "Failed to authenticate")
                 await self.writer.drain()
                 raise ConnectionResetError from None
         self.connected = True
