@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 
+from pulsarctl.broker import schemas
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.wire_errors import error_text, server_error
@@ -38,7 +39,7 @@ def _properties(schema: api.Schema) -> dict:
 def _fill(out: api.Schema, topic: str, v: dict) -> None:
     """A registry version as the wire's Schema (its name is the topic's, as Pulsar's)."""
     out.name = topic
-    out.schema_data = (v.get("schema") or "").encode("utf-8", "surrogateescape")
+    out.schema_data = schemas.wire_data(v)
     out.type = WIRE_TYPES.index(v["type"]) if v["type"] in WIRE_TYPES else 0
     for k, val in (v.get("properties") or {}).items():
         out.properties.add(key=str(k), value=str(val))

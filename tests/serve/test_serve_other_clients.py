@@ -3,17 +3,26 @@ found serve doing unlike real Pulsar, each pinned here with the real Python clie
 that client cannot show it, a raw connection."""
 from __future__ import annotations
 
+import json
 import os
+import struct
+import urllib.request
 
 import pytest
 
 from pulsarctl.auth import tokens
+from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
-from procs import reap
+from procs import PATIENCE_S, reap
 from serve_procs import start_serve
 from serve_raw import Raw, T, command
 
 pytestmark = pytest.mark.serve
+
+
+def http_json(url: str):
+    with urllib.request.urlopen(url, timeout=PATIENCE_S) as r:
+        return json.loads(r.read())
 
 
 @pytest.fixture
@@ -47,3 +56,48 @@ def test_a_refused_token_gets_pulsars_failed_to_authenticate(token_served):
         assert raw.closed_by_server()
     finally:
         raw.close()
+
+
+def kv_schema_data(key: bytes, value: bytes) -> bytes:
+    """KeyValueSchemaInfo's schema data: each schema's bytes after its 4-byte length."""
+    return (struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value)
+
+
+READING = (b'{"type":"record","name":"Reading","fields":[{"name":"sensor","type":"string"},'
+           b'{"name":"value","type":"long"}]}')
+
+
+def test_a_key_value_schema_with_binary_schema_data_is_registered(served):
+    # KeyValue<String, JSON>: the key's schema is empty, so the data starts with 00 00 00 00
+    # and carries the value schema's length as binary; Java and Go producers send exactly this.
+    # (A length byte of 0x8e or more is no UTF-8, which serve once choked on.)
+    value = READING + b" " * (0x8E - len(READING))
+    schema = api.Schema(name="KeyValue", type=15, schema_data=kv_schema_data(b"", value))
+    for k, v in {"key.schema.name": "String", "key.schema.type": "STRING",
+                 "key.schema.properties": "{}", "value.schema.name": "Reading",
+                 "value.schema.type": "JSON", "value.schema.properties": "{}",
+                 "kv.encoding.type": "INLINE"}.items():
+        schema.properties.add(key=k, value=v)
+    topic = "persistent://public/default/kv"
+    raw = Raw(served.port)
+    try:
+        raw.handshake()
+        cmd = api.BaseCommand(type=T.PRODUCER)
+        cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = topic, 1, 1
+        cmd.producer.schema.CopyFrom(schema)
+        raw.send(frames.command(cmd))
+        got, _, _ = raw.read()
+        assert got.type == T.PRODUCER_SUCCESS, got
+        # A second producer with the same schema gets the same version.
+        cmd.producer.producer_id = cmd.producer.request_id = 2
+        raw.send(frames.command(cmd))
+        again, _, _ = raw.read()
+        assert again.type == T.PRODUCER_SUCCESS, again
+        assert again.producer_success.schema_version == got.producer_success.schema_version
+    finally:
+        raw.close()
+    doc = http_json(served.http_url + "/admin/v2/schemas/public/default/kv/schema")
+    assert doc["type"] == "KEY_VALUE"
+    assert doc["properties"]["kv.encoding.type"] == "INLINE"
+    # as Pulsar's admin API shows it: each side's definition as JSON, "" for a primitive one
+    assert json.loads(doc["data"]) == {"key": "", "value": json.loads(value)}
