@@ -101,3 +101,42 @@ def test_a_key_value_schema_with_binary_schema_data_is_registered(served):
     assert doc["properties"]["kv.encoding.type"] == "INLINE"
     # as Pulsar's admin API shows it: each side's definition as JSON, "" for a primitive one
     assert json.loads(doc["data"]) == {"key": "", "value": json.loads(value)}
+
+
+def sticky(ranges):
+    import pulsar
+
+    return pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky,
+                                          sticky_ranges=ranges)
+
+
+def test_key_shared_sticky_ranges_of_the_subscribe_command_are_kept(client):
+    # CommandSubscribe.keySharedMeta (STICKY, hashRanges): each consumer gets exactly the keys
+    # whose slot (Murmur3 32 of the key, modulo 65536) falls in its ranges; an overlapping
+    # range is refused with ConsumerAssignError.
+    import pulsar
+
+    from pulsarctl.broker.hashing import murmur3_32_hash
+
+    topic = "persistent://public/default/sticky"
+    halves = [(0, 32767), (32768, 65535)]
+    cs = [client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared,
+                           consumer_name=f"c{i}", key_shared_policy=sticky([r]))
+          for i, r in enumerate(halves)]
+    p = client.create_producer(topic, batching_enabled=False)
+    keys = [f"k-{i}" for i in range(20)]
+    for k in keys:
+        p.send(k.encode(), partition_key=k)
+    got = {}
+    for i, c in enumerate(cs):
+        while len(got) < len(keys):
+            try:
+                m = c.receive(timeout_millis=500)
+            except pulsar.Timeout:
+                break
+            got[m.partition_key()] = i
+            c.acknowledge(m)
+    assert got == {k: (murmur3_32_hash(k) % 65536) // 32768 for k in keys}
+    with pytest.raises(pulsar.PulsarException, match="ConsumerAssignError"):
+        client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared,
+                         consumer_name="c2", key_shared_policy=sticky([(100, 40000)]))
