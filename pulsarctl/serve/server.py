@@ -77,6 +77,11 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
 COUNTED = ("Shared", "Key_Shared")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
+# What this broker supports of CommandConnected.feature_flags: PIP-344's partitioned metadata
+# without auto-creation (the Java client asks it before naming its retry and dead letter topics).
+FEATURE_FLAGS = api.FeatureFlags(supports_get_partitioned_metadata_without_auto_creation=True)
+
+
 def _key_shared_policy(c, sub_type: str) -> dict | None:
     """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
     fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
@@ -324,7 +329,7 @@ class Connection:
         sub = getattr(cmd, field)
         sub.SetInParent()
         for k, v in values.items():
-            if isinstance(v, api.MessageIdData):
+            if isinstance(v, (api.MessageIdData, api.FeatureFlags)):
                 getattr(sub, k).CopyFrom(v)
             elif v is not None:
                 setattr(sub, k, v)
@@ -495,7 +500,8 @@ class Connection:
                 raise ConnectionResetError from None
         self.connected = True
         self.reply(T.CONNECTED, "connected", server_version=SERVER_VERSION,
-                   protocol_version=version, max_message_size=self.server.max_message_size)
+                   protocol_version=version, max_message_size=self.server.max_message_size,
+                   feature_flags=FEATURE_FLAGS)
 
     async def allowed(self, topic: str, action: str) -> bool:
         """Whether this connection's role may do action on topic (always, when authorization
@@ -544,10 +550,18 @@ class Connection:
             return
         try:
             n = await self.server.call(self.server.broker.partitions_of, c.topic)
+            # PIP-344: asked not to create it, a topic that does not exist is TopicNotFound (the
+            # Java client takes any other answer for "it exists", say an old-style retry topic)
+            missing = (n == 0 and not c.metadata_auto_creation_enabled and not await
+                       self.server.call(self.server.broker.topics.exists, c.topic))
         except Exception as exc:
             self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                        request_id=c.request_id, response=1, error=server_error(exc),
                        message=error_text(exc))
+            return
+        if missing:
+            self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
+                       request_id=c.request_id, response=1, error=api.TopicNotFound, message="")
             return
         self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                    request_id=c.request_id, partitions=n, response=0)

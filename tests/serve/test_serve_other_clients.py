@@ -140,3 +140,31 @@ def test_key_shared_sticky_ranges_of_the_subscribe_command_are_kept(client):
     with pytest.raises(pulsar.PulsarException, match="ConsumerAssignError"):
         client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.KeyShared,
                          consumer_name="c2", key_shared_policy=sticky([(100, 40000)]))
+
+
+def test_partitioned_metadata_without_auto_creation_says_topic_not_found(served, client):
+    # PIP-344, as the real broker answers (tests/oracle): CONNECTED says it supports it; asked
+    # not to create, a topic that does not exist is TopicNotFound, one that does is 0
+    # partitions. The Java client asks this of TOPIC-SUB-RETRY's old name (SUB-RETRY) and,
+    # told "exists", would send its retries there.
+    client.create_producer("persistent://public/default/there").close()
+    raw = Raw(served.port)
+    try:
+        raw.send(command(T.CONNECT, "connect", client_version="raw", protocol_version=21))
+        connected, _, _ = raw.expect(T.CONNECTED)
+        flags = connected.connected.feature_flags
+        assert flags.supports_get_partitioned_metadata_without_auto_creation
+        answers = []
+        for rid, (name, auto) in enumerate([("nowhere", False), ("there", False),
+                                            ("nowhere", True)], 1):
+            cmd = api.BaseCommand(type=T.PARTITIONED_METADATA)
+            cmd.partitionMetadata.topic = f"persistent://public/default/{name}"
+            cmd.partitionMetadata.request_id = rid
+            cmd.partitionMetadata.metadata_auto_creation_enabled = auto
+            raw.send(frames.command(cmd))
+            got, _, _ = raw.expect(T.PARTITIONED_METADATA_RESPONSE)
+            r = got.partitionMetadataResponse
+            answers.append((r.request_id, r.response, r.error if r.response else r.partitions))
+        assert answers == [(1, 1, api.TopicNotFound), (2, 0, 0), (3, 0, 0)]
+    finally:
+        raw.close()
