@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import urllib.error
 import urllib.request
 
 import pytest
@@ -168,3 +169,26 @@ def test_partitioned_metadata_without_auto_creation_says_topic_not_found(served,
         assert answers == [(1, 1, api.TopicNotFound), (2, 0, 0), (3, 0, 0)]
     finally:
         raw.close()
+
+
+def test_get_or_create_schema_of_bytes_is_the_empty_version(served, client):
+    # As the real broker answers (tests/oracle): a NONE (bytes) schema on a topic that exists
+    # registers nothing and gets the empty version. The Java client's retry letter producer
+    # asks this for each message it moves to TOPIC-SUB-RETRY.
+    client.create_producer("persistent://public/default/plain").close()
+    raw = Raw(served.port)
+    try:
+        raw.handshake()
+        cmd = api.BaseCommand(type=T.GET_OR_CREATE_SCHEMA)
+        g = cmd.getOrCreateSchema
+        g.topic, g.request_id = "persistent://public/default/plain", 1
+        g.schema.name, g.schema.type, g.schema.schema_data = "Bytes", 0, b""
+        raw.send(frames.command(cmd))
+        got, _, _ = raw.expect(T.GET_OR_CREATE_SCHEMA_RESPONSE)
+        r = got.getOrCreateSchemaResponse
+        assert not r.HasField("error_code"), r
+        assert r.HasField("schema_version") and r.schema_version == b""
+    finally:
+        raw.close()
+    with pytest.raises(urllib.error.HTTPError):   # 404: still no schema
+        http_json(served.http_url + "/admin/v2/schemas/public/default/plain/schema")
