@@ -743,9 +743,10 @@ class Connection:
         if not await schema_commands.subscribe_schema(self, c):
             return
         await schema_commands.reader_topic(self, c)
-        # after a seek by id the sought message comes first (the client drops it unless its
-        # start is inclusive); a seek to latest is the topic's end
-        inclusive = resume is not None and start != MessageId.latest
+        # as Pulsar's non-durable cursor, a reader started (or sought) at a message id gets
+        # that message first, and its client drops it unless its start is inclusive; latest
+        # is the topic's end
+        inclusive = start not in (MessageId.latest, MessageId.earliest)
         nxt = None
         try:
             _msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, None, 0,

@@ -192,3 +192,19 @@ def test_get_or_create_schema_of_bytes_is_the_empty_version(served, client):
         raw.close()
     with pytest.raises(urllib.error.HTTPError):   # 404: still no schema
         http_json(served.http_url + "/admin/v2/schemas/public/default/plain/schema")
+
+
+def test_a_reader_started_at_a_message_id_may_include_it(client):
+    # As the real broker (tests/oracle): a reader's cursor starts AT its start message id, and
+    # the client drops that message unless its start is inclusive. Served from after it, an
+    # inclusive reader (Go's StartMessageIDInclusive, Java's startMessageIdInclusive()) lost it.
+    topic = "persistent://public/default/reader-from-id"
+    p = client.create_producer(topic, batching_enabled=False)
+    ids = [p.send(f"m-{i}".encode()) for i in range(5)]
+    firsts = []
+    for inclusive in (False, True):
+        r = client.create_reader(topic, ids[2], start_message_id_inclusive=inclusive)
+        firsts.append(r.read_next(timeout_millis=int(PATIENCE_S * 1000)).data())
+        assert r.has_message_available()
+        r.close()
+    assert firsts == [b"m-3", b"m-2"]
