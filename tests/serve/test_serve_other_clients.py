@@ -208,3 +208,30 @@ def test_a_reader_started_at_a_message_id_may_include_it(client):
         assert r.has_message_available()
         r.close()
     assert firsts == [b"m-3", b"m-2"]
+
+
+def test_batch_index_acks_leave_only_the_rest_of_the_batch(client):
+    # Pulsar 4.x acknowledges at batch index level by default (acknowledgmentAtBatchIndexLevel
+    # Enabled): after acking indexes 0 and 2 of a batch of 5, a new consumer gets the batch
+    # once, with only 1, 3 and 4 left in it.
+    import pulsar
+
+    topic = "persistent://public/default/batch-index"
+    c = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                         batch_index_ack_enabled=True)
+    p = client.create_producer(topic, batching_enabled=True, batching_max_messages=100,
+                               batching_max_publish_delay_ms=60_000)
+    for i in range(5):
+        p.send_async(f"m-{i}".encode(), None)
+    p.flush()
+    got = [c.receive(timeout_millis=int(PATIENCE_S * 1000)) for _ in range(5)]
+    c.acknowledge(got[0])
+    c.acknowledge(got[2])
+    c.close()
+    c = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                         batch_index_ack_enabled=True)
+    again = [c.receive(timeout_millis=int(PATIENCE_S * 1000)).data() for _ in range(3)]
+    assert again == [b"m-1", b"m-3", b"m-4"]
+    with pytest.raises(pulsar.Timeout):
+        extra = c.receive(timeout_millis=1500)
+        print("extra", extra.data(), extra.message_id())
