@@ -57,9 +57,15 @@ async def _start_rest(broker, settings: ServeSettings, server: Server, log):
     return runner, urls
 
 
+SERVE_DEFAULTS = {"acknowledgmentAtBatchIndexLevelEnabled": True}
+
+
 async def _main(broker, settings: ServeSettings, listening, log):
     limits.log_accept_errors_once(asyncio.get_running_loop(), log)
-    broker.conf_defaults = dict(settings.dynamic)
+    # A Pulsar 4.x broker acknowledges at batch index level unless its broker.conf says not
+    # (ServiceConfiguration's default, which serve's clients see on real Pulsar); the command
+    # line's store default stays pulsarctl's own.
+    broker.conf_defaults = {**SERVE_DEFAULTS, **settings.dynamic}
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,

@@ -85,6 +85,24 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
 COUNTED = ("Shared", "Key_Shared")
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
+# What this broker supports of CommandConnected.feature_flags: PIP-344's partitioned metadata
+# without auto-creation (the Java client asks it before naming its retry and dead letter topics).
+FEATURE_FLAGS = api.FeatureFlags(supports_get_partitioned_metadata_without_auto_creation=True)
+
+
+def _key_shared_policy(c, sub_type: str) -> dict | None:
+    """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
+    fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
+    does); AUTO_SPLIT, or none, leaves the subscription's default selector."""
+    if sub_type != "Key_Shared" or not c.HasField("keySharedMeta"):
+        return None
+    meta = c.keySharedMeta
+    if meta.keySharedMode != api.STICKY:
+        return None
+    return {"keySharedPolicy": "sticky",
+            "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+
+
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
     d = out if out is not None else api.MessageIdData()
     d.ledgerId = mid.ledger_id % 2**64  # -1 (an empty topic's) as Pulsar writes it
@@ -348,7 +366,7 @@ class Connection:
         sub = getattr(cmd, field)
         sub.SetInParent()
         for k, v in values.items():
-            if isinstance(v, api.MessageIdData):
+            if isinstance(v, (api.MessageIdData, api.FeatureFlags)):
                 getattr(sub, k).CopyFrom(v)
             elif v is not None:
                 setattr(sub, k, v)
@@ -533,7 +551,8 @@ class Connection:
         self.connected = True
         self.client_version = c.client_version or None
         self.reply(T.CONNECTED, "connected", server_version=SERVER_VERSION,
-                   protocol_version=version, max_message_size=self.server.max_message_size)
+                   protocol_version=version, max_message_size=self.server.max_message_size,
+                   feature_flags=FEATURE_FLAGS)
 
     async def allowed(self, topic: str, action: str) -> bool:
         """Whether this connection's role may do action on topic (always, when authorization
@@ -582,10 +601,18 @@ class Connection:
             return
         try:
             n = await self.server.call(self.server.broker.partitions_of, c.topic)
+            # PIP-344: asked not to create it, a topic that does not exist is TopicNotFound (the
+            # Java client takes any other answer for "it exists", say an old-style retry topic)
+            missing = (n == 0 and not c.metadata_auto_creation_enabled and not await
+                       self.server.call(self.server.broker.topics.exists, c.topic))
         except Exception as exc:
             self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                        request_id=c.request_id, response=1, error=server_error(exc),
                        message=error_text(exc))
+            return
+        if missing:
+            self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
+                       request_id=c.request_id, response=1, error=api.TopicNotFound, message="")
             return
         self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                    request_id=c.request_id, partitions=n, response=0)
@@ -828,7 +855,8 @@ class Connection:
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
                                     position, priority=c.priority_level, pid=s.pid,
-                                    pid_start=s.pid_start, settings=policy)
+                                    pid_start=s.pid_start, settings=policy,
+                                    policy=_key_shared_policy(c, sub_type))
         except Exception as exc:
             s._in_use.discard((c.topic, c.subscription, name))
             self.error(c.request_id, exc)
@@ -858,9 +886,10 @@ class Connection:
         if not await schema_commands.subscribe_schema(self, c):
             return
         await schema_commands.reader_topic(self, c)
-        # after a seek by id the sought message comes first (the client drops it unless its
-        # start is inclusive); a seek to latest is the topic's end
-        inclusive = resume is not None and start != MessageId.latest
+        # as Pulsar's non-durable cursor, a reader started (or sought) at a message id gets
+        # that message first, and its client drops it unless its start is inclusive; latest
+        # is the topic's end
+        inclusive = start not in (MessageId.latest, MessageId.earliest)
         nxt = None
         try:
             _msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, None, 0,
