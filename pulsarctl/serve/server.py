@@ -544,9 +544,14 @@ class Connection:
                 now = await s.call(s.broker.read, operator.attrgetter("now"))
                 self.role = auth.connect_role(method, c.auth_data, peer_cn, now)
             except AuthenticationFailed as exc:
-                # Refused: its first request is answered AuthenticationError and the connection
-                # ends (unauthenticated.py says why not Pulsar's ERROR before CONNECTED).
+                # Refused: Pulsar's ERROR before CONNECTED to a client that reads it; a C++
+                # client's first request is answered AuthenticationError instead, and the
+                # connection ends (unauthenticated.py says why).
                 self.server.log(f"refused connection from {self.peer}: {exc.message}")
+                if unauthenticated.reads_refused_connect(c.client_version):
+                    self.send(unauthenticated.refused_connect())
+                    await self.close(flush=True)
+                    return
                 self.refused = True
         self.connected = True
         self.client_version = c.client_version or None

@@ -8,8 +8,12 @@ timeout, so `create_producer` with a bad token ends in a Timeout. The C++ client
 AuthenticationError where it waits for an answer to a request (its lookup, its producer), and
 gives up at once on it (ResultAuthenticationError is not retryable). So serve answers a refused
 CONNECT with CONNECTED, then the connection's first request with AuthenticationError in that
-request's own answer, and closes: every client, Java or C++, then fails promptly with Pulsar's
-authentication error. Nothing else is served on such a connection."""
+request's own answer, and closes, to a C++ client (its CONNECT's client_version starts
+"Pulsar-CPP-"): it then fails promptly with Pulsar's authentication error. Every other client
+(Java, Go, ...) gets exactly Pulsar's answer, the ERROR before CONNECTED, which it reads: the Go
+client logs "Failed to establish connection with broker: 'Failed to authenticate'" and retries
+until its operation timeout, as against Pulsar (the oracle lane's Go and Java auth_refused
+scenarios check both). Nothing else is served on such a connection."""
 from __future__ import annotations
 
 from pulsarctl.serve import frames
@@ -28,6 +32,20 @@ _OWN = {
     T.GET_OR_CREATE_SCHEMA: (T.GET_OR_CREATE_SCHEMA_RESPONSE, "getOrCreateSchema",
                              "getOrCreateSchemaResponse", {}, "error_code", "error_message"),
 }
+
+
+def reads_refused_connect(client_version: str | None) -> bool:
+    """Whether a client reads the ERROR Pulsar answers a refused CONNECT with (all but the C++
+    client and the clients built on it, whose client_version is "Pulsar-CPP-v...")."""
+    return not (client_version or "").startswith("Pulsar-CPP")
+
+
+def refused_connect() -> bytes:
+    """Pulsar's answer to a CONNECT that failed authentication: ERROR with request id -1."""
+    r = api.BaseCommand(type=T.ERROR)
+    r.error.request_id, r.error.error, r.error.message = (1 << 64) - 1, api.AuthenticationError, \
+        REFUSED
+    return frames.command(r)
 
 
 def request_id(cmd):

@@ -110,3 +110,15 @@ def test_first_bash_block_main_job_runs(tmp_path, bash):
                        env=_env(tmp_path / "store"), cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "content:Hello, Pulsar" in r.stdout and "content:second" in r.stdout
+
+
+def test_ci_runs_the_oracle_lane_the_readme_shows():
+    """The README's by-hand oracle command is what .ci/run runs after the test command: each of
+    its steps is a line of .ci/run (the tests' line with CI's fixed seed in front)."""
+    lane = [b.strip() for b in blocks("bash") if "-m oracle" in b]
+    assert len(lane) == 1, "README.md should show the oracle lane's command in one ```bash block"
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    for step in (s.strip() for s in lane[0].split("&&")):
+        assert any(line == step or line.endswith(step) for line in ci), (
+            f".ci/run does not run the README's oracle step: {step}")
+    assert any("PULSARCTL_ORACLE_REQUIRED=1" in line for line in ci)

@@ -45,14 +45,15 @@ def token_served(tmp_path):
 
 def test_a_refused_token_gets_pulsars_failed_to_authenticate(token_served):
     # Real Pulsar (tests/oracle/test_token_auth.py) words it "Failed to authenticate"; the Java
-    # client puts it in its AuthenticationException. serve says it in the answer to the
-    # connection's first request (serve/unauthenticated.py: the C++ and Python clients read it
-    # only there), here a lookup's, then closes.
+    # client puts it in its AuthenticationException. To a C++ client serve says it in the
+    # answer to the connection's first request (serve/unauthenticated.py: the C++ and Python
+    # clients read it only there), here a lookup's, then closes.
     raw = Raw(token_served.port)
     try:
         forged = tokens.create(tokens.create_secret_key(), "admin")
-        raw.send(command(T.CONNECT, "connect", client_version="raw", protocol_version=21,
-                         auth_method_name="token", auth_data=forged.encode()))
+        raw.send(command(T.CONNECT, "connect", client_version="Pulsar-CPP-v4.2.0",
+                         protocol_version=21, auth_method_name="token",
+                         auth_data=forged.encode()))
         raw.expect(T.CONNECTED)
         raw.send(command(T.LOOKUP, "lookupTopic", topic="persistent://public/default/t",
                          request_id=4))

@@ -207,11 +207,31 @@ def test_a_bad_token_is_pulsars_authentication_error_not_a_timeout(token_served)
     token_served.log.wait("refused connection from")
 
 
-def test_a_refused_connection_is_served_nothing(token_served):
+def test_a_refused_connect_is_pulsars_error_before_connected(token_served):
+    """What Pulsar's ServerCnx answers a CONNECT that fails authentication, to every client but
+    the C++ one: ERROR (request id -1, AuthenticationError), then the connection closes. The Go
+    client reads it and logs Pulsar's reason (the oracle lane's auth_refused scenario)."""
     raw = Raw(token_served.port)
     try:
-        raw.send(command(T.CONNECT, "connect", client_version="raw", protocol_version=20,
-                         auth_method_name="token", auth_data=b"bad"))
+        raw.send(command(T.CONNECT, "connect", client_version="Pulsar Go 0.19.0",
+                         protocol_version=20, auth_method_name="token", auth_data=b"bad"))
+        got = raw.read()
+        assert got is not None and got[0].type == T.ERROR, got
+        cmd = got[0]
+        assert (cmd.error.request_id, cmd.error.error, cmd.error.message) == (
+            (1 << 64) - 1, api.AuthenticationError, "Failed to authenticate")
+        assert raw.closed_by_server()
+    finally:
+        raw.close()
+
+
+def test_a_refused_connection_is_served_nothing(token_served):
+    # A C++ client (the Python one's) does not read an ERROR before CONNECTED: it is answered
+    # CONNECTED, then its first request is refused (serve/unauthenticated.py).
+    raw = Raw(token_served.port)
+    try:
+        raw.send(command(T.CONNECT, "connect", client_version="Pulsar-CPP-v4.2.0",
+                         protocol_version=20, auth_method_name="token", auth_data=b"bad"))
         raw.expect(T.CONNECTED)
         raw.send(command(T.PRODUCER, "producer", topic="persistent://public/default/sneaky",
                          producer_id=1, request_id=9))
