@@ -14,6 +14,7 @@ store), the pulsarctl path and its limit alternating round by round; each figure
 of the rounds. The commands run as real processes, as a user runs them."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import resource
 import shutil
@@ -176,14 +177,15 @@ def _api_send(tmp: str, sends: int, size: int, rounds: int, say) -> dict:
     return row
 
 
-def _batched_run(make_client, topic: str, n: int, payload: bytes, real: bool) -> tuple:
-    """(send_async + flush seconds, receive + acknowledge seconds) of the same code."""
+def _batched_run(make_client, topic: str, n: int, payload: bytes) -> tuple[float, float]:
+    """(send_async + flush seconds, receive + acknowledge seconds) of the Python API; the
+    peer runs the same code in perf_peer.py."""
+    # lazy: the Python API is loaded only by the comparisons that use it
+    from pulsarctl.client import ConsumerType, InitialPosition
+
     client = make_client()
     try:
-        kw = {"batching_enabled": True, "batching_max_messages": 1000}
-        if real:
-            kw.update(block_if_queue_full=True, max_pending_messages=10000)
-        p = client.create_producer(topic, **kw)
+        p = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000)
 
         def produce():
             for _ in range(n):
@@ -191,18 +193,8 @@ def _batched_run(make_client, topic: str, n: int, payload: bytes, real: bool) ->
             p.flush()
         t_prod = _timed(produce)
         p.close()
-        if real:
-            # lazy: the real pulsar-client is optional (the test extra has it)
-            import pulsar
-
-            cons = client.subscribe(topic, "compare", consumer_type=pulsar.ConsumerType.Shared,
-                                    initial_position=pulsar.InitialPosition.Earliest)
-        else:
-            # lazy: the Python API is loaded only by the comparisons that use it
-            from pulsarctl.client import ConsumerType, InitialPosition
-
-            cons = client.subscribe(topic, "compare", consumer_type=ConsumerType.Shared,
-                                    initial_position=InitialPosition.Earliest)
+        cons = client.subscribe(topic, "compare", consumer_type=ConsumerType.Shared,
+                                initial_position=InitialPosition.Earliest)
 
         def consume():
             for _ in range(n):
@@ -214,6 +206,28 @@ def _batched_run(make_client, topic: str, n: int, payload: bytes, real: bool) ->
         client.close()
 
 
+PEER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "perf_peer.py")
+
+
+def peer_run(service_url: str, topic: str, n: int, payload: bytes) -> dict:
+    """The real pulsar-client's run of the same code, in a process of its own (perf_peer.py):
+    nothing of pulsarctl in it, the client with its own defaults (its logger included)."""
+    # -I: isolated, so neither this checkout nor PYTHONPATH puts pulsarctl on its path
+    proc = subprocess.run([sys.executable, "-I", PEER_SCRIPT, service_url, topic, str(n)],
+                          input=payload, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    try:
+        import json  # lazy: only a comparison with a peer needs it
+
+        got = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        got = {"error": (lines[-1] if lines else f"exit {proc.returncode}")}
+    if "error" in got:
+        raise PulsarctlError(f"the peer at {service_url} failed: {got['error']}",
+                             hint="check that a Pulsar service listens there")
+    return got
+
+
 def _api_batched(tmp: str, n: int, size: int, rounds: int, service_url: str | None,
                  say) -> list[dict]:
     # lazy: the Python API is loaded only by the comparisons that use it
@@ -221,31 +235,23 @@ def _api_batched(tmp: str, n: int, size: int, rounds: int, service_url: str | No
 
     payload = payloads(size, 1)[0]
     if service_url:
-        try:
-            # lazy: the real pulsar-client is optional (the test extra has it)
-            import pulsar
-        except ImportError:
+        # the real pulsar-client is optional (the test extra has it); perf_peer.py imports it
+        if importlib.util.find_spec("pulsar") is None:
             raise UsageError("--service-url needs the real Pulsar client",
                              hint="pip install pulsar-client, or leave --service-url out")
     mine_p, mine_c, peer_p, peer_c = [], [], [], []
     for r in range(rounds):
         say(f"round {r + 1}: Python API send_async + flush, receive + acknowledge")
         t = _batched_run(lambda: Client(store=os.path.join(tmp, f"batched-{r}")),
-                         f"batched-{r}", n, payload, False)
+                         f"batched-{r}", n, payload)
         mine_p.append(t[0])
         mine_c.append(t[1])
         if service_url:
             say(f"round {r + 1}: the same through pulsar-client at {service_url}")
             topic = "persistent://public/default/compare-" + uuid.uuid4().hex[:8]
-            try:
-                t = _batched_run(lambda: pulsar.Client(service_url, operation_timeout_seconds=30,
-                                                       logger=_quiet_logger()),
-                                 topic, n, payload, True)
-            except Exception as exc:  # the client's own exceptions (ConnectError, Timeout...)
-                raise PulsarctlError(f"the peer at {service_url} failed: {exc}",
-                                     hint="check that a Pulsar service listens there") from None
-            peer_p.append(t[0])
-            peer_c.append(t[1])
+            got = peer_run(service_url, topic, n, payload)
+            peer_p.append(got["produceSeconds"])
+            peer_c.append(got["consumeSeconds"])
     peer = f"pulsar-client at {service_url}" if service_url else "no peer (give --service-url)"
     return [
         _row("apiSendAsync", f"Python API send_async + flush, {n:,} messages in batches of 1000",
@@ -253,16 +259,6 @@ def _api_batched(tmp: str, n: int, size: int, rounds: int, service_url: str | No
         _row("apiConsumeAck", f"Python API receive + acknowledge each of {n:,}", n, mine_c,
              peer_c, peer, GOALS["apiConsumeAck"] if service_url else None),
     ]
-
-
-def _quiet_logger():
-    """The client's log through Python's logging, warnings and worse only: its own logger writes
-    every connection's INFO lines to standard output, where the comparison's result goes."""
-    import logging  # lazy: only a comparison with a peer needs it
-
-    log = logging.getLogger("pulsarctl.perf_compare.pulsar")
-    log.setLevel(logging.WARNING)
-    return log
 
 
 def _spark(n: int, size: int, say) -> dict:
