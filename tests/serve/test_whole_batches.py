@@ -122,6 +122,7 @@ _columns = st.integers(1, 40).flatmap(lambda n: st.tuples(
     st.none() | st.lists(st.integers(0, 2**40), min_size=n, max_size=n),
     st.none() | st.lists(st.integers(0, 2**63), min_size=n, max_size=n),
     st.none() | st.lists(st.booleans(), min_size=n, max_size=n),
+    st.none() | st.lists(st.booleans(), min_size=n, max_size=n),   # keysB64
     st.sets(st.integers(0, n - 1), max_size=n),
 ))
 
@@ -131,10 +132,13 @@ _columns = st.integers(1, 40).flatmap(lambda n: st.tuples(
 def test_columns_payload_is_batch_message_by_message(cols, first):
     """Every column combination: the bytes batch_message writes one message at a time."""
     *columns, skip = cols
-    if columns[6] is None:
-        columns = columns[:6]
+    if columns[7] is None:
+        columns = columns[:7]
+        if columns[6] is None:
+            columns = columns[:6]
     payloads, props, keys_, okeys, events, seqs = columns[:6]
     nulls = columns[6] if len(columns) > 6 else None
+    b64 = columns[7] if len(columns) > 7 else None
     n = len(payloads)
     want = []
     for i in range(n):
@@ -145,7 +149,7 @@ def test_columns_payload_is_batch_message_by_message(cols, first):
         want.append(frames.batch_message(
             payloads[i], seq if seq >= 0 else None, events[i] if events else 0,
             props[i] if props else None, keys_[i] if keys_ else None,
-            okeys[i] if okeys else None, bool(nulls and nulls[i])))
+            okeys[i] if okeys else None, bool(nulls and nulls[i]), bool(b64 and b64[i])))
     assert frames.columns_payload(list(columns), n, first, skip or None) == b"".join(want)
 
 
