@@ -60,6 +60,7 @@ def test_a_batch_with_every_field_frames_as_the_messages_would(store_path, clock
                             ordering_key=b"o%d" % i if i % 4 == 1 else None,
                             event_time=1000 + i if i % 6 else 0, sequence_id=500 + 3 * i)
         m.null_value = i % 5 == 0
+        m.key_b64 = i % 7 == 1   # a key sent as bytes, base64 (only a key can be)
         msgs.append(m)
     _publish(b, "t", msgs)
     got, want, _ = _both_ways(b, "t")
@@ -72,6 +73,8 @@ def test_a_batch_with_every_field_frames_as_the_messages_would(store_path, clock
     assert [s.partition_key if s.HasField("partition_key") else None for s, _ in out] == \
         [f"k{i}" if i % 2 else None for i in range(40)]
     assert [s.null_value for s, _ in out] == [i % 5 == 0 for i in range(40)]
+    assert [s.partition_key_b64_encoded for s, _ in out] == \
+        [i % 7 == 1 and i % 2 == 1 for i in range(40)]
     b.close()
 
 
