@@ -33,13 +33,18 @@ writes, and writes with nothing to say there, leave) reads as its default:
                                  "param", "compression" and "uncompressedSize" of
                                  what was encrypted, "numMessages" when it is a
                                  batch the broker cannot open), or nil
+    17     key_b64_encoded       true: the key (field 5) is the base64 text of a       None
+                                 binary key, as the client sent it (Pulsar's
+                                 partition_key_b64_encoded: a Java keyBytes(), a
+                                 KeyValue schema's SEPARATED key), or nil
 
 What the writers leave off (pulsarctl/messages.py's build_entry, broker/batches.py's
 build_entry): a plain entry stops after its last field of 4..8 that is set (neither nil nor 0)
 unless it has compression or a schema version; then it goes on to uncompressed_size (and
 schema_version when there is one). A chunk's entry has fields 0..12, a batch's 0..14, a
-message with a null value 0..15, an encrypted message 0..16 (stores written before null values
-or encryption never have fields 15 or 16).
+message with a null value 0..15, an encrypted message 0..16, a message whose key is base64
+0..17 (stores written before null values, encryption or base64 keys never have fields 15, 16
+or 17, and an entry without a base64 key still has none).
 Entry.to_stored gives exactly that list back.
 
 Entry is for code that reads a few entries (the DLQ tools, a chunked message's copy). The hot
@@ -74,6 +79,7 @@ class Entry(NamedTuple):
     highest_sequence_id: int | None = None
     null_value: bool | None = None
     encryption: dict | None = None
+    key_b64_encoded: bool | None = None
 
     @classmethod
     def from_stored(cls, rec) -> "Entry":
@@ -106,13 +112,19 @@ class Entry(NamedTuple):
 (F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
  F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
  F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE,
- F_ENCRYPTION) = range(len(Entry._fields))
-assert Entry._fields[F_ENCRYPTION] == "encryption"  # the table and the tuple
+ F_ENCRYPTION, F_KEY_B64) = range(len(Entry._fields))
+assert Entry._fields[F_KEY_B64] == "key_b64_encoded"  # the table and the tuple
 
 
 def encryption_of(rec: list) -> dict | None:
     """An encrypted message's encryption (field 16), or None."""
     return rec[F_ENCRYPTION] if len(rec) > F_ENCRYPTION else None
+
+
+def is_key_b64(rec: list) -> bool:
+    """The entry's key is the base64 text of a binary key (Pulsar's partition_key_b64_encoded);
+    a batch's: its first message's."""
+    return len(rec) > F_KEY_B64 and bool(rec[F_KEY_B64])
 
 
 def is_null_value(rec: list) -> bool:

@@ -4,7 +4,8 @@ An entry in the store is a list built here (and, for batches, in broker/batches.
 by store/codec.py; pulsarctl/entries.py names its fields (Entry) and documents the layout:
 [publishTime, producerName, sequenceId, payload, properties, key, orderingKey, eventTime,
 deliverAt, compression code, uncompressed size, schema version, chunk, numMessagesInBatch,
-highestSequenceId, nullValue]; trailing fields that are unset are left off. nullValue (true)
+highestSequenceId, nullValue, encryption, keyB64Encoded]; trailing fields that are unset are
+left off. nullValue (true)
 marks a message sent with no value (Pulsar's null_value, not the same as an empty payload). chunk is Pulsar's chunk
 metadata, [uuid, chunk id, num chunks, total chunk message size], on each entry of a message
 split into chunks (the entry's payload is that piece of the stored, possibly compressed,
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 
 from pulsarctl.entries import (
-    Chunk, F_CHUNK, F_COMPRESSION, F_PAYLOAD, F_SCHEMA_VERSION, F_UNCOMPRESSED_SIZE,
-    encryption_of, is_null_value, payload as _payload,
+    Chunk, F_CHUNK, F_COMPRESSION, F_KEY_B64, F_NULL_VALUE, F_PAYLOAD, F_SCHEMA_VERSION,
+    F_UNCOMPRESSED_SIZE, encryption_of, is_key_b64, is_null_value, payload as _payload,
 )
 from pulsarctl.errors import InvalidMessageId
 
@@ -125,7 +126,7 @@ class OutgoingMessage:
     """What a producer sends. Payload is bytes; the broker stamps publish time and ids."""
     __slots__ = ("payload", "properties", "key", "ordering_key", "event_time", "deliver_at",
                  "sequence_id", "schema_version", "chunks", "new_batch", "null_value",
-                 "encryption")
+                 "encryption", "key_b64")
 
     def __init__(self, payload: bytes, properties: dict | None = None, key: str | None = None,
                  ordering_key: bytes | None = None, event_time: int = 0, deliver_at: int = 0,
@@ -149,6 +150,9 @@ class OutgoingMessage:
         # End-to-end encrypted by its client: pulsarctl/entries.py's field 16 (payload: the
         # ciphertext, kept as sent).
         self.encryption = None
+        # The key is the base64 text of a binary key (Pulsar's partition_key_b64_encoded, as a
+        # Java client's keyBytes() sends it): entries.py's field 17, kept for the consumers.
+        self.key_b64 = False
 
     def size(self) -> int:
         return len(self.payload)
@@ -159,6 +163,7 @@ def copied(m: "Message", out: OutgoingMessage) -> OutgoingMessage:
     beyond its payload, properties and keys: a null value, a client's encryption."""
     out.null_value = m.null_value_
     out.encryption = m.encryption_
+    out.key_b64 = m.key_b64_
     return out
 
 
@@ -168,21 +173,28 @@ def build_entry(publish_time: int, producer: str, seq: int, m: OutgoingMessage,
     `perf produce -db` builds one per message); compressed = (code, compressed payload) stores
     that payload and appends the code and the uncompressed size; then the schema version, if
     any. chunk = (metadata, piece, compression code, uncompressed size): one chunk's entry,
-    fields 0..12. A message with a null value: fields 0..15."""
+    fields 0..12. A message with a null value: fields 0..15. A base64 key (m.key_b64 with a
+    key): those fields, then up to 17."""
+    b64 = [None] * (F_KEY_B64 - F_CHUNK) + [True] if m.key_b64 and m.key is not None else None
     if chunk is not None:
         meta, piece, code, size = chunk
-        return [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
-                m.event_time or 0, m.deliver_at or 0, code, size, m.schema_version, meta]
+        rec = [publish_time, producer, seq, piece, m.properties or None, m.key, m.ordering_key,
+               m.event_time or 0, m.deliver_at or 0, code, size, m.schema_version, meta]
+        return rec + b64[1:] if b64 else rec
     sv = m.schema_version
     if m.encryption:   # the ciphertext as sent: nothing to compress, nothing to open
-        return [publish_time, producer, seq, m.payload, m.properties or None, m.key,
-                m.ordering_key, m.event_time or 0, m.deliver_at or 0, 0, len(m.payload), sv,
-                None, None, None, True if m.null_value else None, m.encryption]
-    if m.null_value:
+        rec = [publish_time, producer, seq, m.payload, m.properties or None, m.key,
+               m.ordering_key, m.event_time or 0, m.deliver_at or 0, 0, len(m.payload), sv,
+               None, None, None, True if m.null_value else None, m.encryption]
+        return rec + [True] if b64 else rec
+    if m.null_value or b64:
         code, stored = compressed if compressed else (0, m.payload)
-        return [publish_time, producer, seq, stored, m.properties or None, m.key, m.ordering_key,
-                m.event_time or 0, m.deliver_at or 0, code, len(m.payload), sv, None, None,
-                None, True]
+        rec = [publish_time, producer, seq, stored, m.properties or None, m.key, m.ordering_key,
+               m.event_time or 0, m.deliver_at or 0, code, len(m.payload), sv]
+        if not b64:
+            return rec + [None, None, None, True]
+        b64[F_NULL_VALUE - F_CHUNK] = True if m.null_value else None
+        return rec + b64
     rec = [publish_time, producer, seq, m.payload]
     if m.properties or m.key is not None or m.ordering_key is not None or m.event_time \
             or m.deliver_at or compressed or sv is not None:
@@ -207,7 +219,7 @@ class Message:
     __slots__ = ("publish_time", "producer_name", "sequence_id", "payload", "properties_", "key",
                  "ordering_key_", "event_time", "deliver_at", "id", "topic", "redelivery_count_",
                  "subscription", "consumer_name", "schema_version_", "chunk_", "chunk_ids_",
-                 "null_value_", "encryption_")
+                 "null_value_", "encryption_", "key_b64_")
 
     def __init__(self, publish_time, producer_name, sequence_id, payload, properties_=None,
                  key=None, ordering_key_=None, event_time=0, deliver_at=0, id=None, topic=None,
@@ -220,6 +232,7 @@ class Message:
         self.chunk_ids_ = None
         self.null_value_ = False  # sent with no value (its payload is b"")
         self.encryption_ = None   # end-to-end encrypted: entries.py's field 16
+        self.key_b64_ = False     # key is the base64 text of a binary key: field 17
         self.publish_time = publish_time
         self.producer_name = producer_name
         self.sequence_id = sequence_id
@@ -304,6 +317,8 @@ class Message:
             "producerName": self.producer_name, "sequenceId": self.sequence_id,
             "redeliveryCount": self.redelivery_count_,
         })
+        if self.key_b64_:  # the key is the base64 text of a binary key, as Pulsar keeps it
+            r["keyEncoding"] = "base64"
         if self.deliver_at:
             r["deliverAt"] = iso_ms(self.deliver_at)
         if self.schema_version_ is not None:
@@ -335,6 +350,7 @@ def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: 
             m = Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                         subscription=subscription, consumer_name=consumer, schema_version_=sv)
             m.chunk_ = (chunk, code, size)
+            m.key_b64_ = is_key_b64(stored)
             return m
         if code:
             rec[F_PAYLOAD] = _payload(stored, str(mid))
@@ -343,6 +359,7 @@ def message_from_entry(rec: list, mid: MessageId, topic: str, redelivery_count: 
         if is_null_value(stored):
             m.null_value_ = True
         m.encryption_ = encryption_of(stored)
+        m.key_b64_ = is_key_b64(stored)
         return m
     return Message(*rec, id=mid, topic=topic, redelivery_count_=redelivery_count,
                    subscription=subscription, consumer_name=consumer)

@@ -44,10 +44,12 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
     messages: one is a plain entry). code: a pulsarctl.compression code for the whole batch.
 
     The serialized batch holds the single-message metadata column by column:
-    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues]], a column
-    None when no message sets it (sequence ids: when they run on from the first by one), which
-    keeps the bytes a small message costs near its payload; nullValues (a list of booleans,
-    SingleMessageMetadata.null_value) is there only when a message has a null value."""
+    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues[,
+    keysB64]]], a column None when no message sets it (sequence ids: when they run on from the
+    first by one), which keeps the bytes a small message costs near its payload; nullValues (a
+    list of booleans, SingleMessageMetadata.null_value) is there only when a message has a null
+    value or keysB64 follows; keysB64 (booleans, SingleMessageMetadata.partition_key_b64_encoded:
+    the key is the base64 text of a binary key) only when a message's key is so."""
     n = len(msgs)
     props = [m.properties or None for m in msgs]
     keys_ = [m.key for m in msgs]
@@ -63,16 +65,21 @@ def build_entry(publish_time: int, producer: str, msgs: list, seqs: list[int], c
         None if seqs[-1] - first == n - 1 and seqs == list(range(first, first + n)) else seqs,
     ]
     nulls = [bool(m.null_value) for m in msgs]
-    if any(nulls):
+    b64 = [bool(m.key_b64) and m.key is not None for m in msgs]
+    if any(b64):
+        columns += [nulls if any(nulls) else None, b64]
+    elif any(nulls):
         columns.append(nulls)
     body = codec.encode(columns)
     stored = body
     if code:
         stored = compress(code, body)
     m0 = msgs[0]
+    # The entry's key is its first message's (Key_Shared hashes it), base64 or not as that one.
     return Entry(publish_time, producer, first, stored, key=m0.key, ordering_key=m0.ordering_key,
                  compression=code, uncompressed_size=len(body), schema_version=m0.schema_version,
-                 num_messages=n, highest_sequence_id=max(seqs)).to_stored()
+                 num_messages=n, highest_sequence_id=max(seqs),
+                 key_b64_encoded=True if b64[0] else None).to_stored()
 
 
 def payload_batch(payloads: list, code: int = 0) -> tuple[bytes, int]:

@@ -34,8 +34,9 @@ def joined(rec: list, pieces: list) -> list:
 def batch_columns(rec: list, where: str = "") -> list:
     """The serialized batch of a batch entry, decompressed and decoded: its single-message
     metadata column by column, [payloads, properties, keys, orderingKeys, eventTimes,
-    sequenceIds[, nullValues]] (batches.build_entry; a column None when no message sets it,
-    nullValues only in a batch that has a message with a null value)."""
+    sequenceIds[, nullValues[, keysB64]]] (batches.build_entry; a column None when no message
+    sets it, nullValues only in a batch that has a message with a null value or a base64 key,
+    keysB64 only in one with a base64 key)."""
     return codec.decode(payload(rec, where))
 
 
@@ -46,18 +47,22 @@ def expand(rec: list, where: str = "") -> list[list]:
     ordering key, event time and sequence id, and the entry's publish time, producer name and
     schema version. where names the entry in a decompression error. Read by index: a batch
     of 1000 makes 1000 records. A message with a null value has the record's fields up to
-    null_value (true)."""
+    null_value (true), one with a base64 key up to key_b64_encoded (true)."""
     pt, producer, first = rec[F_PUBLISH_TIME], rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]
     sv = rec[F_SCHEMA_VERSION] if len(rec) > F_SCHEMA_VERSION else None
     columns = batch_columns(rec, where)
     payloads, props, keys_, okeys, events, seqs = columns[:6]
     nulls = columns[6] if len(columns) > 6 else None
+    b64 = columns[7] if len(columns) > 7 else None
     out = []
     for i, data in enumerate(payloads):
         r = [pt, producer, seqs[i] if seqs else first + i, data,
              props[i] if props else None, keys_[i] if keys_ else None,
              okeys[i] if okeys else None, events[i] if events else 0, 0]
-        if nulls and nulls[i]:
+        if b64 and b64[i]:
+            r += [0, len(data), sv, None, None, None, True if nulls and nulls[i] else None,
+                  None, True]
+        elif nulls and nulls[i]:
             r += [0, len(data), sv, None, None, None, True]
         elif sv is not None:
             r += [0, len(data), sv]
@@ -120,6 +125,7 @@ def _batch_messages(rec, ledger_id, entry_id, partition, topic, redelivery_count
     columns = batch_columns(rec, f"{ledger_id}:{entry_id}")
     payloads, props, keys_, okeys, events, seqs = columns[:6]
     nulls = columns[6] if len(columns) > 6 else None
+    b64 = columns[7] if len(columns) > 7 else None
     out = []
     for i, data in enumerate(payloads):
         if skip and i in skip:
@@ -131,6 +137,8 @@ def _batch_messages(rec, ledger_id, entry_id, partition, topic, redelivery_count
                     redelivery_count, subscription, consumer, sv)
         if nulls and nulls[i]:
             m.null_value_ = True
+        if b64 and b64[i]:
+            m.key_b64_ = True
         out.append(m)
     return out
 

@@ -142,7 +142,8 @@ def _record_line(m) -> str | None:
     (tests/cli/test_render_lines.py), without the dict and the encoder's walk over it, a
     quarter of what a consume spends a message. None for any other message."""
     if (m.ordering_key_ is not None or m.deliver_at or m.schema_version_ is not None
-            or m.chunk_ids_ or m.chunk_ is not None or m.null_value_ or m.topic is None
+            or m.chunk_ids_ or m.chunk_ is not None or m.null_value_ or m.key_b64_
+            or m.topic is None
             or m.redelivery_count_ is None):
         return None
     try:

@@ -55,6 +55,9 @@ def entry_response(ledger_id: int, entry_id: int, rec: list) -> web.Response:
     if e.schema_version is not None:
         h["X-Pulsar-Base64-schema-version"] = base64.b64encode(
             _U64.pack(e.schema_version)).decode()
+    if e.key_b64_encoded:
+        # The key as sent (base64 text) and this header saying so, as Pulsar's broker answers.
+        h["X-Pulsar-partition-key-b64-encoded"] = "true"
     if e.ordering_key:
         okey = e.ordering_key.encode() if isinstance(e.ordering_key, str) else e.ordering_key
         h["X-Pulsar-Base64-ordering-key"] = base64.b64encode(okey).decode()

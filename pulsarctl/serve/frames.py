@@ -74,13 +74,14 @@ def _text(tag: bytes, data: bytes) -> bytes:
 
 def batch_message(payload: bytes, sequence_id: int | None = None, event_time: int = 0,
                   properties: dict | None = None, key: str | None = None,
-                  ordering_key: bytes | None = None, null_value: bool = False) -> bytes:
+                  ordering_key: bytes | None = None, null_value: bool = False,
+                  key_b64: bool = False) -> bytes:
     """One message of a batch's payload: [size u32][SingleMessageMetadata][payload]. The
     metadata is written here field by field, in field-number order, byte for byte what
     SingleMessageMetadata.SerializeToString writes (tests/serve/test_frames.py): building a
     protobuf object per message was a third of a batched consumer's delivery time."""
     if not properties and key is None and not event_time and ordering_key is None \
-            and not null_value:
+            and not null_value:   # (no key: no key_b64 either)
         # The common case, in one expression.
         meta = b"\x18" + _varint(len(payload)) + (
             b"" if sequence_id is None else b"\x40" + _varint(sequence_id))
@@ -95,6 +96,8 @@ def batch_message(payload: bytes, sequence_id: int | None = None, event_time: in
     parts.append(b"\x18" + _varint(len(payload)))                # 3: payload_size
     if event_time:
         parts.append(b"\x28" + _varint(event_time))              # 5: event_time
+    if key_b64 and key is not None:
+        parts.append(b"\x30\x01")                               # 6: partition_key_b64_encoded
     if ordering_key is not None:
         parts.append(_text(b"\x3a", ordering_key))               # 7: ordering_key
     if sequence_id is not None:
@@ -107,12 +110,14 @@ def batch_message(payload: bytes, sequence_id: int | None = None, event_time: in
 
 def columns_payload(columns: list, size: int, first_sequence_id: int, skip=None) -> bytes:
     """A stored batch's serialized single-message metadata (broker/batches.py's columns:
-    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues]]) as the
+    [payloads, properties, keys, orderingKeys, eventTimes, sequenceIds[, nullValues[,
+    keysB64]]]) as the
     payload of a batch MESSAGE of its first size messages, straight from the columns; skip:
     indexes not delivered now, sent empty (the ack set leaves them out). The same bytes
     batch_message writes message by message (tests/serve/test_frames.py)."""
     payloads, props, keys_, okeys, events, seqs = columns[:6]
     nulls = columns[6] if len(columns) > 6 else None
+    b64 = columns[7] if len(columns) > 7 else None
     parts: list = []
     add = parts.append
     if not (props or keys_ or okeys or events or nulls or skip or seqs) \
@@ -143,7 +148,7 @@ def columns_payload(columns: list, size: int, first_sequence_id: int, skip=None)
                           events[i] if events else 0, props[i] if props else None,
                           keys_[i] if keys_ else None,
                           okey.encode() if isinstance(okey, str) else okey,
-                          bool(nulls and nulls[i])))
+                          bool(nulls and nulls[i]), bool(b64 and b64[i])))
     return b"".join(parts)
 
 

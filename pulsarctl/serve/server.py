@@ -1411,6 +1411,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
                             meta.ordering_key if meta.HasField("ordering_key") else None,
                             meta.event_time, deliver_at, meta.sequence_id, sv)
         m.null_value = meta.null_value
+        m.key_b64 = meta.partition_key_b64_encoded
         if chunk:
             n = meta.num_chunks_from_msg
             if not 0 <= meta.chunk_id < n:
@@ -1433,6 +1434,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
             smm.event_time, deliver_at,
             smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i, sv))
         out[-1].null_value = smm.null_value
+        out[-1].key_b64 = smm.partition_key_b64_encoded
     return out, code, len(out) > 1
 
 
@@ -1447,6 +1449,7 @@ def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:
                         meta.ordering_key if meta.HasField("ordering_key") else None,
                         meta.event_time, deliver_at, meta.sequence_id, sv)
     m.null_value = meta.null_value
+    m.key_b64 = meta.partition_key_b64_encoded
     m.encryption = {
         "keys": [[k.key, k.value, _props(k.metadata) or {}] for k in meta.encryption_keys],
         "algo": meta.encryption_algo if meta.HasField("encryption_algo") else None,
@@ -1524,6 +1527,8 @@ def _keys_and_properties(md, m) -> None:
         md.properties.add(key=k, value=v)
     if m.key is not None:
         md.partition_key = m.key
+        if m.key_b64_:
+            md.partition_key_b64_encoded = True
     if m.ordering_key_ is not None:
         md.ordering_key = m.ordering_key_
 
@@ -1603,7 +1608,7 @@ def batch_frame(consumer_id: int, group, counted: bool = True,
                          seq if seq is not None and seq >= 0 else None, g.event_time,
                          g.properties_, g.key,
                          okey.encode() if isinstance(okey, str) else okey,
-                         bool(g.null_value_)))
+                         bool(g.null_value_), g.key_b64_))
     payload = b"".join(parts)
     md.uncompressed_size = len(payload)
     return frames.payload_command(cmd, md, payload)

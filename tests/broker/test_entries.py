@@ -13,7 +13,7 @@ from pulsarctl.broker import Broker, batches, topics
 from pulsarctl.entries import (
     F_CHUNK, F_COMPRESSION, F_DELIVER_AT, F_EVENT_TIME, F_HIGHEST_SEQUENCE_ID, F_KEY,
     F_NUM_MESSAGES, F_ORDERING_KEY, F_PAYLOAD, F_PRODUCER_NAME, F_PROPERTIES, F_PUBLISH_TIME,
-    F_NULL_VALUE, F_ENCRYPTION, F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size,
+    F_NULL_VALUE, F_ENCRYPTION, F_KEY_B64, F_SCHEMA_VERSION, F_SEQUENCE_ID, F_UNCOMPRESSED_SIZE, Entry, batch_size,
     chunk_of, is_batch, is_null_value,
 )
 from pulsarctl.messages import OutgoingMessage, build_entry
@@ -43,12 +43,12 @@ def test_the_constants_name_the_fields_in_stored_order():
         "publish_time", "producer_name", "sequence_id", "payload", "properties", "key",
         "ordering_key", "event_time", "deliver_at", "compression", "uncompressed_size",
         "schema_version", "chunk", "num_messages", "highest_sequence_id", "null_value",
-        "encryption")
+        "encryption", "key_b64_encoded")
     consts = [F_PUBLISH_TIME, F_PRODUCER_NAME, F_SEQUENCE_ID, F_PAYLOAD, F_PROPERTIES, F_KEY,
               F_ORDERING_KEY, F_EVENT_TIME, F_DELIVER_AT, F_COMPRESSION, F_UNCOMPRESSED_SIZE,
               F_SCHEMA_VERSION, F_CHUNK, F_NUM_MESSAGES, F_HIGHEST_SEQUENCE_ID, F_NULL_VALUE,
-              F_ENCRYPTION]
-    assert consts == list(range(17))
+              F_ENCRYPTION, F_KEY_B64]
+    assert consts == list(range(18))
 
 
 def test_a_short_old_list_reads_with_its_defaults_and_stores_back_as_it_was():

@@ -49,15 +49,17 @@ _text = st.text(max_size=20)
        event_time=st.integers(0, 2**64 - 1),
        properties=st.none() | st.dictionaries(_text, _text, max_size=3),
        key=st.none() | _text, ordering_key=st.none() | st.binary(max_size=20),
-       null_value=st.booleans())
+       null_value=st.booleans(), key_b64=st.booleans())
 def test_batch_message_writes_what_protobuf_writes(payload, seq, event_time, properties, key,
-                                                    ordering_key, null_value):
+                                                    ordering_key, null_value, key_b64):
     """The hand-written SingleMessageMetadata is the protobuf's, byte for byte."""
     smm = api.SingleMessageMetadata(payload_size=len(payload))
     for k, v in (properties or {}).items():
         smm.properties.add(key=k, value=v)
     if key is not None:
         smm.partition_key = key
+        if key_b64:
+            smm.partition_key_b64_encoded = True
     if event_time:
         smm.event_time = event_time
     if ordering_key is not None:
@@ -68,7 +70,7 @@ def test_batch_message_writes_what_protobuf_writes(payload, seq, event_time, pro
         smm.null_value = True
     raw = smm.SerializeToString()
     got = frames.batch_message(payload, seq, event_time, properties, key, ordering_key,
-                               null_value)
+                               null_value, key_b64)
     assert got == struct.pack(">I", len(raw)) + raw + payload
     ((back, data),) = frames.split_batch(got, 1)
     assert (back, data) == (smm, payload)

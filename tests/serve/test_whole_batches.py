@@ -60,6 +60,7 @@ def test_a_batch_with_every_field_frames_as_the_messages_would(store_path, clock
                             ordering_key=b"o%d" % i if i % 4 == 1 else None,
                             event_time=1000 + i if i % 6 else 0, sequence_id=500 + 3 * i)
         m.null_value = i % 5 == 0
+        m.key_b64 = i % 7 == 1   # a key sent as bytes, base64 (only a key can be)
         msgs.append(m)
     _publish(b, "t", msgs)
     got, want, _ = _both_ways(b, "t")
@@ -72,6 +73,8 @@ def test_a_batch_with_every_field_frames_as_the_messages_would(store_path, clock
     assert [s.partition_key if s.HasField("partition_key") else None for s, _ in out] == \
         [f"k{i}" if i % 2 else None for i in range(40)]
     assert [s.null_value for s, _ in out] == [i % 5 == 0 for i in range(40)]
+    assert [s.partition_key_b64_encoded for s, _ in out] == \
+        [i % 7 == 1 and i % 2 == 1 for i in range(40)]
     b.close()
 
 
@@ -122,6 +125,7 @@ _columns = st.integers(1, 40).flatmap(lambda n: st.tuples(
     st.none() | st.lists(st.integers(0, 2**40), min_size=n, max_size=n),
     st.none() | st.lists(st.integers(0, 2**63), min_size=n, max_size=n),
     st.none() | st.lists(st.booleans(), min_size=n, max_size=n),
+    st.none() | st.lists(st.booleans(), min_size=n, max_size=n),   # keysB64
     st.sets(st.integers(0, n - 1), max_size=n),
 ))
 
@@ -131,10 +135,13 @@ _columns = st.integers(1, 40).flatmap(lambda n: st.tuples(
 def test_columns_payload_is_batch_message_by_message(cols, first):
     """Every column combination: the bytes batch_message writes one message at a time."""
     *columns, skip = cols
-    if columns[6] is None:
-        columns = columns[:6]
+    if columns[7] is None:
+        columns = columns[:7]
+        if columns[6] is None:
+            columns = columns[:6]
     payloads, props, keys_, okeys, events, seqs = columns[:6]
     nulls = columns[6] if len(columns) > 6 else None
+    b64 = columns[7] if len(columns) > 7 else None
     n = len(payloads)
     want = []
     for i in range(n):
@@ -145,7 +152,7 @@ def test_columns_payload_is_batch_message_by_message(cols, first):
         want.append(frames.batch_message(
             payloads[i], seq if seq >= 0 else None, events[i] if events else 0,
             props[i] if props else None, keys_[i] if keys_ else None,
-            okeys[i] if okeys else None, bool(nulls and nulls[i])))
+            okeys[i] if okeys else None, bool(nulls and nulls[i]), bool(b64 and b64[i])))
     assert frames.columns_payload(list(columns), n, first, skip or None) == b"".join(want)
 
 

@@ -19,7 +19,8 @@ from pulsarctl.broker.dispatch.selectors import make_selector, sticky_key, slot_
 from pulsarctl.broker.records import Pending
 from pulsarctl.errors import ConsumerBusy
 from pulsarctl.entries import (
-    F_DELIVER_AT, F_KEY, F_NUM_MESSAGES, F_ORDERING_KEY, F_PRODUCER_NAME, F_SEQUENCE_ID,
+    F_DELIVER_AT, F_KEY, F_KEY_B64, F_NUM_MESSAGES, F_ORDERING_KEY, F_PRODUCER_NAME,
+    F_SEQUENCE_ID,
 )
 from pulsarctl.messages import MessageId, message_from_entry
 
@@ -96,8 +97,11 @@ def _slot(selector_policy, rec) -> int:
     n = len(rec)
     okey = rec[F_ORDERING_KEY] if n > F_ORDERING_KEY else None
     key = rec[F_KEY] if n > F_KEY else None
+    # A key sent as bytes (stored as base64 text, field 17) hashes as those bytes, as in Pulsar.
+    b64 = n > F_KEY_B64 and bool(rec[F_KEY_B64])
     return slot_of(selector_policy,
-                   sticky_key(okey, key, rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID]))
+                   sticky_key(okey, key, rec[F_PRODUCER_NAME], rec[F_SEQUENCE_ID],
+                              partition_key_b64_encoded=b64))
 
 
 def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
