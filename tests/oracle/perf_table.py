@@ -206,10 +206,17 @@ def loadavg() -> tuple[float, float, float]:
 
 
 def log_tail(text: str, lines: int = 3) -> str:
-    """The lines of a failed run worth quoting: its errors and exceptions, else its end."""
-    useful = [line.strip() for line in text.splitlines()
-              if re.search(r"ERROR|Exception|refused|error", line)]
-    return " | ".join((useful or text.strip().splitlines() or ["(no output)"])[-lines:])
+    """The lines of a failed run worth quoting: its first distinct errors and exceptions
+    (without their time: a client that retries repeats them by the thousand), else its end."""
+    useful: list[str] = []
+    for line in text.splitlines():
+        if re.search(r"(?i)error|exception|refused", line) and not line.startswith("\t"):
+            line = re.sub(r"^\d\d:\d\d:\d\d\.\d{3} ", "", line.strip())
+            if line not in useful:
+                useful.append(line)
+    if useful:
+        return " | ".join(useful[:lines])
+    return " | ".join(text.strip().splitlines()[-lines:] or ["(no output)"])
 
 
 def spawn(argv: list[str], env: dict, log) -> subprocess.Popen:

@@ -130,3 +130,14 @@ def test_the_script_against_serve_with_the_real_pulsar_perf(tmp_path):
     for test in perf_table.TESTS:
         assert f"| {test.name} | serve | 1/1 |" in text, text
     assert "127.0.0.1:6660" in text
+
+
+def test_a_failures_quote_is_its_first_distinct_errors():
+    log = "".join(
+        f"05:40:{i:02}.997 WARN  ClientCnx - Got exception io.netty.util.internal."
+        "OutOfDirectMemoryError: failed to allocate 4194304 byte(s) of direct memory\n"
+        "\tat io.netty.channel.epoll.EpollEventLoop.run(EpollEventLoop.java:399)\n"
+        for i in range(30))
+    assert perf_table.log_tail(log) == (
+        "WARN  ClientCnx - Got exception io.netty.util.internal.OutOfDirectMemoryError: "
+        "failed to allocate 4194304 byte(s) of direct memory")
