@@ -129,7 +129,7 @@ def _acked_indexes(ack_set, size: int) -> list[int]:
 
 class Producer:
     __slots__ = ("id", "topic", "name", "mode", "token", "who", "epoch", "ready", "waiter",
-                 "receipts", "drainer")
+                 "receipts", "drainer", "schema_version")
 
     def __init__(self, pid, topic, name, mode, token, who, epoch):
         self.id = pid
@@ -143,6 +143,7 @@ class Producer:
         self.waiter = None
         self.receipts: asyncio.Queue = asyncio.Queue()
         self.drainer = None
+        self.schema_version = b""   # what PRODUCER_SUCCESS says, again on a retry
 
 
 class Consumer:
@@ -638,7 +639,8 @@ class Connection:
                            "Producer is already present on the connection")
                 return
             self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
-                       producer_name=p.name, last_sequence_id=-1)
+                       producer_name=p.name, last_sequence_id=-1,
+                       schema_version=p.schema_version)
             return
         if not await self.allowed(c.topic, "produce"):
             self.error(c.request_id, api.AuthorizationError, "Client is not authorized to Produce")
@@ -672,7 +674,11 @@ class Connection:
                "metadata": {kv.key: kv.value for kv in c.metadata}}
         p = Producer(c.producer_id, c.topic, name, mode, who["token"], who,
                      c.topic_epoch if c.HasField("topic_epoch") else None)
-        extra = {} if version is None else {"schema_version": _U64.pack(version)}
+        # Always there, as Pulsar's Commands.newProducerSuccess sets it: empty without a schema
+        # (SchemaVersion.Empty). The Java client reads it unconditionally and drops the
+        # connection when it is missing (pulsar-perf's BYTES producer could never start).
+        p.schema_version = b"" if version is None else _U64.pack(version)
+        extra = {"schema_version": p.schema_version}
         self.producers[c.producer_id] = p
         try:
             got = await self._attach(p)
