@@ -73,6 +73,10 @@ def root(
              "auth-params": auth_params, "token": token,
              "tls-trust-certs-file": tls_trust_certs_file, "tls-allow-insecure": tls_allow_insecure}
     ctx.obj = State(store, check_output(output), traceback, context, flags)
+    # A remote target's HTTP session is closed when the command ends: its keep-alive
+    # connections are not left to the garbage collector (many commands run in one process
+    # in the tests, and each connection holds a server thread).
+    ctx.call_on_close(ctx.obj.close)
     if explain:
         # lazy: the history module is only needed with --explain
         from pulsarctl.broker import history

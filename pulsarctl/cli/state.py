@@ -77,3 +77,9 @@ class State:
 
             self._admin = RemoteBroker(self.remote, self.command)
         return self._admin
+
+    def close(self) -> None:
+        """End of the command: close the remote admin client, if one was opened."""
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None

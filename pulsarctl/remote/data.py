@@ -27,6 +27,7 @@ from pulsarctl.names import (
 from pulsarctl.remote import credentials
 from pulsarctl.remote.messages import from_client
 
+SEND_TIMEOUT_S = 30    # the library's default send timeout
 POLL_MS = 200          # a receive waits at most this long at a time: Ctrl-C stays prompt
 MAX_RECONSUMETIMES = 16  # Java's RetryMessageUtil.MAX_RECONSUME_TIMES
 
@@ -159,8 +160,10 @@ class Connection:
 
     # -- producing ---------------------------------------------------------------------------
     def producer(self, topic: str, **config) -> "Producer":
+        # A string schema's producer takes text: the payload is sent as its UTF-8 text.
+        text = type(config.get("schema")).__name__ == "StringSchema"
         with translated(self.target, f"on {topic}"):
-            return Producer(self, topic, self.client.create_producer(topic, **config))
+            return Producer(self, topic, self.client.create_producer(topic, **config), text)
 
     # -- consuming ---------------------------------------------------------------------------
     def consumer(self, topics, subscription: str, **config) -> "Consumer":
@@ -197,8 +200,15 @@ def _mid(mid) -> MessageId:
 
 
 class Producer:
-    def __init__(self, conn: Connection, topic: str, producer):
+    def __init__(self, conn: Connection, topic: str, producer, text: bool = False):
         self.conn, self.topic, self.producer = conn, topic, producer
+        self.text = text
+
+    def _body(self, m):
+        if self.text:
+            return m.payload.decode("utf-8", "replace") if isinstance(m.payload, bytes) \
+                else m.payload
+        return m.payload
 
     def producer_name(self) -> str:
         return self.producer.producer_name()
@@ -206,8 +216,13 @@ class Producer:
     def send_many(self, msgs) -> list[MessageId]:
         """Send OutgoingMessages asynchronously (the library batches them if it may), wait
         for every receipt, and return their ids in order; the first failure raises."""
+        import threading  # lazy: loaded when the command runs
+
         results: list = [None] * len(msgs)
         failures: list = []
+        left = [len(msgs)]
+        all_done = threading.Event()
+        lock = threading.Lock()
 
         def done(i):
             def callback(res, mid):
@@ -215,13 +230,24 @@ class Producer:
                     results[i] = _mid(mid)
                 else:
                     failures.append((i, res))
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        all_done.set()
             return callback
 
         with translated(self.conn.target, f"sending to {self.topic}"):
             for i, m in enumerate(msgs):
                 kwargs = _send_kwargs(m)
-                self.producer.send_async(m.payload, done(i), **kwargs)
-            self.producer.flush()
+                self.producer.send_async(self._body(m), done(i), **kwargs)
+        # Not producer.flush(): it waits without a bound, and a broker that keeps closing the
+        # connection on a send error keeps the library reconnecting and resending for ever.
+        # The receipts are awaited for the send timeout and a margin, then it is said.
+        if msgs and not all_done.wait(SEND_TIMEOUT_S + 10):
+            raise errors.RemoteUnavailable(
+                f"no receipt from {self.conn.target.service_url} for {left[0]} message(s) sent "
+                f"to {self.topic} within {SEND_TIMEOUT_S + 10} s; they may or may not be stored",
+                hint=f"see the library's log: PULSARCTL_CLIENT_LOG=FILE pulsarctl ...")
         if failures:
             i, res = min(failures)
             raise _result_error(self.conn, res, self.topic)
@@ -229,7 +255,7 @@ class Producer:
 
     def send(self, m) -> MessageId:
         with translated(self.conn.target, f"sending to {self.topic}"):
-            return _mid(self.producer.send(m.payload, **_send_kwargs(m)))
+            return _mid(self.producer.send(self._body(m), **_send_kwargs(m)))
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
