@@ -22,9 +22,29 @@ class RemoteBroker:
         self.policies = Policies(self)
         self.schemas = Schemas(self)
         self.topics = Topics(self)
+        self._dlqs: dict = {}
 
     def subscription(self, topic, name: str):
         return Subscription(self, topic, name)
+
+    def dlq(self, topic):
+        """The dead letter topic's handle, the same one for the whole command (it holds the
+        consumer of pulsarctl-dlq while a drain, replay or purge runs)."""
+        # lazy: only the dlq commands need it
+        from pulsarctl.names import parse_topic
+        # lazy: only the dlq commands need it
+        from pulsarctl.remote.dlq import RemoteDlq
+
+        key = str(parse_topic(str(topic)))
+        if key not in self._dlqs:
+            self._dlqs[key] = RemoteDlq(self, key)
+        return self._dlqs[key]
+
+    def dlqs(self, namespace=None):
+        # lazy: only dlq list needs it
+        from pulsarctl.remote.dlq import list_dlqs
+
+        return list_dlqs(self, namespace)
 
     def local_only(self, what: str | None = None) -> LocalOnly:
         what = what or (f"`{self.command}`" if self.command else "this command")

@@ -95,7 +95,7 @@ class Topics(_Noun):
         t = parse_topic(str(name))
         if self.partitions(name):
             return True
-        base = t.partitioned_topic_name() if t.is_partition else t
+        base = t.partitioned_topic_name if t.is_partition else t
         return str(t) in self.list(base.namespace)
 
     def terminate(self, name):
