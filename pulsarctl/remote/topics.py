@@ -194,6 +194,13 @@ class Subscription(_Noun):
     def consumers(self):
         return self._stats(self.topic).get("consumers") or []
 
+    def cursor_view(self, around=None, n: int = 40):
+        """`topics cursor`: the picture drawn from internal stats (remote/cursor.py)."""
+        # lazy: only topics cursor needs it
+        from pulsarctl.remote.cursor import cursor_view
+
+        return cursor_view(self._remote, self.topic, self.name, around, n)
+
     def peek(self, n: int = 1):
         """peek-messages: the next n messages after the mark-delete position that are not
         acknowledged (a batch: its messages), partition after partition; changes nothing."""
