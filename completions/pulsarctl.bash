@@ -9,7 +9,7 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson context"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain migrate topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson context"
             opts="--store -o --output --traceback --explain --version --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --tls-allow-insecure -h --help"
             vopts="--store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file"
             targ=""
@@ -96,6 +96,12 @@ _pulsarctl_node() {
             subs=""
             opts="-t --topic -s --subscription -o --output -h --help"
             vopts="-t --topic -s --subscription -o --output"
+            targ=""
+            ;;
+        "migrate")
+            subs=""
+            opts="--to --from -s --subscription --since --until --include-backlog --no-backlog -o --output -h --help"
+            vopts="--to --from -s --subscription --since --until -o --output"
             targ=""
             ;;
         "topics")
@@ -1039,6 +1045,7 @@ _pulsarctl_values() {
         "top|-o"|"top|--output") values="text json ndjson" ;;
         "explain|-t"|"explain|--topic") names=topics ;;
         "explain|-o"|"explain|--output") values="text json ndjson" ;;
+        "migrate|-o"|"migrate|--output") values="text json ndjson" ;;
         "topics list|-o"|"topics list|--output") values="text json ndjson" ;;
         "topics create|-o"|"topics create|--output") values="text json ndjson" ;;
         "topics create|#0") names=topics ;;

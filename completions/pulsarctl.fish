@@ -84,6 +84,7 @@ complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'completion' -d 'Print 
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'serve' -d 'Serve the store to real Pulsar clients (binary protocol, admin REST) until SIGTERM or Ctrl-C.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'top' -d 'A live view of topics, consumers and dead letters.'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'explain' -d 'A message\'s life, oldest first, from the store\'s message history.'
+complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'migrate' -d 'Copy the local store up to a remote Pulsar (--to CONTEXT: tenants, namespaces and policies, topics and partitions, subscriptions at their cursor positions, the unacknowledged backlog), or remote topics down into the local store (--from CONTEXT TOPIC..: all, a --since/--until range, or what -s SUB has not acknowledged).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'topics' -d 'Manage topics (pulsar-admin topics).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'tenants' -d 'Manage tenants (pulsar-admin tenants).'
 complete -c pulsarctl -n '__pulsarctl_use_subcommand' -a 'namespaces' -d 'Manage namespaces (pulsar-admin namespaces).'
@@ -288,6 +289,16 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x 
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s s -l subscription -x -d 'Only this subscription\'s events (and the publish).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s h -l help -d 'Show this message and exit.'
+
+# pulsarctl migrate
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -l to -x -d 'Copy the local store up to this remote context.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -l from -x -d 'Copy remote topics of this context down into the local store.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -s s -l subscription -x -d 'Down: only what this subscription has not acknowledged.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -l since -x -d 'Down: only messages published since (a time, or a duration ago).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -l until -x -d 'Down: only messages published until (a time, or a duration ago).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -l include-backlog -l no-backlog -d 'Up: copy the unacknowledged backlog too.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from migrate' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl topics
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and not __fish_seen_subcommand_from list create delete stats stats-internal subscriptions create-subscription unsubscribe peek-messages get-message-by-id last-message-id create-partitioned-topic update-partitioned-topic get-partitioned-topic-metadata delete-partitioned-topic list-partitioned-topics partitioned-stats offload offload-status skip clear-backlog reset-cursor expire-messages terminate examine-message compact compaction-status cursor get-message-ttl remove-message-ttl get-retention remove-retention get-deduplication remove-deduplication get-backlog-quotas get-delayed-delivery remove-delayed-delivery get-dead-letter-policy remove-dead-letter-policy get-max-unacked-messages-per-consumer remove-max-unacked-messages-per-consumer get-max-unacked-messages-per-subscription remove-max-unacked-messages-per-subscription set-message-ttl set-retention set-deduplication set-backlog-quota remove-backlog-quota set-delayed-delivery set-dead-letter-policy set-max-unacked-messages-per-consumer set-max-unacked-messages-per-subscription policies' -a 'list' -d 'List the topics of a namespace.'

@@ -102,7 +102,7 @@ def _join() -> None:
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, cursor_view_cmd, policies_cmd)
         client_cmds, topics_cmd, cursor_cmd, cursor_view_cmd, tenants_cmd, admin_cmd, perf_cmd,
         daemon_cmd, policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
-        lesson_cmd, context_cmd,
+        lesson_cmd, context_cmd, migrate_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -124,6 +124,7 @@ def _join() -> None:
     app.add_typer(spark_cmd.spark_app, name="spark")
     app.add_typer(lesson_cmd.lesson, name="lesson")
     app.add_typer(context_cmd.context, name="context")
+    app.registered_commands.extend(migrate_cmd.top.registered_commands)  # migrate
 
 
 declare.realize()  # what the command modules declared becomes typer's own (declare.py)
