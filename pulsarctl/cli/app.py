@@ -44,30 +44,32 @@ def root(
         "--version", help="Print the version and exit.", is_eager=True,
         callback=lambda value: _print_version(value))] = False,
     context: Annotated[Optional[str], typer.Option(
-        "--context", help="Run against this context: `local` (the store) or one set with "
-        "`pulsarctl context set` (default: $PULSAR_SERVICE_URL, then the current context).",
+        "--context", help="Target: `local` or a `context set` one.",
         metavar="NAME", show_default=False)] = None,
     service_url: Annotated[Optional[str], typer.Option(
-        "--service-url", help="A remote Pulsar's binary protocol, pulsar://HOST:PORT "
-        "($PULSAR_SERVICE_URL).", metavar="URL", show_default=False)] = None,
+        "--service-url", help="A remote Pulsar's pulsar://HOST:PORT.", metavar="URL",
+        show_default=False)] = None,
     admin_url: Annotated[Optional[str], typer.Option(
-        "--admin-url", help="A remote Pulsar's admin REST API, http://HOST:PORT "
-        "($PULSAR_ADMIN_URL).", metavar="URL", show_default=False)] = None,
+        "--admin-url", help="Its admin REST API, http://HOST:PORT.", metavar="URL",
+        show_default=False)] = None,
+    # The authentication flags are left out of the root help, which shows every command on one
+    # screen: `context set --help` describes them, the man page and README name them.
     auth_plugin: Annotated[Optional[str], typer.Option(
         "--auth-plugin", help="Authentication plugin of the remote target, as pulsar-client's "
         "(e.g. org.apache.pulsar.client.impl.auth.AuthenticationToken).", metavar="CLASS",
-        show_default=False)] = None,
+        show_default=False, hidden=True)] = None,
     auth_params: Annotated[Optional[str], typer.Option(
         "--auth-params", help="Its parameters (e.g. token:xxx, or file:///path).",
-        metavar="PARAMS", show_default=False)] = None,
+        metavar="PARAMS", show_default=False, hidden=True)] = None,
     token: Annotated[Optional[str], typer.Option(
         "--token", help="A token for the remote target (AuthenticationToken).", metavar="TOKEN",
-        show_default=False)] = None,
+        show_default=False, hidden=True)] = None,
     tls_trust_certs_file: Annotated[Optional[str], typer.Option(
         "--tls-trust-certs-file", help="CA certificates that sign the remote target's "
-        "(pulsar+ssl://, https://).", metavar="FILE", show_default=False)] = None,
+        "(pulsar+ssl://, https://).", metavar="FILE", show_default=False, hidden=True)] = None,
     tls_allow_insecure: Annotated[bool, typer.Option(
-        "--tls-allow-insecure", help="Accept any TLS certificate of the remote target.")] = False,
+        "--tls-allow-insecure", help="Accept any TLS certificate of the remote target.",
+        hidden=True)] = False,
 ):
     flags = {"service-url": service_url, "admin-url": admin_url, "auth-plugin": auth_plugin,
              "auth-params": auth_params, "token": token,

@@ -179,7 +179,8 @@ def list_(ctx: typer.Context, output: Output = None):
         render.data(rows, out)
 
 
-@context.command("current", help="The target commands run against now, and what chose it "
+@context.command("current", short_help="The target commands run against now, and what chose "
+                 "it.", help="The target commands run against now, and what chose it "
                  "(--context, --service-url, $PULSAR_SERVICE_URL, --store, $PULSARCTL_STORE, "
                  "the current context).")
 def current(ctx: typer.Context, output: Output = None):

@@ -27,7 +27,8 @@ def _remote(name: str):
     return target
 
 
-@top.command("migrate", help="Copy the local store up to a remote Pulsar (--to CONTEXT: "
+@top.command("migrate", short_help="Copy the local store up to a remote Pulsar, or remote topics "
+             "down into it.", help="Copy the local store up to a remote Pulsar (--to CONTEXT: "
              "tenants, namespaces and policies, topics and partitions, subscriptions at their "
              "cursor positions, the unacknowledged backlog), or remote topics down into the "
              "local store (--from CONTEXT TOPIC..: all, a --since/--until range, or what "
