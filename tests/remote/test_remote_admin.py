@@ -221,3 +221,35 @@ def test_remote_only_differences_are_said(rcli, args):
     """What serve's REST does not offer answers in one line, with Pulsar's reason."""
     r = rcli(*args)
     assert r.exit_code != 0 and r.stderr.count("\n") == 1, r.stderr
+
+
+def _established_to(port: int) -> int:
+    """This process's established TCP connections to 127.0.0.1:port (from /proc)."""
+    import os
+
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(link[8:-1])
+    n = 0
+    with open("/proc/self/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if cols[3] == "01" and int(cols[2].split(":")[1], 16) == port and cols[9] in mine:
+                n += 1
+    return n
+
+
+def test_each_command_closes_its_admin_connections(rcli, remote):
+    """A command's HTTP keep-alive connections end with it: left to the garbage collector,
+    many commands in one process (these tests) held one server thread each until serve
+    answered no more."""
+    port = int(remote.admin_url.rsplit(":", 1)[1])
+    before = _established_to(port)
+    for _ in range(5):
+        ok(rcli("tenants", "list"))
+    assert _established_to(port) <= before
