@@ -39,7 +39,7 @@ def migrate(
     names: Annotated[Optional[List[str]], typer.Argument(
         metavar="[NS|TOPIC..]", help="Up: only these namespaces or topics (default: all). "
         "Down: the remote topics to copy.", show_default=False)] = None,
-    to: Annotated[Optional[str], typer.Option(
+    to_context: Annotated[Optional[str], typer.Option(
         "--to", help="Copy the local store up to this remote context.", metavar="CONTEXT",
         show_default=False)] = None,
     from_: Annotated[Optional[str], typer.Option(
@@ -68,18 +68,18 @@ def migrate(
     from pulsarctl.units import parse_time_or_duration_ms
 
     out = fmt(ctx, output)
-    if (to is None) == (from_ is None):
+    if (to_context is None) == (from_ is None):
         raise UsageError("give --to CONTEXT (up) or --from CONTEXT TOPIC.. (down)")
     if from_ is not None and not names:
         raise UsageError("--from needs the remote topics to copy", hint="e.g. `pulsarctl "
                          "migrate --from prod orders-billing-DLQ`")
-    if to is not None and (subscription or since or until):
+    if to_context is not None and (subscription or since or until):
         raise UsageError("-s, --since and --until are for --from")
     now = clocks.wall_ms()
     since_ms = parse_time_or_duration_ms(since, now) if since else None
     until_ms = parse_time_or_duration_ms(until, now) if until else None
     broker = state(ctx).broker()
-    target = _remote(to or from_)
+    target = _remote(to_context or from_)
     remote = RemoteBroker(target, "pulsarctl migrate")
     counter = render.Counter("migrated", "message")
     moved = [0]
@@ -91,7 +91,7 @@ def migrate(
     start = clocks.monotonic()
     try:
         with Connection(target) as conn:
-            if to is not None:
+            if to_context is not None:
                 doc = m.up(broker, remote, conn, names, backlog, progress)
             else:
                 doc = m.down(broker, remote, conn, names, subscription, since_ms, until_ms,
@@ -100,7 +100,7 @@ def migrate(
         counter.close()
         remote.close()
     seconds = max(clocks.monotonic() - start, 1e-6)
-    doc = {"direction": "up" if to else "down", "context": target.name, **doc,
+    doc = {"direction": "up" if to_context else "down", "context": target.name, **doc,
            "seconds": round(seconds, 3), "messagesPerSecond": round(doc["messages"] / seconds, 1)}
     for w in doc["warnings"]:
         render.err(render.safe(f"warning: {w}"))
@@ -108,7 +108,7 @@ def migrate(
         render.data(doc, out)
     c = doc
     render.err(render.safe(
-        f"migrated {'to' if to else 'from'} {target.name}: {c['tenants']} tenant(s), "
+        f"migrated {'to' if to_context else 'from'} {target.name}: {c['tenants']} tenant(s), "
         f"{c['namespaces']} namespace(s), {c['policies']} polic(ies), {c['topics']} topic(s), "
         f"{c['subscriptions']} subscription(s), {c['messages']} message(s) in "
         f"{c['seconds']} s ({c['messagesPerSecond']} msg/s)"))
