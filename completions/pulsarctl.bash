@@ -9,9 +9,9 @@
 _pulsarctl_node() {
     case "$1" in
         "")
-            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson"
-            opts="--store -o --output --traceback --explain --version -h --help"
-            vopts="--store -o --output"
+            subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain migrate topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson context"
+            opts="--store -o --output --traceback --explain --version --context --service-url --admin-url -h --help"
+            vopts="--store -o --output --context --service-url --admin-url"
             targ=""
             ;;
         "produce")
@@ -96,6 +96,12 @@ _pulsarctl_node() {
             subs=""
             opts="-t --topic -s --subscription -o --output -h --help"
             vopts="-t --topic -s --subscription -o --output"
+            targ=""
+            ;;
+        "migrate")
+            subs=""
+            opts="--to --from -s --subscription --since --until --include-backlog --no-backlog -o --output -h --help"
+            vopts="--to --from -s --subscription --since --until -o --output"
             targ=""
             ;;
         "topics")
@@ -944,6 +950,42 @@ _pulsarctl_node() {
             vopts="--dir -o --output"
             targ=""
             ;;
+        "context")
+            subs="set use list current delete"
+            opts="-h --help"
+            vopts=""
+            targ=""
+            ;;
+        "context set")
+            subs=""
+            opts="--service-url --admin-url --admin-service-url --web-service-url --auth-plugin --auth-params --token --token-file --tls-trust-certs-file --tls-allow-insecure --no-tls-allow-insecure --tls-cert-file --tls-key-file --client-conf --use -o --output -h --help"
+            vopts="--service-url --admin-url --admin-service-url --web-service-url --auth-plugin --auth-params --token --token-file --tls-trust-certs-file --tls-cert-file --tls-key-file --client-conf -o --output"
+            targ=""
+            ;;
+        "context use")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
+        "context list")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
+        "context current")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
+        "context delete")
+            subs=""
+            opts="-o --output -h --help"
+            vopts="-o --output"
+            targ=""
+            ;;
         *)
             subs="" opts="" vopts="" targ=""
             ;;
@@ -1003,6 +1045,7 @@ _pulsarctl_values() {
         "top|-o"|"top|--output") values="text json ndjson" ;;
         "explain|-t"|"explain|--topic") names=topics ;;
         "explain|-o"|"explain|--output") values="text json ndjson" ;;
+        "migrate|-o"|"migrate|--output") values="text json ndjson" ;;
         "topics list|-o"|"topics list|--output") values="text json ndjson" ;;
         "topics create|-o"|"topics create|--output") values="text json ndjson" ;;
         "topics create|#0") names=topics ;;
@@ -1212,6 +1255,11 @@ _pulsarctl_values() {
         "spark bench|-o"|"spark bench|--output") values="text json ndjson" ;;
         "lesson list|-o"|"lesson list|--output") values="text json ndjson" ;;
         "lesson run|-o"|"lesson run|--output") values="text json ndjson" ;;
+        "context set|-o"|"context set|--output") values="text json ndjson" ;;
+        "context use|-o"|"context use|--output") values="text json ndjson" ;;
+        "context list|-o"|"context list|--output") values="text json ndjson" ;;
+        "context current|-o"|"context current|--output") values="text json ndjson" ;;
+        "context delete|-o"|"context delete|--output") values="text json ndjson" ;;
     esac
 }
 
@@ -1234,7 +1282,7 @@ _pulsarctl_names() {
 
 _pulsarctl() {
     local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts targ values files names
-    local store="" gvopts="--store -o --output" name
+    local store="" gvopts="--store -o --output --context --service-url --admin-url" name
     local -a pos=()
     local IFS=$'\n'
     COMPREPLY=()

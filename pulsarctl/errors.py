@@ -300,3 +300,22 @@ class LessonFailed(PulsarctlError):
     lessons are data, run by the test suite, so this is a bug in the lesson, not in what the
     learner did."""
     hint = "this is a bug in the lesson: please report it with the command line above"
+
+
+# -- remote targets (pulsarctl/remote: a cluster, a `pulsarctl serve`) ----------------------------
+class LocalOnly(UsageError):
+    """A command, or a flag, that works on a local store only was given a remote target
+    (`clock`, `explain`, `lesson`, `daemon`, `receive` then `ack` from another process...):
+    said in one line, nothing is done."""
+    hint = "run it on the local store with --context local"
+
+
+class RemoteUnavailable(PulsarctlError):
+    """The remote Pulsar did not answer: connection refused, a timeout, a name that does not
+    resolve, TLS that does not verify."""
+    hint = "check the target's URLs with `pulsarctl context current`"
+
+
+class RemoteError(PulsarctlError):
+    """The remote Pulsar answered with an error that has no code of its own here (HTTP 5xx,
+    an error of the client library): its reason, as Pulsar gave it."""

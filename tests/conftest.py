@@ -26,13 +26,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 # `serve` drives a real `pulsarctl serve` with the real pulsar-client, `rest` the admin REST API
 # against a real server on 127.0.0.1; `oracle` a real Apache Pulsar standalone, only when asked
 # for, inside `tests/oracle/pulsar.sh netns` (tests/oracle/README.md).
-LAYERS = ("store", "broker", "cli", "processes", "spark", "serve", "rest", "oracle")
+# `remote`: the same commands against a remote Pulsar (a real `pulsarctl serve` on 127.0.0.1,
+# through the real pulsar-client library and the admin REST API).
+LAYERS = ("store", "broker", "cli", "processes", "spark", "serve", "rest", "remote", "oracle")
 
 
 def pytest_configure(config):
     for layer in LAYERS:
         config.addinivalue_line("markers", f"{layer}: tests of tests/{layer}/")
     _share_bytecode(config)
+    # A remote target in the caller's environment would send the suite's commands to it
+    # (pulsarctl/config.py resolve_target): every test, and every process it starts, runs
+    # without one unless it sets its own.
+    for var in ("PULSAR_SERVICE_URL", "PULSAR_ADMIN_URL"):
+        os.environ.pop(var, None)
 
 
 def _share_bytecode(config) -> None:

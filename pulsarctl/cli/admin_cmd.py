@@ -23,7 +23,7 @@ def schemas_get(ctx: typer.Context, topic: Topic,
                                                               help="This version, not the "
                                                               "latest.")] = None,
                 output: Output = None):
-    render.data(state(ctx).broker().schemas.get(topic, version), fmt(ctx, output))
+    render.data(state(ctx).admin().schemas.get(topic, version), fmt(ctx, output))
 
 
 @schemas.command("delete", help="Delete a topic's schema (every version).")
@@ -31,14 +31,14 @@ def schemas_delete(ctx: typer.Context, topic: Topic, output: Output = None):
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.common import done
 
-    deleted = state(ctx).broker().schemas.delete(topic)
+    deleted = state(ctx).admin().schemas.delete(topic)
     done(ctx, output, {"topic": topic, "deleted": deleted},
          f"deleted the schema of {topic}" if deleted else f"{topic} had no schema")
 
 
 @brokers.command("get-all-dynamic-config", help="Show every store-wide setting.")
 def get_all_dynamic_config(ctx: typer.Context, output: Output = None):
-    render.data(state(ctx).broker().policies.settings(), fmt(ctx, output))
+    render.data(state(ctx).admin().policies.settings(), fmt(ctx, output))
 
 
 @brokers.command("update-dynamic-config", help="Change a store-wide setting.")
@@ -48,7 +48,7 @@ def update_dynamic_config(
     value: Annotated[str, typer.Option("--value", help="New value.")],
     output: Output = None,
 ):
-    v = state(ctx).broker().policies.update_setting(config, value)
+    v = state(ctx).admin().policies.update_setting(config, value)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.err(f"{config} = {v}")
@@ -130,15 +130,15 @@ def clock_real(ctx: typer.Context, output: Output = None):
 def sub_consumers(ctx: typer.Context, topic: Topic,
                   subscription: Annotated[str, typer.Argument(help="Subscription name.")],
                   output: Output = None):
-    rows = state(ctx).broker().subscription(topic, subscription).consumers()
+    rows = state(ctx).admin().subscription(topic, subscription).consumers()
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.table(["consumer", "active", "priority", "unacked", "key hash ranges", "address",
                       "connected since", "lease until"],
                      [[(r.get("topic", "") + " " if r.get("topic") else "") + r["consumerName"],
                        {True: "yes", False: "no"}.get(r.get("isActive"), ""), r["priorityLevel"],
-                       r["unackedMessages"], " ".join(r.get("keyHashRanges", [])), r["address"],
-                       r["connectedSince"], r["leaseUntil"]] for r in rows])
+                       r.get("unackedMessages"), " ".join(r.get("keyHashRanges", [])), r.get("address"),
+                       r.get("connectedSince"), r.get("leaseUntil")] for r in rows])
     else:
         render.data(rows, out)
 

@@ -43,8 +43,42 @@ def root(
     version: Annotated[bool, typer.Option(
         "--version", help="Print the version and exit.", is_eager=True,
         callback=lambda value: _print_version(value))] = False,
+    context: Annotated[Optional[str], typer.Option(
+        "--context", help="Target: `local` or a `context set` one.",
+        metavar="NAME", show_default=False)] = None,
+    service_url: Annotated[Optional[str], typer.Option(
+        "--service-url", help="A remote Pulsar's pulsar://HOST:PORT.", metavar="URL",
+        show_default=False)] = None,
+    admin_url: Annotated[Optional[str], typer.Option(
+        "--admin-url", help="Its admin REST API, http://HOST:PORT.", metavar="URL",
+        show_default=False)] = None,
+    # The authentication flags are left out of the root help, which shows every command on one
+    # screen: `context set --help` describes them, the man page and README name them.
+    auth_plugin: Annotated[Optional[str], typer.Option(
+        "--auth-plugin", help="Authentication plugin of the remote target, as pulsar-client's "
+        "(e.g. org.apache.pulsar.client.impl.auth.AuthenticationToken).", metavar="CLASS",
+        show_default=False, hidden=True)] = None,
+    auth_params: Annotated[Optional[str], typer.Option(
+        "--auth-params", help="Its parameters (e.g. token:xxx, or file:///path).",
+        metavar="PARAMS", show_default=False, hidden=True)] = None,
+    token: Annotated[Optional[str], typer.Option(
+        "--token", help="A token for the remote target (AuthenticationToken).", metavar="TOKEN",
+        show_default=False, hidden=True)] = None,
+    tls_trust_certs_file: Annotated[Optional[str], typer.Option(
+        "--tls-trust-certs-file", help="CA certificates that sign the remote target's "
+        "(pulsar+ssl://, https://).", metavar="FILE", show_default=False, hidden=True)] = None,
+    tls_allow_insecure: Annotated[bool, typer.Option(
+        "--tls-allow-insecure", help="Accept any TLS certificate of the remote target.",
+        hidden=True)] = False,
 ):
-    ctx.obj = State(store, check_output(output), traceback)
+    flags = {"service-url": service_url, "admin-url": admin_url, "auth-plugin": auth_plugin,
+             "auth-params": auth_params, "token": token,
+             "tls-trust-certs-file": tls_trust_certs_file, "tls-allow-insecure": tls_allow_insecure}
+    ctx.obj = State(store, check_output(output), traceback, context, flags)
+    # A remote target's HTTP session is closed when the command ends: its keep-alive
+    # connections are not left to the garbage collector (many commands run in one process
+    # in the tests, and each connection holds a server thread).
+    ctx.call_on_close(ctx.obj.close)
     if explain:
         # lazy: the history module is only needed with --explain
         from pulsarctl.broker import history
@@ -70,7 +104,7 @@ def _join() -> None:
     from pulsarctl.cli import (  # noqa: F401  (cursor_cmd, cursor_view_cmd, policies_cmd)
         client_cmds, topics_cmd, cursor_cmd, cursor_view_cmd, tenants_cmd, admin_cmd, perf_cmd,
         daemon_cmd, policies_cmd, dlq_cmd, spark_cmd, serve_cmd, tokens_cmd, explain_cmd, top_cmd,
-        lesson_cmd,
+        lesson_cmd, context_cmd, migrate_cmd,
     )
 
     app.registered_commands.extend(client_cmds.top.registered_commands)
@@ -91,6 +125,8 @@ def _join() -> None:
     app.registered_commands.extend(explain_cmd.top.registered_commands)  # explain
     app.add_typer(spark_cmd.spark_app, name="spark")
     app.add_typer(lesson_cmd.lesson, name="lesson")
+    app.add_typer(context_cmd.context, name="context")
+    app.registered_commands.extend(migrate_cmd.top.registered_commands)  # migrate
 
 
 declare.realize()  # what the command modules declared becomes typer's own (declare.py)
@@ -101,8 +137,9 @@ helpfmt.install()  # help shows metavars, not Python type names
 # The global options are accepted after the subcommand too (`pulsarctl topics list NS --store
 # P`): they are moved in front of it before click parses, unless the command has an option of
 # that name itself (most commands have their own -o, which wins for that command).
-_GLOBAL_VALUED = ("--store", "-o", "--output")
-_GLOBAL_FLAGS = ("--traceback", "--explain")
+_GLOBAL_VALUED = ("--store", "-o", "--output", "--context", "--service-url", "--admin-url",
+                  "--auth-plugin", "--auth-params", "--token", "--tls-trust-certs-file")
+_GLOBAL_FLAGS = ("--traceback", "--explain", "--tls-allow-insecure")
 _COMMAND = []
 
 

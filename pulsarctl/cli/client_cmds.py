@@ -103,6 +103,11 @@ def consume(ctx: typer.Context, **flags):
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_consume
 
+    if state(ctx).remote is not None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.cli import remote_run
+
+        return remote_run.consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=True, **flags))
     _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
     return run_consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=True, **flags))
 
@@ -114,6 +119,11 @@ def receive(ctx: typer.Context, **flags):
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_consume
 
+    if state(ctx).remote is not None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.cli import remote_run
+
+        return remote_run.consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=False, **flags))
     _check_schema(ctx, flags["topics"], flags["value_schema"], flags["regex"])
     return run_consume(state(ctx), ConsumeOptions.from_flags(ctx, ack=False, **flags))
 
@@ -242,11 +252,17 @@ def read(
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.cli.consume_run import run_read
 
-    _check_schema(ctx, topic, value_schema)
+    st = state(ctx)
+    run = run_read
+    if st.remote is not None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.cli.remote_run import read as run
+    else:
+        _check_schema(ctx, topic, value_schema)
     out = fmt(ctx, output)
     positive(num_messages, "-n/--num-messages")
-    return run_read(state(ctx), topic, start, inclusive, num_messages, until_end, idle_timeout,
-                    fail_if_empty, hide_content, hex_, metadata, out)
+    return run(st, topic, start, inclusive, num_messages, until_end, idle_timeout,
+               fail_if_empty, hide_content, hex_, metadata, out)
 
 
 @top.command("redeliver-unacked", help="Redeliver a consumer's (or every consumer's) unacked "

@@ -14,6 +14,8 @@ def state(ctx: typer.Context) -> State:
     root = ctx.find_root()
     if root.obj is None:
         root.obj = State()
+    # What the command is called, for a remote target's refusal (State.local_only).
+    root.obj.command = getattr(ctx, "command_path", None) or root.obj.command
     return root.obj
 
 

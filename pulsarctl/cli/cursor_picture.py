@@ -105,7 +105,10 @@ def _row(r, ids: str, width: int, now: int) -> Text:
 
 def _detail(r, now: int) -> str:
     parts = []
-    if r.state == "pending":
+    if r.state == "pending" and r.consumer is None:
+        # a remote subscription's: Pulsar's stats do not say who holds it, nor since when
+        parts.append("delivered, not acked (its consumer and time are not known remotely)")
+    elif r.state == "pending":
         parts.append(f"{r.consumer} since {_clock(r.since)}")
         if r.redelivery_count:
             parts.append(f"redelivery {r.redelivery_count}")

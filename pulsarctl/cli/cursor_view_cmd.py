@@ -36,7 +36,7 @@ def cursor(
     output: Output = None,
 ):
     positive(count, "-n/--entries", allow_zero=False)
-    views = state(ctx).broker().subscription(topic, subscription).cursor_view(around, count)
+    views = state(ctx).admin().subscription(topic, subscription).cursor_view(around, count)
     out = fmt(ctx, output)
     if out != render.TEXT:
         render.data(views.to_json(), out)

@@ -231,7 +231,7 @@ def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, questi
     positive(max_n, "--max")
     positive(batch, "--batch", allow_zero=False)
     name = _name(topic)
-    b = state(ctx).broker()
+    b = state(ctx).admin()
     # the DLQ must exist (exit 3, unless --missing-ok), before any lock file is made
     if not b.dlq(topic).check(missing_ok):
         return name, b, False
@@ -254,7 +254,7 @@ def list_(
     output: Output = None,
 ):
     out = fmt(ctx, output)
-    rows = state(ctx).broker().dlqs(namespace)
+    rows = state(ctx).admin().dlqs(namespace)
     for r in rows:
         if not r["retained"] and not r["retention"]:
             render.err(render.safe(
@@ -290,7 +290,7 @@ def stats(
     output: Output = None,
 ):
     out = fmt(ctx, output)
-    d = state(ctx).broker().dlq(topic).stats(by_property, missing_ok=missing_ok)
+    d = state(ctx).admin().dlq(topic).stats(by_property, missing_ok=missing_ok)
     if out == render.TEXT:
         groups = [("REAL_TOPIC", d["byRealTopic"]), ("REAL_SUBSCRIPTION", d["byRealSubscription"])]
         if by_property is not None and by_property not in dict(groups):  # shown once
@@ -319,7 +319,7 @@ def peek(
     out = fmt(ctx, output)
     positive(num, "-n/--num-messages")
     sel = _filters(filters)
-    b = state(ctx).broker()
+    b = state(ctx).admin()
     msgs = b.dlq(topic).peek(num, sel, missing_ok=missing_ok)
     if out == render.JSON:
         render.json_doc([m.record() for m in msgs])

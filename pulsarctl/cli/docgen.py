@@ -79,6 +79,14 @@ EXAMPLES: dict[tuple[str, ...], list[tuple[str, str]]] = {
          "pulsarctl lesson list\n"
          "pulsarctl lesson run nack-backoff-and-dlq --yes"),
     ],
+    ("context",): [
+        ("A cluster as a context (its token kept 0600, never printed), made the current one; "
+         "`--context local` runs a command on the store again:",
+         "pulsarctl context set prod --service-url pulsar://broker:6650 --admin-url "
+         "http://broker:8080 --token-file ~/.pulsar/token\n"
+         "pulsarctl context use prod\n"
+         "pulsarctl context current"),
+    ],
     ("tenants",): [
         ("Create a tenant with an admin role, list them:",
          "pulsarctl tenants create acme -r ops\n"

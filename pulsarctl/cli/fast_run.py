@@ -34,10 +34,12 @@ VERSION = "--version"
 
 
 class _Context:
-    """All a command body sees of click's context: common.state() reads find_root().obj."""
+    """All a command body sees of click's context: common.state() reads find_root().obj, and
+    command_path (the name a remote target's refusal gives, State.local_only)."""
 
-    def __init__(self, obj):
+    def __init__(self, obj, command_path: str | None = None):
         self.obj = obj
+        self.command_path = command_path
 
     def find_root(self):
         return self
@@ -170,10 +172,10 @@ def _values(params, given: dict) -> dict:
     return {p[0]: values[p[0]] for p in params}
 
 
-def _invoke(root: dict, entry, given: dict) -> int:
+def _invoke(root: dict, entry, given: dict, path: str = "") -> int:
     """The command's function, with what click's main around it does (app.run's invoke)."""
     module, fn, ctx_name, params = entry
-    ctx = _Context(State(root["store"], root["output"], root["traceback"]))
+    ctx = _Context(State(root["store"], root["output"], root["traceback"]), path)
     try:
         kwargs = _values(params, given)
         rv = _callable(f"{module}:{fn}")(**{ctx_name: ctx}, **kwargs)
@@ -205,8 +207,8 @@ def try_run(argv: list[str]) -> int | None:
 
     if parsed == VERSION:
         return guarded(_version, argv)
-    root, _path, entry, given = parsed
-    return guarded(lambda: _invoke(root, entry, given), argv)
+    root, path, entry, given = parsed
+    return guarded(lambda: _invoke(root, entry, given, f"pulsarctl {path}"), argv)
 
 
 def _version() -> int:

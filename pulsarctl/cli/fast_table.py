@@ -5,7 +5,7 @@ it; a parameter is (name, kind, option names, required, default, callback).
 
 # app.py's root, hoist_globals, run, _check_utf8 and _click_errors, which
 # fast_run.py stands in for: when they change, check fast_run.py, then regenerate.
-MIRRORS = '8b81a3ff67f5e5ee'
+MIRRORS = 'ee645bc95962745d'
 
 COMMANDS = {
     'version': ('pulsarctl.cli.admin_cmd', 'version', 'ctx', (

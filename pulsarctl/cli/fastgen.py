@@ -45,6 +45,14 @@ MIRRORED = ("root", "hoist_globals", "run", "_check_utf8", "_click_errors")
 ROOT_OPTIONS = {("store", ("--store",)), ("output", ("-o", "--output")),
                 ("traceback", ("--traceback",)), ("explain", ("--explain",)),
                 ("version", ("--version",))}
+# The root's target options (a remote Pulsar): fast_run.py does not know them, so a line that
+# gives one goes to typer (a target chosen by the environment or the current context is the
+# command body's to see, on either path: State.remote).
+ROOT_OPTIONS |= {("context", ("--context",)), ("service_url", ("--service-url",)),
+                 ("admin_url", ("--admin-url",)), ("auth_plugin", ("--auth-plugin",)),
+                 ("auth_params", ("--auth-params",)), ("token", ("--token",)),
+                 ("tls_trust_certs_file", ("--tls-trust-certs-file",)),
+                 ("tls_allow_insecure", ("--tls-allow-insecure",))}
 
 
 # The generator's refusals are RuntimeError: a message for the maintainer, never for users.

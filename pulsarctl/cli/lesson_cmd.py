@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from pulsarctl.cli import render
-from pulsarctl.cli.common import Output, fmt
+from pulsarctl.cli.common import Output, fmt, state
 from pulsarctl.cli.errmap import guarded
 
 lesson = typer.Typer(help="Guided lessons on Pulsar's delivery semantics, each on a private "
@@ -49,6 +49,7 @@ def run(
     # lazy: the lessons are built when a lesson command runs, not when the tree is built
     from pulsarctl.lessons import find, runner
 
+    state(ctx).local_only()  # a lesson is a local store's, whatever the target (CLI.md)
     out = fmt(ctx, output)
     chosen = find(name)
     store = runner.new_store(chosen.name, where)

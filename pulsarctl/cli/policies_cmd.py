@@ -57,7 +57,7 @@ def _noun(scope: str) -> str:
 def _setter(scope: str):
     """set_(ctx, target, field, value, output, line): set the policy, say what was set."""
     def set_(ctx, target, field, value, output, line):
-        v = state(ctx).broker().policies.set(scope, target, field, value)
+        v = state(ctx).admin().policies.set(scope, target, field, value)
         done(ctx, output, {_noun(scope): target, field: v}, line)
     return set_
 
@@ -78,18 +78,18 @@ def _register_get_remove(group: typer.Typer, scope: str) -> None:
     def get_command(field):
         if scope == "namespace":
             def get_cmd(ctx: typer.Context, target: Target, output: Output = None):
-                render.data(state(ctx).broker().policies.get(scope, target, field),
+                render.data(state(ctx).admin().policies.get(scope, target, field),
                             fmt(ctx, output))
         else:
             def get_cmd(ctx: typer.Context, target: Target, output: Output = None,
                         applied: Applied = False):
-                render.data(state(ctx).broker().policies.get(scope, target, field, applied),
+                render.data(state(ctx).admin().policies.get(scope, target, field, applied),
                             fmt(ctx, output))
         return get_cmd
 
     def remove_command(field, cli_name):
         def remove_cmd(ctx: typer.Context, target: Target, output: Output = None):
-            state(ctx).broker().policies.remove(scope, target, field)
+            state(ctx).admin().policies.remove(scope, target, field)
             done(ctx, output, {noun: target, "removed": field}, f"removed {cli_name} on {target}")
         return remove_cmd
 
@@ -164,7 +164,7 @@ def _register_quota_delayed_dlp(group: typer.Typer, scope: str) -> None:
     @group.command("remove-backlog-quota", help="Remove one backlog quota.")
     def remove_quota(ctx: typer.Context, target: Target, type_: QuotaType = "destination_storage",
                      output: Output = None):
-        state(ctx).broker().policies.remove(scope, target, P.BACKLOG_QUOTA, type_)
+        state(ctx).admin().policies.remove(scope, target, P.BACKLOG_QUOTA, type_)
         done(ctx, output, {noun: target, "removed": type_},
              f"removed backlog quota {type_} on {target}")
 
@@ -233,4 +233,4 @@ _register(topics, "topic")
 @topics.command("policies", help="Every policy in force on a topic (its own, else its "
                 "namespace's, else the broker default).")
 def topic_policies(ctx: typer.Context, topic: _Target["topic"], output: Output = None):
-    render.data(state(ctx).broker().policies.applied(topic), fmt(ctx, output))
+    render.data(state(ctx).admin().policies.applied(topic), fmt(ctx, output))

@@ -213,6 +213,22 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     bodies = p.payloads(messages or (), files, separator)
     if not bodies and not from_stdin:
         raise UsageError("nothing to produce", hint="give -m MESSAGE, -f FILE or --stdin")
+    batching = not (disable_batching or chunking) and (asked or from_stdin)
+    if st.remote is not None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.cli import remote_run
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.clock import wall_ms
+
+        template = p.Template(key, ordering_key, properties or (), event_time, deliver_after,
+                              deliver_at, now_ms=wall_ms() if deliver_after else None)
+        return remote_run.produce(
+            st, topic, out, template=template, bodies=bodies, num_produce=num_produce,
+            rate=rate, from_stdin=from_stdin, ndjson=ndjson, sequence_id=sequence_id,
+            chunking=chunking, batching=batching, asked=asked, batching_opts=batching_opts,
+            compression_code=compression_code, access_mode=access_mode,
+            producer_name=producer_name, routing_mode=routing_mode,
+            hashing_scheme=hashing_scheme, value_schema=value_schema)
     broker = st.broker()
     now = broker.clock.state()["now"] if deliver_after else None
     template = p.Template(key, ordering_key, properties or (), event_time, deliver_after,
@@ -222,7 +238,6 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
 
     # Only what is batched makes a batching producer (whose round robin routing switches
     # partitions by time, as Pulsar's does when batching): -m/-f alone are sent one by one.
-    batching = not (disable_batching or chunking) and (asked or from_stdin)
     # A produce that outlives one transaction (stdin, a rate, more than one chunk of messages)
     # is a connected producer while it runs, listed by `topics stats`; a one-shot one is
     # admitted inside its one transaction and leaves nothing behind.

@@ -30,12 +30,12 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 @tenants.command("list", help="List tenants.")
 def tenants_list(ctx: typer.Context, output: Output = None):
-    render.names(state(ctx).broker().tenants.list(), fmt(ctx, output), "tenant")
+    render.names(state(ctx).admin().tenants.list(), fmt(ctx, output), "tenant")
 
 
 @tenants.command("get", help="Show a tenant's configuration.")
 def tenants_get(ctx: typer.Context, tenant: Tenant, output: Output = None):
-    render.data(state(ctx).broker().tenants.get(tenant), fmt(ctx, output))
+    render.data(state(ctx).admin().tenants.get(tenant), fmt(ctx, output))
 
 
 @tenants.command("create", help="Create a tenant.")
@@ -47,7 +47,7 @@ def tenants_create(
         "-c", "--allowed-clusters", help="Allowed cluster (repeatable).")] = None,
     output: Output = None,
 ):
-    info = state(ctx).broker().tenants.create(tenant, _split(admin_roles) or (),
+    info = state(ctx).admin().tenants.create(tenant, _split(admin_roles) or (),
                                               _split(allowed_clusters) or ())
     done(ctx, output, {"tenant": tenant, **info}, f"created tenant {tenant}")
 
@@ -56,37 +56,37 @@ def tenants_create(
                  "not given stays).")
 def tenants_update(ctx: typer.Context, tenant: Tenant, admin_roles: AdminRoles = None,
                    allowed_clusters: AllowedClusters = None, output: Output = None):
-    info = state(ctx).broker().tenants.update(tenant, _split(admin_roles), _split(allowed_clusters))
+    info = state(ctx).admin().tenants.update(tenant, _split(admin_roles), _split(allowed_clusters))
     done(ctx, output, {"tenant": tenant, **info}, f"updated tenant {tenant}")
 
 
 @tenants.command("delete", help="Delete a tenant (refused while it has namespaces, unless --force).")
 def tenants_delete(ctx: typer.Context, tenant: Tenant, force: Force = False, output: Output = None):
-    state(ctx).broker().tenants.delete(tenant, force)
+    state(ctx).admin().tenants.delete(tenant, force)
     done(ctx, output, {"tenant": tenant, "deleted": True}, f"deleted tenant {tenant}")
 
 
 @namespaces.command("list", help="List the namespaces of a tenant.")
 def namespaces_list(ctx: typer.Context, tenant: Tenant, output: Output = None):
-    render.names(state(ctx).broker().namespaces.list(tenant), fmt(ctx, output), "namespace")
+    render.names(state(ctx).admin().namespaces.list(tenant), fmt(ctx, output), "namespace")
 
 
 @namespaces.command("create", help="Create a namespace.")
 def namespaces_create(ctx: typer.Context, namespace: Namespace, output: Output = None):
-    state(ctx).broker().namespaces.create(namespace)
+    state(ctx).admin().namespaces.create(namespace)
     done(ctx, output, {"namespace": namespace, "created": True}, f"created namespace {namespace}")
 
 
 @namespaces.command("delete", help="Delete a namespace (refused while it has topics, unless --force).")
 def namespaces_delete(ctx: typer.Context, namespace: Namespace, force: Force = False,
                       output: Output = None):
-    state(ctx).broker().namespaces.delete(namespace, force)
+    state(ctx).admin().namespaces.delete(namespace, force)
     done(ctx, output, {"namespace": namespace, "deleted": True}, f"deleted namespace {namespace}")
 
 
 @namespaces.command("policies", help="Show a namespace's policies.")
 def namespaces_policies(ctx: typer.Context, namespace: Namespace, output: Output = None):
-    render.data(state(ctx).broker().namespaces.policies(namespace), fmt(ctx, output))
+    render.data(state(ctx).admin().namespaces.policies(namespace), fmt(ctx, output))
 
 
 @namespaces.command("grant-permission", help="Let a role produce, consume... on the namespace's "
@@ -99,7 +99,7 @@ def namespaces_grant_permission(
         help="produce, consume, functions, sources, sinks, packages; comma-separated.")],
     output: Output = None,
 ):
-    acts = state(ctx).broker().namespaces.grant_permission(namespace, role, _split(actions))
+    acts = state(ctx).admin().namespaces.grant_permission(namespace, role, _split(actions))
     done(ctx, output, {"namespace": namespace, "role": role, "actions": acts},
          f"granted {','.join(acts)} on {namespace} to {role}")
 
@@ -111,7 +111,7 @@ def namespaces_revoke_permission(
     role: Annotated[str, typer.Option("--role", help="Client role.", show_default=False)],
     output: Output = None,
 ):
-    had = state(ctx).broker().namespaces.revoke_permission(namespace, role)
+    had = state(ctx).admin().namespaces.revoke_permission(namespace, role)
     done(ctx, output, {"namespace": namespace, "role": role, "revoked": had},
          f"revoked the permissions of {role} on {namespace}" if had
          else f"{role} had no permissions on {namespace}")
@@ -119,6 +119,6 @@ def namespaces_revoke_permission(
 
 @namespaces.command("permissions", help="Show the roles granted permissions on the namespace.")
 def namespaces_permissions(ctx: typer.Context, namespace: Namespace, output: Output = None):
-    perms = state(ctx).broker().namespaces.permissions(namespace)
+    perms = state(ctx).admin().namespaces.permissions(namespace)
     out = fmt(ctx, output)
     render.data(perms, render.JSON if out == render.TEXT else out)

@@ -15,18 +15,18 @@ topics = typer.Typer(help="Manage topics (pulsar-admin topics).", no_args_is_hel
 def list_(ctx: typer.Context,
           namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
           output: Output = None):
-    render.names(state(ctx).broker().topics.list(namespace), fmt(ctx, output), "topic")
+    render.names(state(ctx).admin().topics.list(namespace), fmt(ctx, output), "topic")
 
 
 @topics.command(help="Create a non-partitioned topic.")
 def create(ctx: typer.Context, topic: Topic, output: Output = None):
-    name = state(ctx).broker().topics.create(topic)
+    name = state(ctx).admin().topics.create(topic)
     done(ctx, output, {"topic": name, "created": True}, f"created {name}")
 
 
 @topics.command(help="Delete a topic (refused while it has subscriptions, unless --force).")
 def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Output = None):
-    name = state(ctx).broker().topics.delete(topic, force)
+    name = state(ctx).admin().topics.delete(topic, force)
     done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
@@ -49,7 +49,7 @@ def _stats_text(s: dict) -> None:
 
 @topics.command(help="Topic statistics, with pulsar-admin's JSON keys.")
 def stats(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().topics.stats(topic), fmt(ctx, output), _stats_text)
+    render.data(state(ctx).admin().topics.stats(topic), fmt(ctx, output), _stats_text)
 
 
 def _internal_text(s: dict) -> None:
@@ -71,12 +71,12 @@ def _internal_text(s: dict) -> None:
 
 @topics.command("stats-internal", help="Internal stats: ledgers and cursors.")
 def stats_internal(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().topics.internal_stats(topic), fmt(ctx, output), _internal_text)
+    render.data(state(ctx).admin().topics.internal_stats(topic), fmt(ctx, output), _internal_text)
 
 
 @topics.command(help="List the subscriptions of a topic.")
 def subscriptions(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.names(state(ctx).broker().topics.subscriptions(topic), fmt(ctx, output), "subscription")
+    render.names(state(ctx).admin().topics.subscriptions(topic), fmt(ctx, output), "subscription")
 
 
 @topics.command("create-subscription", help="Create a durable subscription.")
@@ -93,7 +93,7 @@ def create_subscription(
 
     check_subscription(subscription)
     pos = parse_message_id(message_id)
-    state(ctx).broker().subscription(topic, subscription).create(pos)
+    state(ctx).admin().subscription(topic, subscription).create(pos)
     done(ctx, output, {"topic": topic, "subscription": subscription, "created": True},
           f"created subscription {subscription} on {topic}")
 
@@ -101,7 +101,7 @@ def create_subscription(
 @topics.command(help="Delete a subscription (refused while consumers are connected, unless --force).")
 def unsubscribe(ctx: typer.Context, topic: Topic, subscription: Sub, force: Force = False,
                 output: Output = None):
-    state(ctx).broker().subscription(topic, subscription).unsubscribe(force)
+    state(ctx).admin().subscription(topic, subscription).unsubscribe(force)
     done(ctx, output, {"topic": topic, "subscription": subscription, "deleted": True},
           f"deleted subscription {subscription} on {topic}")
 
@@ -121,7 +121,7 @@ def peek_messages(
     output: Output = None,
 ):
     positive(count, "-n/--count", allow_zero=False)
-    _messages(state(ctx).broker().subscription(topic, subscription).peek(count), fmt(ctx, output))
+    _messages(state(ctx).admin().subscription(topic, subscription).peek(count), fmt(ctx, output))
 
 
 @topics.command("get-message-by-id", help="Get one message by ledger and entry id.")
@@ -131,7 +131,7 @@ def get_message_by_id(
     entry_id: Annotated[int, typer.Option("-e", "--entryId", "--entry-id", help="Entry id.")],
     output: Output = None,
 ):
-    m = state(ctx).broker().topics.get_message_by_id(topic, ledger_id, entry_id)
+    m = state(ctx).admin().topics.get_message_by_id(topic, ledger_id, entry_id)
     out = fmt(ctx, output)
     if out == render.JSON:
         render.json_doc(m.record())
@@ -141,7 +141,7 @@ def get_message_by_id(
 
 @topics.command("last-message-id", help="The id of the last message of a topic.")
 def last_message_id(ctx: typer.Context, topic: Topic, output: Output = None):
-    mid = state(ctx).broker().topics.last_message_id(topic)
+    mid = state(ctx).admin().topics.last_message_id(topic)
     out = fmt(ctx, output)
     if out == render.TEXT:
         render.outln(str(mid))
@@ -157,7 +157,7 @@ Partitions = Annotated[int, typer.Option("-p", "--partitions", help="Number of p
 @topics.command("create-partitioned-topic", help="Create a partitioned topic of N partitions.")
 def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
-    name = state(ctx).broker().topics.create_partitioned(topic, partitions)
+    name = state(ctx).admin().topics.create_partitioned(topic, partitions)
     done(ctx, output, {"topic": name, "partitions": partitions},
           f"created {name} with {partitions} partitions")
 
@@ -165,20 +165,20 @@ def create_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Parti
 @topics.command("update-partitioned-topic", help="Grow a partitioned topic (never shrinks).")
 def update_partitioned_topic(ctx: typer.Context, topic: Topic, partitions: Partitions,
                              output: Output = None):
-    n = state(ctx).broker().topics.update_partitioned(topic, partitions)
+    n = state(ctx).admin().topics.update_partitioned(topic, partitions)
     done(ctx, output, {"topic": topic, "partitions": n}, f"{topic} now has {n} partitions")
 
 
 @topics.command("get-partitioned-topic-metadata",
                 help="Number of partitions (0 for a topic that is not partitioned).")
 def get_partitioned_topic_metadata(ctx: typer.Context, topic: Topic, output: Output = None):
-    render.data(state(ctx).broker().topics.partitioned_metadata(topic), fmt(ctx, output))
+    render.data(state(ctx).admin().topics.partitioned_metadata(topic), fmt(ctx, output))
 
 
 @topics.command("delete-partitioned-topic", help="Delete a partitioned topic and its partitions.")
 def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = False,
                              output: Output = None):
-    name = state(ctx).broker().topics.delete(topic, force)
+    name = state(ctx).admin().topics.delete(topic, force)
     done(ctx, output, {"topic": name, "deleted": True}, f"deleted {name}")
 
 
@@ -186,7 +186,7 @@ def delete_partitioned_topic(ctx: typer.Context, topic: Topic, force: Force = Fa
 def list_partitioned_topics(ctx: typer.Context,
                             namespace: Annotated[str, typer.Argument(help="tenant/namespace")] = "public/default",
                             output: Output = None):
-    render.names(state(ctx).broker().topics.list_partitioned(namespace), fmt(ctx, output), "topic")
+    render.names(state(ctx).admin().topics.list_partitioned(namespace), fmt(ctx, output), "topic")
 
 
 @topics.command("partitioned-stats", help="Stats of a partitioned topic, added up over its "
@@ -201,7 +201,7 @@ def partitioned_stats(ctx: typer.Context, topic: Topic,
             render.outln("")
             render.outln(render.safe(name))
             _stats_text(p)
-    render.data(state(ctx).broker().topics.partitioned_stats(topic, per_partition), fmt(ctx, output), text)
+    render.data(state(ctx).admin().topics.partitioned_stats(topic, per_partition), fmt(ctx, output), text)
 
 
 def _offload_text(r: dict) -> None:

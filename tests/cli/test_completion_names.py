@@ -363,4 +363,5 @@ def test_fish_script_completes_names_with_the_helper():
     text = (SCRIPTS / "pulsarctl.fish").read_text()
     assert "-a '(__pulsarctl_names dlqs 2 0 - --store -o --output" in text
     assert "-s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store" in text
-    assert "-a '(__pulsarctl_names topics 1 0+ 0 --store -o --output -s --subscription" in text
+    assert ("-a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url "
+            "--admin-url -s --subscription") in text
