@@ -159,6 +159,14 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
 DUPLICATE = MessageId(-1, -1, -1)
 
 
+def refuse_terminated(ctx, topic: TopicName) -> None:
+    """A terminated topic takes no producer (Pulsar's PersistentTopic.addProducer: "Topic was
+    already terminated"), so a client learns it when it creates one, not at each send."""
+    if topics.meta(ctx, topic).get("terminated"):
+        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
+                              hint="produce to another topic")
+
+
 def _admit(ctx, topic: TopicName, producer_name: str | None, internal: bool = False,
            check=None, publisher: str | None = None):
     """The topic (made where it may be), the producer's name (the broker's when none) and its
@@ -166,9 +174,7 @@ def _admit(ctx, topic: TopicName, producer_name: str | None, internal: bool = Fa
     unless internal (a dead letter or retry move) if check(info) refuses, the backlog quota
     holds or the access modes shut the producer out."""
     info = topics.ensure(ctx, topic)
-    if topics.meta(ctx, topic).get("terminated"):
-        raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
-                              hint="produce to another topic")
+    refuse_terminated(ctx, topic)
     if not internal:
         if check is not None:
             check(info)

@@ -418,6 +418,7 @@ class Broker:
         t = topic_name(name)
 
         def run(ctx):
+            producers.refuse_terminated(ctx, t)
             pname = producer_name or producers.new_producer_name(ctx)
             return pname, access.add(ctx, t, pname, mode, who, topic_epoch)
         return self.write(run)

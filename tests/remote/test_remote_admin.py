@@ -186,9 +186,10 @@ def test_cursor_administration(rcli, lcli, name):
     assert "skipped 0 messages on s; backlog now 0" in r.stderr
     term = doc(rcli("topics", "terminate", name, "-o", "json"))
     assert term["lastMessageId"] == ids[-1]
-    # (a produce to the terminated topic is refused by real Pulsar when the producer is
-    # created, exit 4: tests/oracle/test_remote_pulsar.py; serve admits the producer, then
-    # drops the connection at each send, which the library retries)
+    # a terminated topic refuses the producer when it is created, as real Pulsar does
+    # (tests/oracle/test_remote_pulsar.py): one line, exit 4
+    r = rcli("produce", name, "-m", "late")
+    assert r.exit_code == 4 and r.stderr.count("\n") == 1, (r.exit_code, r.stderr)
 
 
 def test_compaction_and_schemas(rcli, name):

@@ -212,6 +212,16 @@ def test_a_terminated_topic_tells_the_consumer_it_reached_the_end(served, env):
     raw.sock.close()
 
 
+def test_a_terminated_topic_refuses_a_producer_when_it_is_created(served, client, env):
+    # Pulsar's PersistentTopic.addProducer refuses it (TopicTerminatedError); serve accepted it
+    # and failed each send, and the client reconnected for ever.
+    topic = "persistent://public/default/ended"
+    for args in (("produce", topic, "-m", "one"), ("topics", "terminate", topic)):
+        subprocess.run(argv(*args), env=env, check=True, capture_output=True, timeout=60)
+    with pytest.raises(pulsar.TopicTerminated):
+        client.create_producer(topic)
+
+
 def test_a_topic_deleted_under_a_consumer_closes_it_and_the_client_comes_back(served, client,
                                                                                env):
     topic = "persistent://public/default/deleted-under"
