@@ -61,7 +61,6 @@ class Columns:
         return self.n
 
 
-@lru_cache(maxsize=None)
 def int64(v: int):
     """An int64 scalar: a bare int passed to a kernel is converted on every call, and that
     conversion tries to import dateutil each time it is missing (slower than the kernel)."""
@@ -100,17 +99,11 @@ def _ms():
 
 
 def _ms_timestamps(ms, typ):
-    """An int64 array of epoch milliseconds as typ, a timestamp type. To microseconds (what
-    Spark's schema asks) it is one checked multiply and a view of the result: a quarter of
-    the time of casting to milliseconds and then to microseconds (any other unit is cast)."""
+    """An int64 array of epoch milliseconds as typ, a timestamp type."""
     import pyarrow as pa  # here, not at load: the plain install has no pyarrow
-    import pyarrow.compute as pc  # lazy: pyarrow is costly to import or optional
 
     if ms.null_count == len(ms):
         return pa.nulls(len(ms), typ)
-    if pa.types.is_timestamp(typ) and typ.unit == "us":
-        # multiply_checked fails on overflow as the cast would: out of range, not wrapped
-        return pc.multiply_checked(ms, int64(1000)).view(typ)
     return ms.cast(_ms()).cast(typ)
 
 

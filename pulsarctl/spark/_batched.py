@@ -24,8 +24,6 @@ returns None), which joins the chunks.
 """
 from __future__ import annotations
 
-import gc
-
 import msgpack
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,13 +51,7 @@ def decode(runs, recs: list, need: frozenset, types: dict) -> Columns | None:
     """The fields need of every message of the entries recs (decoded records, in the order of
     runs: (ledger id, first entry id, count)), with the message ids' parts; None when an entry
     is a chunk."""
-    enabled = gc.isenabled()
-    gc.disable()  # lists of many small objects, no cycles: the collector would only walk them
-    try:
-        return _decode(runs, recs, need, types)
-    finally:
-        if enabled:
-            gc.enable()
+    return _decode(runs, recs, need, types)
 
 
 class _Column:

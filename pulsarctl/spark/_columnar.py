@@ -21,8 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pulsarctl.arrow_columns import (
-    Columns, arange as _arange, constant as _constant, int64 as _s, map_run as _map_run,
-    pattern as _pattern,
+    Columns, constant as _constant, int64 as _s, map_run as _map_run, pattern as _pattern,
 )
 from pulsarctl.entries import (
     F_COMPRESSION, F_EVENT_TIME as EVENT, F_KEY as KEY, F_ORDERING_KEY as OKEY,
@@ -38,7 +37,6 @@ _KIND = {PUBLISH: "int", PRODUCER: "str", SEQ: "int", PAYLOAD: "bin", PROPS: "ma
 MAX_FIELDS = F_COMPRESSION  # compression metadata and on: the Python path reads those
 _PLAIN = 1      # store/codec.py's version byte for an uncompressed msgpack value
 _U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
 _PAD = bytes(16)  # gathers of up to 8 bytes past a header never leave the buffer
 
 
@@ -67,12 +65,9 @@ INT_FIX = _table(lambda h: h if h <= 0x7F else h - 256 if h >= 0xE0 else 0)
 # their sign), 0 for the one-byte ones, whose value is INT_FIX.
 INT_MASK = _table(lambda h: 0 if _int_size(h) <= 1 else
                   (1 << 8 * (_int_size(h) - 1)) - 1 if h in (0xCC, 0xCD, 0xCE) else -1)
-# Which mixed-width path reads a header: 0 the two-byte one (fixints, uint8, uint16), 1 the
-# eight-byte one (other widths), 2 none: nil, and unsigned 64-bit (whose values beyond int64
-# must be refused) go to the general path, as does 3, not an integer (which it refuses).
-INT_PATH = _table(lambda h: 3 if _int_size(h) == 0 else 2 if h in (0xC0, 0xCF) else
-                  0 if h <= 0x7F or h >= 0xE0 or h in (0xCC, 0xCD) else 1)  # 0xC0: nil
-# The weights of the two bytes after a header of the two-byte path.
+# 1 for the headers the two-byte read takes (fixints, uint8, uint16), 0 for any other.
+INT_TWO = _table(lambda h: 1 if h <= 0x7F or h >= 0xE0 or h in (0xCC, 0xCD) else 0)
+# The weights of the two bytes after a header of the two-byte read.
 INT_B1 = _table(lambda h: {0xCC: 1, 0xCD: 256}.get(h, 0))
 INT_B2 = _table(lambda h: 1 if h == 0xCD else 0)
 # Strings and binaries: header size (0: not one), bytes of the length after the first header
@@ -89,10 +84,8 @@ MAP_HEAD = _table(lambda h: 1 if 0x80 <= h <= 0x8F or h == 0xC0 else
                   {0xDE: 3, 0xDF: 5}.get(h, 0))
 MAP_FIX = _table(lambda h: h & 0x0F if 0x80 <= h <= 0x8F else 0)
 NIL = 0xC0
-# The Arrow type of a k-byte integer, by (k, signed).
-_INT_TYPES = {(1, False): pa.uint8(), (1, True): pa.int8(), (2, False): pa.uint16(),
-              (2, True): pa.int16(), (4, False): pa.uint32(), (4, True): pa.int32(),
-              (8, False): pa.int64(), (8, True): pa.int64()}
+# The Arrow type of the unsigned k-byte integer (eight bytes: read as int64).
+_UINT_TYPES = {2: pa.uint16(), 4: pa.uint32(), 8: pa.int64()}
 
 
 def _repeat_rows(n: int, k: int) -> pa.Array:
@@ -191,28 +184,12 @@ class _Chunk:
         another type would cast the whole array first)."""
         return pc.take(self.u8, pos)
 
-    def be(self, pos, k: int, signed: bool = False) -> pa.Array:
-        """The k bytes (1, 2, 4 or 8) at each position as a big-endian number, unsigned unless
-        signed (eight bytes always give the two's complement int64), as int64. When the
-        pieces lie in order inside the buffer (the usual case: one field of each entry), they
-        are cut out as binaries and each reversed, so that the cut buffer is the
-        little-endian number: a third of the work of gathering byte by byte, and no shifts.
-        The walk has not been checked yet, so the order is checked first (a binary array over
-        the buffer with offsets out of order would read out of bounds); otherwise (positions
-        of entries that lack the field, say) the bytes are gathered one by one."""
-        typ = _INT_TYPES[k, signed]
+    def be(self, pos, k: int) -> pa.Array:
+        """The k bytes (1, 2, 4 or 8) at each position as an unsigned big-endian number (eight
+        bytes give the two's complement int64), as int64."""
         if k == 1:
-            out = self.byte(pos)
-            return (out.view(typ) if signed else out).cast(pa.int64())
-        end = pc.add(pos, _s(k))
-        n = self.n
-        # In order, the pieces' first start is the lowest and their last end the highest.
-        if n and (n < 2 or pc.all(pc.less_equal(end.slice(0, n - 1), pos.slice(1))
-                                  ).as_py()) and pos[0].as_py() >= 0 and (
-                end[n - 1].as_py() <= len(self.u8)):
-            rev = pc.binary_reverse(_pieces(self.buf, pos, end))
-            out = pa.Array.from_buffers(typ, n, [None, rev.buffers()[2]])
-            return out if k == 8 else out.cast(pa.int64())
+            return self.byte(pos).cast(pa.int64())
+        typ = _UINT_TYPES[k]
         # Gathered last byte first, so that the gathered buffer is the little-endian number.
         idx = pc.subtract(pc.take(pc.add(pos, _s(k - 1)), _repeat_rows(self.n, k)),
                           _tile(self.n, k))
@@ -236,9 +213,9 @@ def _and(present, mask):
 
 
 class _Walk:
-    """Every entry's position at its current field, moved field by field. Where all entries
-    share one encoding of a field (the usual case: one producer, one client) it is read with
-    a few kernels; otherwise by table lookups per entry."""
+    """Every entry's position at its current field, moved field by field: each field's
+    header is read by table lookups for all entries at once. The fields every entry of a
+    block starts with alike (publish time and producer) are read once per block instead."""
 
     def __init__(self, chunk: _Chunk):
         self.c = chunk
@@ -304,45 +281,17 @@ class _Walk:
         if present is False:
             return pa.nulls(n, pa.int64())
         h = self.c.byte(self.pos)
-        if present is None:
-            lo, hi = _min_max(h)
-            if lo == hi and lo == NIL:
-                self.pos = pc.add(self.pos, _s(1))
-                return pa.nulls(n, pa.int64())
-            if hi <= 0x7F:
-                self.pos = pc.add(self.pos, _s(1))
-                return h.cast(pa.int64())
-            if lo == hi and INT_SIZE[lo].as_py() > 1:
-                # One width for all (a sequence id past 65,535, say): read as that width.
-                size = INT_SIZE[lo].as_py()
-                value = self.c.be(pc.add(self.pos, _s(1)), size - 1, signed=lo >= 0xD0)
-                if lo == 0xCF and _min_max(value)[0] < 0:
-                    raise Unsupported("an unsigned 64-bit value beyond int64")
-                self.pos = pc.add(self.pos, _s(size))
-                return value
-            size = pc.take(INT_SIZE, h)
-            kind = pc.max(pc.take(INT_PATH, h)).as_py()
-            if kind == 0:
-                # Widths mixed among fixints, uint8 and uint16 (a producer's first 65,536
-                # sequence ids): the two bytes after each header, gathered one by one, and
-                # their weights by header: a third of the time of the eight-byte read.
-                after = pc.add(self.pos, _s(1))
-                b1, b2 = self.c.byte(after), self.c.byte(pc.add(after, _s(1)))
-                value = pc.add(pc.add(pc.multiply(b1, pc.take(INT_B1, h)),
-                                      pc.multiply(b2, pc.take(INT_B2, h))), pc.take(INT_FIX, h))
-                self.pos = pc.add(self.pos, size)
-                return value
-            if kind == 1:
-                # Other mixes of widths (signed, 32-bit), none nil or unsigned 64-bit:
-                # every value is its fixint plus its masked shift of the eight bytes after
-                # the header, in five kernels.
-                v8 = self.c.be(pc.add(self.pos, _s(1)), 8)
-                value = pc.add(pc.bit_wise_and(pc.shift_right(v8, pc.take(INT_SHIFT, h)),
-                                               pc.take(INT_MASK, h)), pc.take(INT_FIX, h))
-                self.pos = pc.add(self.pos, size)
-                return value
-        else:
-            size = pc.take(INT_SIZE, h)
+        size = pc.take(INT_SIZE, h)
+        if present is None and pc.min(pc.take(INT_TWO, h)).as_py() == 1:
+            # Widths mixed among fixints, uint8 and uint16 (a producer's first 65,536
+            # sequence ids): the two bytes after each header, gathered one by one, and
+            # their weights by header: a third of the time of the eight-byte read.
+            after = pc.add(self.pos, _s(1))
+            b1, b2 = self.c.byte(after), self.c.byte(pc.add(after, _s(1)))
+            value = pc.add(pc.add(pc.multiply(b1, pc.take(INT_B1, h)),
+                                  pc.multiply(b2, pc.take(INT_B2, h))), pc.take(INT_FIX, h))
+            self.pos = pc.add(self.pos, size)
+            return value
         self._check(size, present, f)
         valid = _and(present, pc.not_equal(h, _u8(NIL)))
         value = pc.take(INT_FIX, h)
@@ -363,20 +312,6 @@ class _Walk:
         if present is False:
             return self.pos, self.pos, _bools(False, self.c.n)
         h = self.c.byte(self.pos)
-        if present is None:
-            lo, hi = _min_max(h)
-            fix = table is not BIN_HEAD
-            if fix and lo >= 0xA0 and hi <= 0xBF:
-                start = pc.add(self.pos, _s(1))
-                self.pos = pc.add(start, pc.take(FIX_LEN, h))
-                return start, self.pos, None
-            if lo == hi and lo == NIL:
-                self.pos = pc.add(self.pos, _s(1))
-                return self.pos, self.pos, _bools(False, self.c.n)
-            if lo == hi and LEN_BYTES[lo].as_py() == 1 and table[lo].as_py() == 2:
-                start = pc.add(self.pos, _s(2))
-                self.pos = pc.add(start, self.c.be(pc.add(self.pos, _s(1)), 1))
-                return start, self.pos, None
         head = pc.take(table, h)
         self._check(head, present, f)
         width = pc.take(LEN_BYTES, h)
@@ -393,10 +328,10 @@ class _Walk:
         return start, end, valid
 
     def properties(self, f: int, present):
-        """(count, valid, keys, values): count per entry (an int when every entry has as
-        many), valid None when none is nil, keys and values (start, end, valid) per item
-        index j, for the entries with more than j items."""
-        n = self.c.n
+        """(count, valid, keys, values): count per entry (0 when no entry has the field),
+        valid None when none is nil, keys and values (start, end, valid) per item index j,
+        for the entries with more than j items; or a _Same when every entry holds the same
+        map."""
         if present is False:
             return 0, None, [], []
         h = self.c.byte(self.pos)
@@ -406,17 +341,6 @@ class _Walk:
                 same = self._same_map()
                 if same is not None:
                     return same
-            if lo == hi and (0x80 <= lo <= 0x8F or lo == NIL):
-                self.pos = pc.add(self.pos, _s(1))
-                count = lo & 0x0F if lo != NIL else 0
-                keys, vals = [], []
-                for _j in range(count):
-                    k = self.bytes(f, STR_HEAD, None)
-                    if k[2] is not None and pc.all(k[2]).as_py() is False:
-                        raise Unsupported("a property key is nil")
-                    keys.append(k)
-                    vals.append(self.bytes(f, STR_HEAD, None))
-                return count, None, keys, vals
         head = pc.take(MAP_HEAD, h)
         self._check(head, present, f)
         count = pc.take(MAP_FIX, h)
@@ -606,8 +530,7 @@ def _pieces(buf, start, end) -> pa.Array:
     n = len(start)
     pairs = pc.add(start, pc.shift_left(end, _s(32)))
     whole = pa.Array.from_buffers(pa.binary(), 2 * n - 1, [None, pairs.buffers()[1], buf])
-    # _even(n) is 0, 2, .., 2n-2: always inside whole, so take need not check the indexes.
-    return pc.take(whole, _even(n), boundscheck=False)
+    return pc.take(whole, _even(n))
 
 
 def _cut(buf, start, end, valid, typ) -> pa.Array:
@@ -619,26 +542,11 @@ def _cut(buf, start, end, valid, typ) -> pa.Array:
     if valid is not None and pc.all(valid).as_py() is False:
         out = pc.if_else(valid, out, pa.scalar(None, pa.binary()))
     if typ != pa.binary():
-        if typ == pa.string() and _ascii(out):
-            return out.view(typ)  # ASCII is UTF-8: no need to validate it
         try:
             out = out.cast(typ)
         except pa.ArrowInvalid as e:  # not UTF-8: the Python path decides what to do
             raise Unsupported(str(e)) from None
     return out
-
-
-def _ascii(arr) -> bool:
-    """Whether every byte of a binary array's values is below 0x80: one pass of max over its
-    data, a third of the time of the UTF-8 check a cast to string makes."""
-    n, first = len(arr), arr.offset
-    offsets, data = arr.buffers()[1], arr.buffers()[2]
-    lo, = _I32.unpack_from(offsets, 4 * first)
-    hi, = _I32.unpack_from(offsets, 4 * (first + n))
-    if hi <= lo:
-        return True
-    top = pc.max(pa.Array.from_buffers(pa.uint8(), hi - lo, [None, data], offset=lo))
-    return top.as_py() < 0x80
 
 
 def _stack(parts: list, n: int, keep) -> pa.Array:
@@ -655,15 +563,10 @@ def _properties(c: _Chunk, count, valid, keys, vals, typ) -> pa.Array:
     if m == 0:
         # No entry has a property (messages.py stores none as nil): null, as the Python path.
         return pa.nulls(n, typ)
-    if isinstance(count, int):  # every entry has m items
-        offsets = pc.multiply(_arange(n + 1), _s(m)).cast(pa.int32())
-        keep = None
-    else:
-        offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(count)]
-                                   ).cast(pa.int32())
-        keep = pc.greater(count, _s(0)) if m == 1 else pc.take(
-            pa.concat_arrays([pc.greater(count, _s(j)) for j in range(m)]),
-            _interleave_index(n, m))
+    offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(count)]
+                               ).cast(pa.int32())
+    keep = pc.greater(count, _s(0)) if m == 1 else pc.take(
+        pa.concat_arrays([pc.greater(count, _s(j)) for j in range(m)]), _interleave_index(n, m))
     ks, ke = (_stack([k[i] for k in keys], n, keep) for i in (0, 1))
     vs, ve = (_stack([v[i] for v in vals], n, keep) for i in (0, 1))
     vv = None

@@ -25,7 +25,6 @@ Writing
 """
 from __future__ import annotations
 
-import gc
 import os
 import uuid
 from dataclasses import dataclass
@@ -153,16 +152,7 @@ def read_split(store: str, schema: StructType, split: Split, lo_ms=None, hi_ms=N
             else:
                 entries, max_bytes = chunk * PLAIN_CHUNKS_PER_READ, CHUNK_BYTES
         if recs:
-            # Transposing a chunk makes tuples by the thousand and no cycles: the collector
-            # would only walk them (it took half of record_batch's time).
-            enabled = gc.isenabled()
-            gc.disable()
-            try:
-                batch = record_batch(pa_schema, split.name, split.partition, rows, recs, lo_ms,
-                                     hi_ms)
-            finally:
-                if enabled:
-                    gc.enable()
+            batch = record_batch(pa_schema, split.name, split.partition, rows, recs, lo_ms, hi_ms)
             del rows, recs
             if batch.num_rows > chunk:
                 for at in range(0, batch.num_rows, chunk):

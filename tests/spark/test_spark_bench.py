@@ -19,6 +19,23 @@ from spark_fixtures import spark  # noqa: E402,F401
 READS = ("read", "readTwoColumns", "readBatched", "readCeiling", "parquet")
 
 
+@pytest.fixture
+def no_warmup(monkeypatch):
+    """The warm-up rounds only steady the timings; what these tests check is what is timed
+    and reported (test_rounds_warm_up_every_read_untimed covers the warm-up itself), so
+    they skip the two untimed rounds of five Spark reads each."""
+    monkeypatch.setattr(bench, "WARMUP_ROUNDS", 0)
+
+
+def test_rounds_warm_up_every_read_untimed():
+    calls = []
+    reads = {name: (lambda name=name: calls.append(name)) for name in ("a", "b")}
+    times = bench._rounds(reads, 3)
+    assert bench.WARMUP_ROUNDS == 2
+    assert calls == ["a", "b"] * (2 + 3)  # every read in turn, warm-ups first
+    assert {k: len(v) for k, v in times.items()} == {"a": 3, "b": 3}
+
+
 def _check(doc, n):
     assert doc["messages"] == n
     assert doc["cores"] >= 1
@@ -34,8 +51,8 @@ def _check(doc, n):
     assert doc["write"]["rows"] == n and doc["write"]["rowsPerSec"] > 0
 
 
-def test_run_times_every_read_on_the_same_rows_and_leaves_a_given_session_running(spark,
-                                                                                   tmp_path):
+def test_run_times_every_read_on_the_same_rows_and_leaves_a_given_session_running(
+        spark, tmp_path, no_warmup):
     store = str(tmp_path / "store")
     doc = bench.run(n=1200, size=16, store=store, repeat=2, spark=spark)
     _check(doc, 1200)
@@ -72,7 +89,7 @@ def test_the_ceiling_source_hands_over_exactly_the_parquet_rows(spark, tmp_path)
         f"m{i}".encode() for i in range(50))
 
 
-def test_the_command_prints_every_read_and_the_ratios(spark, cli):
+def test_the_command_prints_every_read_and_the_ratios(spark, cli, no_warmup):
     r = cli("spark", "bench", "-n", "600", "-s", "8", "--repeat", "1", "-o", "json")
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)

@@ -86,10 +86,9 @@ def test_every_integer_encoding():
     assert_same([entry(i, f0=v, f7=v) for i, v in enumerate([0, 5, 200, 70_000, 2**40])])
 
 
-def test_mixed_widths_without_nil_or_u64_read_alike():
-    # A producer's first sequence ids (fixint, uint8, uint16 in one chunk) take the
-    # two-byte mixed-width path, negative fixints too; any other mix of signed and unsigned
-    # widths but nil and uint64 takes the eight-byte one.
+def test_mixed_widths_read_alike():
+    # A producer's first sequence ids (fixint, uint8, uint16 in one chunk), negative fixints
+    # too, and mixes of signed and unsigned widths of every size.
     assert_same([entry(i) for i in range(300)])
     assert_same([entry(i, f2=v) for i, v in enumerate([-32, -1, 0, 127, 128, 255, 256, 65535,
                                                        -5, 65534, 300, 7] * 5)])
@@ -98,7 +97,7 @@ def test_mixed_widths_without_nil_or_u64_read_alike():
     assert_same([entry(i, f2=v) for i, v in enumerate(ints * 3)])
 
 
-def test_uniform_encodings_take_the_short_paths():
+def test_uniform_encodings_read_alike():
     # One header for the whole chunk: each integer width, str8 strings, bin16 payloads.
     for v in (5, 200, 60_000, 4_000_000_000, 2**40, -5, -100, -30_000, -2**31, -2**40):
         assert_same([entry(i, f2=v) for i in range(20)])
@@ -123,7 +122,7 @@ def test_properties_nil_empty_many_and_mixed():
     assert_same([entry(i, f4=p) for i, p in enumerate(props)])
     # All nil: null maps, as the Python path makes them.
     assert_same([entry(i, f4=None) for i in range(5)])
-    # Every entry has the same number of properties (the short path), more than one.
+    # Every entry has the same number of properties, more than one.
     assert_same([entry(i, f4={"a": str(i), "b": "c" * i}) for i in range(10)])
 
 
