@@ -10,12 +10,13 @@ process produced at 45-71k msg/s instead of 111-216k: measured in the same proce
 with that logger, the peer looked twice as slow as it is.) The client's own log goes to this
 process's stdout, which perf_compare discards; the result is the last line of stderr, JSON."""
 import json
+import logging
 import sys
 import time
 
 
 def main(argv: list[str]) -> dict:
-    import pulsar
+    import pulsar  # lazy: the real pulsar-client is optional (the test extra has it)
 
     url, topic, n = argv[0], argv[1], int(argv[2])
     payload = sys.stdin.buffer.read()
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> dict:
     return {"produceSeconds": produce_s, "consumeSeconds": consume_s,
             "pulsarctlModules": sorted(m for m in sys.modules if m.split(".")[0] in
                                        ("pulsarctl", "store")),
-            "loggingConfigured": bool(__import__("logging").getLogger().handlers)}
+            "loggingConfigured": bool(logging.getLogger().handlers)}
 
 
 if __name__ == "__main__":

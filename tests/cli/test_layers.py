@@ -162,8 +162,14 @@ def import_violations(relpath: str, tree: ast.AST) -> list[str]:
 TIME_CALLS = {"now", "utcnow", "today"}
 
 
+# Programs of their own that perf_compare runs in a separate process, with nothing of
+# pulsarctl loaded (so that the peer they measure is measured alone): they time and print
+# themselves, and test_standalone_programs_import_nothing_of_pulsarctl checks that they stay so.
+STANDALONE = {"pulsarctl/perf_peer.py"}
+
+
 def time_violations(relpath: str, tree: ast.AST) -> list[str]:
-    if relpath == "pulsarctl/clock.py":
+    if relpath == "pulsarctl/clock.py" or relpath in STANDALONE:
         return []
     out = []
     for line, mod in imports(tree, relpath):
@@ -190,7 +196,7 @@ READ_ONLY = {"isatty", "fileno", "encoding", "errors"}
 
 
 def output_violations(relpath: str, tree: ast.AST) -> list[str]:
-    if relpath == "pulsarctl/cli/render.py":
+    if relpath == "pulsarctl/cli/render.py" or relpath in STANDALONE:
         return []
     out = []
     sys_names = {"sys"}
@@ -287,6 +293,13 @@ def test_in_cli_only_the_entry_points_import_the_root_app():
 def test_only_clock_reads_the_time():
     found = _all(time_violations)
     assert not found, "\n".join(found)
+
+
+def test_standalone_programs_import_nothing_of_pulsarctl():
+    for relpath in sorted(STANDALONE):
+        mods = [m for _, m in imports(ast.parse((ROOT / relpath).read_text()), relpath)]
+        assert mods and not [m for m in mods if m.split(".")[0] in ("pulsarctl", "store")], (
+            relpath, mods)
 
 
 def test_only_render_prints():
