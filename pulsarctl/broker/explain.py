@@ -59,7 +59,7 @@ def explain(ctx, topic, mid, sub: str | None = None, elsewhere: str | None = Non
             keep = retention_ms(ctx, policies.effective(ctx, info.name, policies.RETENTION)[
                 "retentionTimeInMinutes"])
             if keep is not None:
-                values = [v for v in values if v[1] > ctx.now - keep]
+                values = [v for v in values if v.at > ctx.now - keep]
     if not values and (o is None or mid.entry_id < 0 or not info.contains(o)):
         hint = (f"ids on this topic run up to {info.position(info.last_offset)}"
                 if info.entries else "the topic has no messages")
@@ -75,7 +75,7 @@ def explain(ctx, topic, mid, sub: str | None = None, elsewhere: str | None = Non
             f"{info.name.split('/')[-1]}`")
     seen = 0
     while values and seen < _FOLLOW_LIMIT:
-        origin = (values[0][5] or {}) if values[0][0] == PUBLISHED else {}
+        origin = values[0].detail if values[0].kind == PUBLISHED else {}
         if not origin.get("fromTopic"):
             break
         seen += 1
