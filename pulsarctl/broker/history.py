@@ -11,8 +11,8 @@ happened even when the simulated clock stands still.
 
 The value (through the codec) is an Event (history_event.py: kind, at, subscription, consumer,
 redelivery count, extra, stored as a list): extra is a small dict of what that event needs
-(producer and sequence id, the delay, where a dead letter went...). A batch entry is one entry: its events are the entry's, with the batch
-indexes where they matter.
+(producer and sequence id, the delay, where a dead letter went...). A batch entry is one
+entry: its events are the entry's, with the batch indexes where they matter.
 
 Kept for messageHistoryRetention (or the topic's retention time, whichever is longer) after
 the entries themselves are trimmed (trim); `messageHistoryEnabled false` stops the recording.
