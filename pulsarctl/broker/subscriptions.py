@@ -6,6 +6,7 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
+from store.ledger_row import L_ENTRIES, L_FIRST
 from pulsarctl.broker import (
     redelivery_state, policies, batches, delayed, timers, retention, history,
 )
@@ -385,7 +386,7 @@ def maybe_trim(ctx, info, c) -> None:
     if len(info.ledgers) < 2:
         return
     first = info.ledgers[0]
-    if c.mark_delete < first[1] + first[2] - 1:
+    if c.mark_delete < first[L_FIRST] + first[L_ENTRIES] - 1:
         return
 
     retention.trim(ctx, info)
