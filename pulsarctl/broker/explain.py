@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import policies, topics
-from pulsarctl.broker.history import PUBLISHED, as_doc, events_of, retention_ms, with_entry
+from pulsarctl.broker.history import as_doc, events_of, retention_ms, with_entry
 from pulsarctl.entries import batch_size, is_batch
 from pulsarctl.errors import MessageNotFound, SubscriptionNotFound, UsageError
+from pulsarctl.message_events import PUBLISHED
 from pulsarctl.messages import parse_message_id
 from pulsarctl.names import topic_name
 

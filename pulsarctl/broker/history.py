@@ -32,19 +32,13 @@ import bisect
 from store import codec, keys
 from pulsarctl import timetext
 from pulsarctl.broker.history_event import Event
+# The kinds of event, by the one vocabulary's names (history.ACKED... for the writers).
+from pulsarctl.message_events import (  # noqa: F401
+    ACK_TIMEOUT, ACKED, CLEARED, CONSUMER_GONE, DEAD_LETTERED, DELAYED, DELIVERED, EVENTS, EXPIRED,
+    HELD, NACKED, PUBLISHED, REDELIVERED, REFUSED, RETRIED, SKIPPED,
+)
 from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
 from pulsarctl.units import parse_duration_ms
-
-PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED = "published", "delayed", "delivered", "acked", \
-    "nacked"
-ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED, RETRIED, DEAD_LETTERED = "ackTimeout", "consumerGone", \
-    "redelivered", "retried", "deadLettered"
-EXPIRED, SKIPPED, CLEARED = "expired", "skipped", "cleared"
-# Why nothing happened: a message a dispatch passed over (held: its cause in the extra), a
-# consumer the subscription turned away (refused).
-HELD, REFUSED = "held", "refused"
-EVENTS = (PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED, ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED,
-          RETRIED, DEAD_LETTERED, EXPIRED, SKIPPED, CLEARED, HELD, REFUSED)
 
 # Where pulsarctl is deliberately stronger than Pulsar, the event says so in its extra under
 # BEYOND (explain's JSON field; its text adds "(pulsarctl: ...)"), so a learner never takes
