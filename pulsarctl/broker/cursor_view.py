@@ -208,7 +208,7 @@ def view(ctx, p, info, c, around: MessageId | None, n: int) -> View:
 # -- the window ------------------------------------------------------------------------------
 def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
     txn, cid, now, md, rp = ctx.txn, c.id, ctx.now, c.mark_delete, c.read_position
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.type_of(c)
     policy = c.props.get("policy") or {}
     acked = _acked_ranges(ctx, c, start, stop)
     pending = {o: Pending.from_stored(v) for o, v in _keyed(ctx, "pending", cid, start, stop)}

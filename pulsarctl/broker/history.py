@@ -32,6 +32,7 @@ import bisect
 from store import codec, keys
 from pulsarctl import timetext
 from pulsarctl.broker.history_event import Event
+from pulsarctl.broker.subscription_state import SINGLE_ACTIVE, single_active, type_of  # noqa: F401
 # The kinds of event, by the one vocabulary's names (history.ACKED... for the writers).
 from pulsarctl.message_events import (  # noqa: F401
     ACK_TIMEOUT, ACKED, CLEARED, CONSUMER_GONE, DEAD_LETTERED, DELAYED, DELIVERED, EVENTS, EXPIRED,
@@ -48,12 +49,7 @@ COUNT_NOTE = "Pulsar keeps no count on Exclusive and Failover subscriptions"
 DLQ_NOTE = "Pulsar dead-letters only on Shared and Key_Shared subscriptions"
 NACK_NOTE = "the broker keeps this nack timer; Pulsar's lives in the client"
 LEASE_NOTE = "a consumer held by a lease; Pulsar's lives by its connection"
-_SINGLE_ACTIVE = ("Exclusive", "Failover")
-
-
-def single_active(c) -> bool:
-    """Whether subscription c is Exclusive or Failover (one untyped yet reads as Exclusive)."""
-    return c.props.get("type", "Exclusive") in _SINGLE_ACTIVE
+_SINGLE_ACTIVE = SINGLE_ACTIVE
 
 _DB = "history"
 _SEQ = b"history_seq"  # meta: the next transaction's sequence base
@@ -466,7 +462,7 @@ def delivered(ctx, info, c, consumer: str, pairs) -> None:
     only for redeliveries); the first deliveries share one encoded value."""
     if not pairs or not on(ctx):
         return
-    typ = c.props.get("type", "Exclusive")
+    typ = type_of(c)
     first = Event(DELIVERED, ctx.now, c.name, consumer, 0, {"type": typ})
     ml = info.ml_id
     fresh = []

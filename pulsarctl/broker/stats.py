@@ -134,7 +134,7 @@ def pulsar_topic_stats(ctx, info) -> dict:
         sub = doc["subscriptions"][c.name]
         sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
         # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
-        sub["type"] = c.props.get("type") or "None"
+        sub["type"] = subs.shown_type(c)
         # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
         # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
         sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
