@@ -46,6 +46,7 @@ from pulsarctl.errors import (
 )
 from pulsarctl.names import TopicName, parse_topic
 from pulsarctl.broker import partitions, topics
+from store.ledger_row import LedgerRow, rows as ledger_rows
 
 MANIFEST = "manifest.json"
 EXTRA = ("__ledgerId", "__entryId", "__entry", "__visible")
@@ -113,14 +114,14 @@ def arrow_schema():
         pa.field("__entry", pa.binary()), pa.field("__visible", pa.bool_())])
 
 
-def ledger_table(ctx, info, t: TopicName, row):
+def ledger_table(ctx, info, t: TopicName, row: LedgerRow):
     """The Arrow table of one closed ledger (see the module's docstring)."""
     pa, _pq = _pyarrow()
     # pulsarctl.broker loads this module (broker/service.py): its modules are imported when
     # called, as below
     from pulsarctl.broker.scan import scan_messages
 
-    lid, first, n = row[0], row[1], row[2]
+    lid, first, n = row.ledger_id, row.first_offset, row.entries
     rows, wrows, wrecs = scan_messages(ctx, info, first, first + n)
     msgs = record_batch(pa.schema(list(columns())), str(t), t.partition_index, wrows, wrecs)
     # A row per message (a batch gives several per entry) and one per entry that is no message
@@ -191,24 +192,26 @@ def candidates(ctx, info, size_threshold: int | None, older_than_ms: int | None)
     the oldest ones until at most that many bytes stay in the store (pulsar-admin topics
     offload -s); with an age, those whose entries were all published before now - age (a
     ledger ends when the next one is created)."""
-    closed = info.ledgers[:-1]
-    local = [r for r in closed if not (len(r) > 5 and r[5])]
+    every = ledger_rows(info)
+    closed = every[:-1]
+    local = [r for r in closed if not r.offloaded]
     picked = []
     if size_threshold is not None:
-        keep = sum(r[3] for r in info.ledgers if not (len(r) > 5 and r[5]))
+        keep = sum(r.size for r in every if not r.offloaded)
         for r in local:
             if keep <= size_threshold:
                 break
             picked.append(r)
-            keep -= r[3]
+            keep -= r.size
     if older_than_ms is not None:
         cutoff = ctx.now - older_than_ms
-        nxt = {id(r): info.ledgers[i + 1] for i, r in enumerate(closed)}
+        # A ledger ends when the next one is created.
+        ends = {r.ledger_id: every[i + 1].created_ms for i, r in enumerate(closed)}
         for r in local:
-            if nxt[id(r)][4] <= cutoff and r not in picked:
+            if ends[r.ledger_id] <= cutoff and r not in picked:
                 picked.append(r)
-    picked.sort(key=lambda r: r[1])
-    return [r for r in picked if r[2] > 0]
+    picked.sort(key=lambda r: r.first_offset)
+    return [r for r in picked if r.entries > 0]
 
 
 def partitions_of(ctx, topic: TopicName) -> list[tuple]:
@@ -244,7 +247,7 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
     # 1. Write the files, one read transaction per ledger (no transaction spans the writing).
     plan = broker.read(lambda ctx: [
         (str(t), info.ml_id,
-         [list(r[:5]) for r in candidates(ctx, info, size_threshold, older_than_ms)])
+         candidates(ctx, info, size_threshold, older_than_ms))
         for t, info in partitions_of(ctx, t0)])
     written = []
     for name, ml_id, rows in plan:
@@ -255,15 +258,16 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
                 info = topics.lookup(ctx, t)
                 if info is None or info.ml_id != ml_id:
                     return None
-                cur = next((r for r in info.ledgers[:-1] if r[0] == row[0]), None)
-                if cur is None or (len(cur) > 5 and cur[5]):
+                cur = next((r for r in ledger_rows(info)[:-1]
+                            if r.ledger_id == row.ledger_id), None)
+                if cur is None or cur.offloaded:
                     return None  # trimmed or offloaded meanwhile
                 return ledger_table(ctx, info, t, cur)
             got = broker.read(build)
             if got is None:
                 continue
             table, (lo, hi) = got
-            path = os.path.join(directory, f"ledger-{row[0]}.parquet")
+            path = os.path.join(directory, f"ledger-{row.ledger_id}.parquet")
             try:
                 write_file(table, path)
             except OSError as exc:
@@ -280,10 +284,10 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
             if info is None or info.ml_id != ml_id:
                 continue
             try:
-                if ctx.ledgers.offload(ctx.txn, info, row[0], row[2], path):
-                    done.append({"topic": name, "ledgerId": row[0], "entries": row[2],
-                                 "size": row[3], "file": path, "firstPublishTime": lo,
-                                 "lastPublishTime": hi})
+                if ctx.ledgers.offload(ctx.txn, info, row.ledger_id, row.entries, path):
+                    done.append({"topic": name, "ledgerId": row.ledger_id,
+                                 "entries": row.entries, "size": row.size, "file": path,
+                                 "firstPublishTime": lo, "lastPublishTime": hi})
             except Exception:  # noqa: BLE001 - trimmed meanwhile: the file is spare
                 continue
         return done
@@ -303,13 +307,14 @@ def status(broker, topic: str) -> dict:
     def run(ctx):
         out = []
         for t, info in partitions_of(ctx, t0):
-            off = [{"ledgerId": r[0], "entries": r[2], "size": r[3], "file": r[5]}
-                   for r in info.ledgers if len(r) > 5 and r[5]]
-            local = [r for r in info.ledgers if not (len(r) > 5 and r[5])]
+            every = ledger_rows(info)
+            off = [{"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size,
+                    "file": r.location} for r in every if r.offloaded]
+            local = [r for r in every if not r.offloaded]
             out.append({"topic": str(t), "offloadedLedgers": off,
                         "offloadedEntries": sum(o["entries"] for o in off),
                         "offloadedSize": sum(o["size"] for o in off),
-                        "localLedgers": len(local), "localSize": sum(r[3] for r in local)})
+                        "localLedgers": len(local), "localSize": sum(r.size for r in local)})
         return out
     return {"topic": str(t0), "partitions": broker.read(run)}
 
@@ -323,13 +328,14 @@ def manifest(broker, name: str, root: str) -> str | None:
         info = topics.lookup(ctx, t)
         if info is None:
             return None
-        rows = [r for r in info.ledgers if len(r) > 5 and r[5]
-                and os.path.dirname(r[5]) == directory]
+        rows = [r for r in ledger_rows(info) if r.offloaded
+                and os.path.dirname(r.location) == directory]
         return {"topic": name, "partition": t.partition_index, "store": broker.path,
                 "managedLedgerId": info.ml_id, "format": "parquet", "version": 1,
                 "visibleColumn": "__visible",
-                "ledgers": [{"ledgerId": r[0], "firstOffset": r[1], "entries": r[2],
-                             "size": r[3], "file": os.path.basename(r[5])} for r in rows]}
+                "ledgers": [{"ledgerId": r.ledger_id, "firstOffset": r.first_offset,
+                             "entries": r.entries, "size": r.size,
+                             "file": os.path.basename(r.location)} for r in rows]}
     doc = broker.read(run)
     if doc is None or not os.path.isdir(directory):
         return None
@@ -343,7 +349,7 @@ def files_of(broker, part_names: list[str]) -> dict:
         for name in part_names:
             info = topics.lookup(ctx, parse_topic(name))
             if info is not None:
-                out[name] = [(r[0], r[1], r[2], r[5]) for r in info.ledgers
-                             if len(r) > 5 and r[5]]
+                out[name] = [(r.ledger_id, r.first_offset, r.entries, r.location)
+                             for r in ledger_rows(info) if r.offloaded]
         return out
     return broker.read(run)

@@ -17,6 +17,7 @@ import lmdb
 
 from store import check, codec, keys
 from store.ledger import LedgerInfo
+from store.ledger_row import location_of
 from store.errors import (
     StoreDamaged, StoreDiskFull, StoreError, StoreFormatError, StoreNotAStore, StoreNotFound,
     StoreReadOnly,
@@ -572,7 +573,7 @@ def _ledger_gaps(txn, env: Env, mls: dict[int, LedgerInfo]) -> list[str]:
     problems = []
     for info in mls.values():
         for row in info.ledgers:
-            if len(row) > 5 and row[5]:
+            if location_of(row):
                 continue                            # offloaded: its entries live elsewhere
             lid, n = row[0], row[2]
             prefix = keys.u64(lid)

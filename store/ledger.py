@@ -24,6 +24,7 @@ from bisect import bisect_right
 
 from store import codec, keys
 from store.errors import LedgerError
+from store.ledger_row import L_ENTRIES, L_LOCATION, location_of
 from store.position import Position
 
 DEFAULT_ROLLOVER_ENTRIES = 50_000
@@ -65,8 +66,8 @@ class LedgerInfo:
                  total_size: int = 0, trimmed=None, created_ms: int = 0):
         self.ml_id = ml_id
         self.name = name
-        # [ledger_id, first_offset, entries, size, created_ms(, offload location)]; the last
-        # one takes appends.
+        # Rows [ledger_id, first_offset, entries, size, created_ms(, offload location)]
+        # (store/ledger_row.py names them); the last one takes appends.
         self.ledgers = ledgers if ledgers is not None else []
         self.next_offset = next_offset      # offset the next entry will get
         self.first_offset = first_offset    # lowest offset not trimmed
@@ -255,7 +256,7 @@ class ManagedLedgers:
         row = info._find(offset)
         if row is None:
             return None
-        if len(row) > 5 and row[5]:
+        if location_of(row):
             return self._offloaded(row)[offset - row[1]]
         return self.read_position(txn, row[0], offset - row[1])
 
@@ -321,7 +322,7 @@ class ManagedLedgers:
                 i += 1
                 continue
             last = min(stop, first + n)
-            if len(rows[i]) > 5 and rows[i][5]:
+            if location_of(rows[i]):
                 entries = self._offloaded(rows[i])
                 while offset < last:
                     yield offset, lid, offset - first, entries[offset - first]
@@ -339,13 +340,14 @@ class ManagedLedgers:
             i += 1
 
     def _offloaded(self, row):
+        location = location_of(row)
         if self.offloaded_reader is None:
-            raise LedgerError(f"ledger {row[0]} is offloaded to {row[5]} and this store "
+            raise LedgerError(f"ledger {row[0]} is offloaded to {location} and this store "
                               "handle cannot read offloaded ledgers")
-        entries = self.offloaded_reader(row[5], row[0], row[2])
-        if len(entries) != row[2]:
-            raise LedgerError(f"ledger {row[0]}: {row[5]} holds {len(entries)} entries, "
-                              f"not {row[2]}")
+        entries = self.offloaded_reader(location, row[0], row[L_ENTRIES])
+        if len(entries) != row[L_ENTRIES]:
+            raise LedgerError(f"ledger {row[0]}: {location} holds {len(entries)} entries, "
+                              f"not {row[L_ENTRIES]}")
         return entries
 
     # -- offloading ---------------------------------------------------------------------------
@@ -358,10 +360,10 @@ class ManagedLedgers:
                 continue
             if row[2] != entries:
                 raise LedgerError(f"ledger {ledger_id} holds {row[2]} entries, not {entries}")
-            if len(row) > 5 and row[5]:
+            if location_of(row):
                 return False
             self._delete_entries(txn, ledger_id, row[2])
-            del row[5:]
+            del row[L_LOCATION:]
             row.append(location)
             info._idx = None
             self._save(txn, info)
@@ -371,7 +373,7 @@ class ManagedLedgers:
     @staticmethod
     def offloaded(info: LedgerInfo) -> list:
         """The rows of the offloaded ledgers, oldest first."""
-        return [r for r in info.ledgers if len(r) > 5 and r[5]]
+        return [r for r in info.ledgers if location_of(r)]
 
     def scan_values(self, txn, info: LedgerInfo, start: int, end: int):
         """The raw bytes of the entries at offsets [start, end) (clipped to what exists), as
@@ -401,7 +403,7 @@ class ManagedLedgers:
                 continue
             k = min(stop, first + n) - offset
             e0 = offset - first
-            if len(row) > 5 and row[5]:
+            if location_of(row):
                 pieces += [(v, 0, 1) for v in self._offloaded(row)[e0:e0 + k]]
             else:
                 pieces += [(v, lo, hi) for _f, v, lo, hi in self._stored(txn, lid, e0, k)]
@@ -441,7 +443,7 @@ class ManagedLedgers:
 
     def delete(self, txn, info: LedgerInfo) -> None:
         for row in info.ledgers:
-            if not (len(row) > 5 and row[5]):
+            if not location_of(row):
                 self._delete_entries(txn, row[0], row[2])
         for row in info.ledgers + info.trimmed:
             txn.delete(keys.u64(row[0]), db=self.env.db["owners"])

@@ -67,7 +67,8 @@ def update_partitions(ctx, topic: TopicName, n: int) -> int:
         raise Conflict(f"partitioned topic {topic} has {old} partitions; the number can only grow",
                        hint=f"give more than {old}")
     first = topics.require(ctx, topic.partition(0))
-    subs = [(c.name, c.props.get("type")) for c in ctx.cursors.list(ctx.txn, first.ml_id)]
+    subs = [(c.name, subscriptions.stored_type(c))
+            for c in ctx.cursors.list(ctx.txn, first.ml_id)]
     for i in range(old, n):
         info = topics.ensure(ctx, topic.partition(i))
         for name, typ in subs:

@@ -108,7 +108,7 @@ def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None,
                             history.CONSUMER_GONE, c.name, rec.name,
                             **{"reason": f"consumer {rec.name} {why}", **lease})
     ctx.delete("consumer", c.id, rec.name)
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.type_of(c)
     if remaining is None:
         remaining = len(records(ctx, c))
     if typ == subs.FAILOVER and remaining:
@@ -137,7 +137,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     """Admit a consumer to a subscription (Pulsar's addConsumer rules) and record it."""
     live = sweep(ctx, info, c)
     others = [r for r in live if r.name != name]
-    current = c.props.get("type", subs.EXCLUSIVE)
+    current = subs.type_of(c)
     if others and current != sub_type:
         raise ConsumerBusy(
             f"subscription '{c.name}' is {current} with {len(others)} connected consumer(s); "
@@ -152,7 +152,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
             f"Exclusive consumer is already connected to subscription '{c.name}' "
             f"(consumer '{holder.name}', {how})",
             hint="use another subscription, a Shared subscription (-t Shared), or wait")
-    if not others and c.props.get("type") != sub_type:  # (none yet: its first consumer)
+    if not others and subs.stored_type(c) != sub_type:  # (none yet: its first consumer)
         # A new type starts from the first unacked message: the old dispatcher's pending and
         # replay state means nothing to the new one (Shared's replay set is invisible to an
         # Exclusive cursor, and the other way round). Exclusive and Failover deliver delayed
@@ -161,9 +161,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
             delayed.clear(ctx, c.id)
         subs.rewind(ctx, c)
         c.props.pop("active", None)
-        c.props["type"] = sub_type
-    # A subscription made by pulsar-admin has no type until its first consumer comes.
-    c.props.setdefault("type", sub_type)
+        subs.set_type(c, sub_type)
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.
         lease_ms = DEFAULT_LEASE_MS
@@ -189,7 +187,7 @@ def note_active(ctx, info, c, live: list[dict]) -> None:
     """Failover: when the active consumer changes, rewind so that the unacked messages of the
     old one go to the new one (Pulsar does this after activeConsumerFailoverDelayTimeMillis;
     here every hand-over is a transaction, so it happens at once)."""
-    if c.props.get("type") != subs.FAILOVER:
+    if subs.stored_type(c) != subs.FAILOVER:
         return
 
     act = active(live, partition_index(info.name), info.name)

@@ -12,6 +12,7 @@ messages are gone, and acking one at or below mark-delete is a no-op.
 from __future__ import annotations
 
 from store import codec, keys
+from store.ledger_row import LedgerRow
 from pulsarctl.broker import (
     topics, unpack, subscriptions as subs, batches, consumers, delayed, redelivery_state, timers,
     history,
@@ -140,8 +141,8 @@ def offset_for_id(ctx, info, mid: MessageId) -> int:
         return info.first_offset
     if mid == MessageId.latest:
         return info.next_offset
-    cur = info.ledgers[-1] if info.ledgers else None
-    if cur is not None and mid.ledger_id == cur[0] and mid.entry_id == cur[2]:
+    cur = LedgerRow.from_stored(info.ledgers[-1]) if info.ledgers else None
+    if cur is not None and mid.ledger_id == cur.ledger_id and mid.entry_id == cur.entries:
         return info.next_offset
     return subs.offset_of(ctx, info, mid)
 

@@ -48,18 +48,20 @@ from pulsarctl.broker import batches, consumers, delayed, history, subscriptions
 from pulsarctl.broker.dispatch import key_shared
 from pulsarctl.broker.nacks import NACK_PRECISION_BITS, delay_ms
 from pulsarctl.broker.partitions import owner_topic
-from pulsarctl.broker.records import ACK_TIMEOUT, NACK, Pending, Timer
+from pulsarctl.broker.records import Pending, Timer
 from pulsarctl.broker.targets import subscribed
 from pulsarctl.entries import F_DELIVER_AT, F_NUM_MESSAGES
 from pulsarctl.errors import InvalidValue, MessageNotFound
+from pulsarctl.message_events import ACK_TIMEOUT, CONSUMER_GONE, NACK, NACKED, REDELIVERED
 from pulsarctl.messages import MessageId, iso_ms
 from pulsarctl.names import topic_name
 
 ACKED, PENDING, REDELIVER, DELAYED, BACKLOG = "acked", "pending", "redeliver", "delayed", "backlog"
 STATES = (ACKED, PENDING, REDELIVER, DELAYED, BACKLOG)
-# Why a message is to be redelivered, or what its due time is (see the module's docstring).
-NACKED, ACK_TIMED_OUT, CONSUMER_GONE = "nacked", "ackTimeout", "consumerGone"
-REDELIVERED, RETURNED, KEY_ORDER, DELIVER_AT = "redelivered", "returned", "keyOrder", "deliverAt"
+# Why a message is to be redelivered, or what its due time is (see the module's docstring):
+# nacked, ackTimeout, consumerGone and redelivered are the history's words (message_events.py),
+# these are the picture's own.
+RETURNED, KEY_ORDER, DELIVER_AT = "returned", "keyOrder", "deliverAt"
 KEY_UNCOVERED = "keyUncovered"
 
 DEFAULT_WINDOW = 40
@@ -206,7 +208,7 @@ def view(ctx, p, info, c, around: MessageId | None, n: int) -> View:
 # -- the window ------------------------------------------------------------------------------
 def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
     txn, cid, now, md, rp = ctx.txn, c.id, ctx.now, c.mark_delete, c.read_position
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.type_of(c)
     policy = c.props.get("policy") or {}
     acked = _acked_ranges(ctx, c, start, stop)
     pending = {o: Pending.from_stored(v) for o, v in _keyed(ctx, "pending", cid, start, stop)}
@@ -289,8 +291,8 @@ def _pending_state(ctx, c, o: int, prec: Pending, policy: dict, live: set, nack_
         timer = Timer.from_stored(codec.decode(raw)) if raw is not None else None
         if timer is not None and timer.kind == ACK_TIMEOUT and unacked.applies(timer, prec):
             if deadline <= now:
-                return REDELIVER, who, rc, deadline, ACK_TIMED_OUT, at
-            return PENDING, who, rc, deadline, ACK_TIMED_OUT, at
+                return REDELIVER, who, rc, deadline, ACK_TIMEOUT, at
+            return PENDING, who, rc, deadline, ACK_TIMEOUT, at
     return PENDING, who, rc, None, None, at
 
 

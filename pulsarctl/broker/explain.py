@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import policies, topics
-from pulsarctl.broker.history import PUBLISHED, as_doc, events_of, retention_ms, with_entry
+from pulsarctl.broker.history import as_doc, events_of, retention_ms, with_entry
 from pulsarctl.entries import batch_size, is_batch
 from pulsarctl.errors import MessageNotFound, SubscriptionNotFound, UsageError
+from pulsarctl.message_events import PUBLISHED
 from pulsarctl.messages import parse_message_id
 from pulsarctl.names import topic_name
 
@@ -59,7 +60,7 @@ def explain(ctx, topic, mid, sub: str | None = None, elsewhere: str | None = Non
             keep = retention_ms(ctx, policies.effective(ctx, info.name, policies.RETENTION)[
                 "retentionTimeInMinutes"])
             if keep is not None:
-                values = [v for v in values if v[1] > ctx.now - keep]
+                values = [v for v in values if v.at > ctx.now - keep]
     if not values and (o is None or mid.entry_id < 0 or not info.contains(o)):
         hint = (f"ids on this topic run up to {info.position(info.last_offset)}"
                 if info.entries else "the topic has no messages")
@@ -75,7 +76,7 @@ def explain(ctx, topic, mid, sub: str | None = None, elsewhere: str | None = Non
             f"{info.name.split('/')[-1]}`")
     seen = 0
     while values and seen < _FOLLOW_LIMIT:
-        origin = (values[0][5] or {}) if values[0][0] == PUBLISHED else {}
+        origin = values[0].detail if values[0].kind == PUBLISHED else {}
         if not origin.get("fromTopic"):
             break
         seen += 1

@@ -16,12 +16,13 @@ from __future__ import annotations
 from store import keys
 from pulsarctl.broker import delayed, redelivery_state, timers
 from pulsarctl.errors import InvalidTopicName
+from pulsarctl.message_events import ACK_TIMEOUT, NACK
 from pulsarctl.names import RETRY_SUFFIX, parse_topic
 
 _triple, _untriple = keys.triple, keys.unpack_triple
-KINDS = ("nack", "ackTimeout", "delayed", "retry", "ttl", "lease")
-TIMER_KINDS = ("nack", "ackTimeout")
-LABELS = {"nack": "nack", "ackTimeout": "ack timeout", "delayed": "delayed", "retry": "retry",
+KINDS = (NACK, ACK_TIMEOUT, "delayed", "retry", "ttl", "lease")
+TIMER_KINDS = (NACK, ACK_TIMEOUT)
+LABELS = {NACK: "nack", ACK_TIMEOUT: "ack timeout", "delayed": "delayed", "retry": "retry",
           "ttl": "TTL", "lease": "lease"}
 
 

@@ -9,10 +9,10 @@ range delete. The sequence is the store's history counter (taken once per transa
 shifted left 24 bits, plus the event's index in the transaction: events sort in the order they
 happened even when the simulated clock stands still.
 
-The value (through the codec) is [event, at, subscription, consumer, redelivery count, extra]:
-extra is a small dict of what that event needs (producer and sequence id, the delay, where a
-dead letter went...). A batch entry is one entry: its events are the entry's, with the batch
-indexes where they matter.
+The value (through the codec) is an Event (history_event.py: kind, at, subscription, consumer,
+redelivery count, extra, stored as a list): extra is a small dict of what that event needs
+(producer and sequence id, the delay, where a dead letter went...). A batch entry is one
+entry: its events are the entry's, with the batch indexes where they matter.
 
 Kept for messageHistoryRetention (or the topic's retention time, whichever is longer) after
 the entries themselves are trimmed (trim); `messageHistoryEnabled false` stops the recording.
@@ -31,19 +31,15 @@ import bisect
 
 from store import codec, keys
 from pulsarctl import timetext
+from pulsarctl.broker.history_event import Event
+from pulsarctl.broker.subscription_state import SINGLE_ACTIVE, single_active, type_of  # noqa: F401
+# The kinds of event, by the one vocabulary's names (history.ACKED... for the writers).
+from pulsarctl.message_events import (  # noqa: F401
+    ACK_TIMEOUT, ACKED, CLEARED, CONSUMER_GONE, DEAD_LETTERED, DELAYED, DELIVERED, EVENTS, EXPIRED,
+    HELD, NACKED, PUBLISHED, REDELIVERED, REFUSED, RETRIED, SKIPPED,
+)
 from pulsarctl.entries import F_DELIVER_AT, F_PRODUCER_NAME, F_PUBLISH_TIME, F_SEQUENCE_ID
 from pulsarctl.units import parse_duration_ms
-
-PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED = "published", "delayed", "delivered", "acked", \
-    "nacked"
-ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED, RETRIED, DEAD_LETTERED = "ackTimeout", "consumerGone", \
-    "redelivered", "retried", "deadLettered"
-EXPIRED, SKIPPED, CLEARED = "expired", "skipped", "cleared"
-# Why nothing happened: a message a dispatch passed over (held: its cause in the extra), a
-# consumer the subscription turned away (refused).
-HELD, REFUSED = "held", "refused"
-EVENTS = (PUBLISHED, DELAYED, DELIVERED, ACKED, NACKED, ACK_TIMEOUT, CONSUMER_GONE, REDELIVERED,
-          RETRIED, DEAD_LETTERED, EXPIRED, SKIPPED, CLEARED, HELD, REFUSED)
 
 # Where pulsarctl is deliberately stronger than Pulsar, the event says so in its extra under
 # BEYOND (explain's JSON field; its text adds "(pulsarctl: ...)"), so a learner never takes
@@ -53,12 +49,7 @@ COUNT_NOTE = "Pulsar keeps no count on Exclusive and Failover subscriptions"
 DLQ_NOTE = "Pulsar dead-letters only on Shared and Key_Shared subscriptions"
 NACK_NOTE = "the broker keeps this nack timer; Pulsar's lives in the client"
 LEASE_NOTE = "a consumer held by a lease; Pulsar's lives by its connection"
-_SINGLE_ACTIVE = ("Exclusive", "Failover")
-
-
-def single_active(c) -> bool:
-    """Whether subscription c is Exclusive or Failover (one untyped yet reads as Exclusive)."""
-    return c.props.get("type", "Exclusive") in _SINGLE_ACTIVE
+_SINGLE_ACTIVE = SINGLE_ACTIVE
 
 _DB = "history"
 _SEQ = b"history_seq"  # meta: the next transaction's sequence base
@@ -116,8 +107,9 @@ def record(ctx, info, offset: int, event: str, sub: str | None = None,
     """Record one event of the entry at offset of info's managed ledger, now."""
     if not on(ctx):
         return
-    value = [event, ctx.now, sub, consumer, rc, extra or None]
-    ctx.txn.put(_triple(info.ml_id, offset, _next_seq(ctx)), _encode(value), db=ctx.env.db[_DB])
+    value = Event(event, ctx.now, sub, consumer, rc, extra or None)
+    ctx.txn.put(_triple(info.ml_id, offset, _next_seq(ctx)), _encode(value.to_stored()),
+                db=ctx.env.db[_DB])
     if _WATCH is not None:
         _keep(ctx, info, offset, value)
 
@@ -128,7 +120,7 @@ def record_many(ctx, info, offsets, event: str, sub: str | None = None,
     once per span."""
     if not offsets or not on(ctx):
         return
-    value = [event, ctx.now, sub, consumer, rc, extra or None]
+    value = Event(event, ctx.now, sub, consumer, rc, extra or None)
     _put_spans(ctx, info, offsets, value)
     if _WATCH is not None:
         for o in offsets:
@@ -145,7 +137,7 @@ _SPANS = 1 << 62
 MAX_SPAN = 1024
 
 
-def _put_spans(ctx, info, offsets, value: list) -> None:
+def _put_spans(ctx, info, offsets, value: Event) -> None:
     ml = info.ml_id | _SPANS
     lo, hi = min(offsets), max(offsets)
     if hi - lo < MAX_SPAN:   # a fetch's or an ack's: one span (every step here runs in C)
@@ -160,11 +152,12 @@ def _put_spans(ctx, info, offsets, value: list) -> None:
     base = _next_seq(ctx)
     ctx.hseq = base + len(rows) + 1
     out = []
+    stored = value.to_stored()
     for i, (low, chunk, high) in enumerate(rows):
         # [first, last] when the offsets are every one between (in any order).
         runs_on = high - low == len(chunk) - 1 and len(set(chunk)) == len(chunk)
         out.append((_triple(ml, low, base + i),
-                    _encode(value + [[low, high] if runs_on else list(chunk)])))
+                    _encode(stored + [[low, high] if runs_on else list(chunk)])))
     ctx.txn.cursor(db=ctx.env.db[_DB]).putmulti(out)
 
 
@@ -175,7 +168,7 @@ def _in_span(offsets: list, offset: int) -> bool:
 
 
 def _spans_over(ctx, ml_id: int, offset: int) -> list[tuple]:
-    """(sequence, value) of the span events over offset."""
+    """(sequence, Event) of the span events over offset."""
     out = []
     ml = ml_id | _SPANS
     end = _triple(ml, offset + 1, 0)
@@ -183,8 +176,9 @@ def _spans_over(ctx, ml_id: int, offset: int) -> list[tuple]:
                              _triple(ml, max(0, offset - MAX_SPAN + 1), 0)):
         if k >= end:
             break
-        if len(v) > 6 and _in_span(v[6], offset):
-            out.append((_untriple(k)[2], v[:6]))
+        e = Event.from_stored(v)
+        if e.span is not None and _in_span(e.span, offset):
+            out.append((_untriple(k)[2], e.without_span()))
     return out
 
 
@@ -199,8 +193,9 @@ def record_range(ctx, info, first: int, last: int, event: str, sub: str, **extra
     """Record one event for every entry from offset first to last (inclusive), now."""
     if last < first or not on(ctx):
         return
-    value = [event, ctx.now, sub, None, None, {"fromOffset": first, "toOffset": last, **extra}]
-    ctx.txn.put(_triple(info.ml_id | _RANGES, last, _next_seq(ctx)), _encode(value),
+    value = Event(event, ctx.now, sub, None, None, {"fromOffset": first, "toOffset": last,
+                                                    **extra})
+    ctx.txn.put(_triple(info.ml_id | _RANGES, last, _next_seq(ctx)), _encode(value.to_stored()),
                 db=ctx.env.db[_DB])
     if _WATCH is not None:
         if ctx.events is None:
@@ -212,13 +207,13 @@ def record_range(ctx, info, first: int, last: int, event: str, sub: str, **extra
 
 
 def _ranges_over(ctx, ml_id: int, offset: int) -> list[tuple]:
-    """(sequence, value) of the range events whose range holds offset."""
+    """(sequence, Event) of the range events whose range holds offset."""
     out = []
     for k, v in ctx.env.scan(ctx.txn, _DB, _u64(ml_id | _RANGES), _triple(ml_id | _RANGES,
                                                                             offset, 0)):
-        extra = v[5] or {}
-        if extra.get("fromOffset", offset + 1) <= offset:
-            out.append((_untriple(k)[2], v))
+        e = Event.from_stored(v)
+        if e.detail.get("fromOffset", offset + 1) <= offset:
+            out.append((_untriple(k)[2], e))
     return out
 
 
@@ -242,15 +237,16 @@ def published(ctx, info, first_offset: int, n: int, producer: str, seqs, origin=
         extra = {"producer": producer, "sequenceId": seqs[i]}
         if came is not None:
             extra.update(fromTopic=came[0], fromMessageId=came[1])
-        value = [PUBLISHED, now, None, None, None, extra]
+        value = Event(PUBLISHED, now, None, None, None, extra)
         if came is not None:
-            put(_triple(ml, first_offset + i, base + 2 * i), _encode(value), db=db)
+            put(_triple(ml, first_offset + i, base + 2 * i), _encode(value.to_stored()), db=db)
         if _WATCH is not None:
             _keep(ctx, info, first_offset + i, value)
         if deliver_at and deliver_at[i]:
-            value = [DELAYED, now, None, None, None, {"until": deliver_at[i]}]
+            value = Event(DELAYED, now, None, None, None, {"until": deliver_at[i]})
             if came is not None:
-                put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value), db=db)
+                put(_triple(ml, first_offset + i, base + 2 * i + 1), _encode(value.to_stored()),
+                    db=db)
             if _WATCH is not None:
                 _keep(ctx, info, first_offset + i, value)
 
@@ -260,7 +256,7 @@ def wants_published(ctx) -> bool:
     return (ctx.origin is not None or _WATCH is not None) and on(ctx)
 
 
-def entry_events(ctx, info, offset: int) -> list[list]:
+def entry_events(ctx, info, offset: int) -> list[Event]:
     """The published (and delayed) events of a stored entry, read from the entry: a plain
     publish stores none (see published). [] when the entry is gone."""
     if not info.contains(offset):
@@ -269,11 +265,11 @@ def entry_events(ctx, info, offset: int) -> list[list]:
         rec = _decode(ctx.ledgers.read(ctx.txn, info, offset))
     except Exception:  # offloaded or unreadable: the stored events are all there is
         return []
-    out = [[PUBLISHED, rec[F_PUBLISH_TIME], None, None, None,
-            {"producer": rec[F_PRODUCER_NAME], "sequenceId": rec[F_SEQUENCE_ID]}]]
+    out = [Event(PUBLISHED, rec[F_PUBLISH_TIME], None, None, None,
+                 {"producer": rec[F_PRODUCER_NAME], "sequenceId": rec[F_SEQUENCE_ID]})]
     if len(rec) > F_DELIVER_AT and rec[F_DELIVER_AT]:
-        out.append([DELAYED, rec[F_PUBLISH_TIME], None, None, None,
-                    {"until": rec[F_DELIVER_AT]}])
+        out.append(Event(DELAYED, rec[F_PUBLISH_TIME], None, None, None,
+                         {"until": rec[F_DELIVER_AT]}))
     return out
 
 
@@ -295,13 +291,13 @@ def keep_published(ctx, info, below: int) -> None:
         _ml, o, _seq = _untriple(k)
         if o != seen:
             seen = o
-            if _decode(raw)[0] != PUBLISHED:
+            if Event.from_stored(_decode(raw)).kind != PUBLISHED:
                 todo.append(o)
     # Entries whose only events are in spans (delivered and acked, say) have a history too.
     spanned: set = set()
     for _k, v in ctx.env.scan(ctx.txn, _DB, _u64(ml | _SPANS),
                               _triple(ml | _SPANS, max(0, info.first_offset - MAX_SPAN + 1), 0)):
-        offs = v[6] if len(v) > 6 else []
+        offs = Event.from_stored(v).span or []
         if len(offs) == 2 and offs[1] - offs[0] > 1:
             offs = range(offs[0], offs[1] + 1)
         lowest = min(offs) if offs else below
@@ -313,26 +309,26 @@ def keep_published(ctx, info, below: int) -> None:
     put = ctx.txn.put
     for o in todo:
         for i, value in enumerate(entry_events(ctx, info, o)):
-            put(_triple(ml, o, i), _encode(value), db=db)
+            put(_triple(ml, o, i), _encode(value.to_stored()), db=db)
 
 
 def _own_first(ctx, ml: int, o: int):
     """The kind of the first stored event of the entry's own (None: it has none)."""
     cur = ctx.txn.cursor(db=ctx.env.db[_DB])
     if cur.set_range(keys.pair(ml, o)) and cur.key().startswith(keys.pair(ml, o)):
-        return _decode(cur.value())[0]
+        return Event.from_stored(_decode(cur.value())).kind
     return None
 
 
 def with_entry(ctx, info, offset: int, values: list) -> list:
     """values, led by the entry's own published events when none is stored (and the history
     is on: off, explain shows what was recorded, nothing)."""
-    if values and values[0][0] == PUBLISHED or not ctx.setting("messageHistoryEnabled"):
+    if values and values[0].kind == PUBLISHED or not ctx.setting("messageHistoryEnabled"):
         return values
     return entry_events(ctx, info, offset) + values
 
 
-def _keep(ctx, info, offset: int, value: list) -> None:
+def _keep(ctx, info, offset: int, value: Event) -> None:
     if ctx.events is None:
         ctx.events = []
     pos = info.position(offset)
@@ -340,14 +336,15 @@ def _keep(ctx, info, offset: int, value: list) -> None:
 
 
 # -- reading ------------------------------------------------------------------------------------
-def events_of(ctx, ml_id: int, offset: int) -> list[list]:
-    """The stored events of one entry, oldest first, as stored values: its own and the range
+def events_of(ctx, ml_id: int, offset: int) -> list[Event]:
+    """The stored events of one entry, oldest first: its own and the range
     events over it (a range event of a subscription that had acked the entry before is not
     the entry's: it had nothing left to pass)."""
     if _DB not in ctx.env.db:
         return []
     prefix = keys.pair(ml_id, offset)
-    own = [(_untriple(k)[2], v) for k, v in ctx.env.scan(ctx.txn, _DB, prefix)]
+    own = [(_untriple(k)[2], Event.from_stored(v))
+           for k, v in ctx.env.scan(ctx.txn, _DB, prefix)]
     spans = _spans_over(ctx, ml_id, offset)
     if spans:
         own = sorted(own + spans, key=lambda sv: sv[0])
@@ -355,19 +352,20 @@ def events_of(ctx, ml_id: int, offset: int) -> list[list]:
     if not ranges:
         return [v for _seq, v in own]
     done: dict = {}   # subscription -> sequence of its first ack of the entry
-    for seq, v in own:
-        if v[0] == ACKED and v[2] not in done:
-            done[v[2]] = seq
-    both = own + [(seq, v) for seq, v in ranges if not (v[2] in done and done[v[2]] < seq)]
+    for seq, e in own:
+        if e.kind == ACKED and e.subscription not in done:
+            done[e.subscription] = seq
+    both = own + [(seq, e) for seq, e in ranges
+                  if not (e.subscription in done and done[e.subscription] < seq)]
     both.sort(key=lambda sv: sv[0])
     return [v for _seq, v in both]
 
 
 def last(ctx, ml_id: int, offset: int, event: str, sub: str | None = None):
     """The newest stored event of that kind of one entry (of subscription sub), or None."""
-    for v in reversed(events_of(ctx, ml_id, offset)):
-        if v[0] == event and (sub is None or v[2] == sub):
-            return v
+    for e in reversed(events_of(ctx, ml_id, offset)):
+        if e.kind == event and (sub is None or e.subscription == sub):
+            return e
     return None
 
 
@@ -380,14 +378,15 @@ def why_redelivered(ctx, ml_id: int, offset: int, sub: str) -> str | None:
         return None
     found = None
     for _k, v in ctx.env.scan(ctx.txn, _DB, keys.pair(ml_id, offset)):
-        if v[0] == REDELIVERED and v[2] == sub and v[5]:
-            found = v[5].get("reason")
+        e = Event.from_stored(v)
+        if e.kind == REDELIVERED and e.subscription == sub and e.extra:
+            found = e.reason
     return found
 
 
-def as_doc(value: list, sub_filter: str | None = None) -> dict | None:
-    """One stored event as explain's JSON object (None when it is another subscription's)."""
-    event, at, sub, consumer, rc, extra = (list(value) + [None] * 6)[:6]
+def as_doc(value: Event, sub_filter: str | None = None) -> dict | None:
+    """One event as explain's JSON object (None when it is another subscription's)."""
+    event, at, sub, consumer, rc, extra, _span = Event.from_stored(value)
     if sub_filter is not None and sub is not None and sub != sub_filter:
         return None
     doc = {"at": at, "event": event, "subscription": sub, "consumerName": consumer,
@@ -439,7 +438,8 @@ def _trim(ctx, ml: int, first_offset: int, cutoff: int) -> int:
             break
         if o != offset:
             offset = o
-            young = _decode(cur.value())[1] > cutoff  # its first event: when it was published
+            # its first event: when it was published
+            young = Event.from_stored(_decode(cur.value())).at > cutoff
             if young:
                 break
         if not cur.delete():
@@ -462,8 +462,8 @@ def delivered(ctx, info, c, consumer: str, pairs) -> None:
     only for redeliveries); the first deliveries share one encoded value."""
     if not pairs or not on(ctx):
         return
-    typ = c.props.get("type", "Exclusive")
-    first = [DELIVERED, ctx.now, c.name, consumer, 0, {"type": typ}]
+    typ = type_of(c)
+    first = Event(DELIVERED, ctx.now, c.name, consumer, 0, {"type": typ})
     ml = info.ml_id
     fresh = []
     for o, rc in pairs:
@@ -472,12 +472,13 @@ def delivered(ctx, info, c, consumer: str, pairs) -> None:
             # A redelivery: its own record, with the reason it came back.
             extra = {"type": typ}
             why = last(ctx, ml, o, REDELIVERED, c.name)
-            if why is not None and why[5]:
-                extra["reason"] = why[5].get("reason")
+            if why is not None and why.extra:
+                extra["reason"] = why.reason
             if typ in _SINGLE_ACTIVE:
                 extra[BEYOND] = COUNT_NOTE
-            value = [DELIVERED, ctx.now, c.name, consumer, rc, extra]
-            ctx.txn.put(_triple(ml, o, _next_seq(ctx)), _encode(value), db=ctx.env.db[_DB])
+            value = Event(DELIVERED, ctx.now, c.name, consumer, rc, extra)
+            ctx.txn.put(_triple(ml, o, _next_seq(ctx)), _encode(value.to_stored()),
+                        db=ctx.env.db[_DB])
         else:
             fresh.append(o)
         if _WATCH is not None:
@@ -496,8 +497,8 @@ def nack_reason(ctx, ml_id: int, offset: int, sub: str) -> str:
     v = last(ctx, ml_id, offset, NACKED, sub)
     if v is None:
         return "nacked"
-    delay = (v[5] or {}).get("delay")
-    return f"nacked at {clock_text(v[1])}" + (f", nack backoff {duration_text(delay)}"
+    delay = v.detail.get("delay")
+    return f"nacked at {clock_text(v.at)}" + (f", nack backoff {duration_text(delay)}"
                                               if delay is not None else "")
 
 
@@ -525,8 +526,8 @@ def refused(ctx, info, offset: int, sub: str, consumer: str, error: str, reason:
     """Subscription sub turned consumer away (error: Pulsar's ServerError name), recorded on
     the message it would have been given next, unless that message's newest event of the
     subscription already tells the same refusal."""
-    v = next((x for x in reversed(events_of(ctx, info.ml_id, offset)) if x[2] == sub), None)
-    if v is not None and v[0] == REFUSED and v[3] == consumer \
-            and (v[5] or {}).get("reason") == reason:
+    v = next((x for x in reversed(events_of(ctx, info.ml_id, offset)) if x.subscription == sub),
+             None)
+    if v is not None and v.kind == REFUSED and v.consumer == consumer and v.reason == reason:
         return
     record(ctx, info, offset, REFUSED, sub, consumer, error=error, reason=reason)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+# The kinds of timer (Timer.kind): a nack's redelivery delay (nacks.py) and an ack timeout
+# (unacked.py), by the one vocabulary's names (the history's ackTimeout event is the same word).
+from pulsarctl.message_events import ACK_TIMEOUT, NACK  # noqa: F401
+
 _new = tuple.__new__
 
-# The kinds of timer (Timer.kind): a nack's redelivery delay (nacks.py) and an ack timeout
-# (unacked.py).
-NACK = "nack"
-ACK_TIMEOUT = "ackTimeout"
 
 
 class Pending(NamedTuple):

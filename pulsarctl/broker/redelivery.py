@@ -80,7 +80,7 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
     reasons (by offset) or reason: why, for the message history (history.py)."""
     policy = c.props.get("policy") or {}
     max_rc = policy.get("maxRedeliverCount")
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.type_of(c)
     c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
     # Pulsar's Exclusive and Failover dispatchers count nothing: a count there is pulsarctl's.
     beyond = {history.BEYOND: history.COUNT_NOTE} if typ in subs.SINGLE_ACTIVE else {}

@@ -8,6 +8,7 @@ A topic without any subscription keeps its messages: nothing has acknowledged th
 drop unread messages (Pulsar would, after retention)."""
 from __future__ import annotations
 
+from store.ledger_row import rows as ledger_rows
 from pulsarctl.broker import history, policies
 
 _MB = 1024 * 1024
@@ -38,12 +39,12 @@ def _trim_ledgers(ctx, info) -> int:
     if minutes < 0 and mb < 0:
         return 0
     size, cut = info.total_size, None
-    rows = info.ledgers
+    rows = ledger_rows(info)
     for i in range(len(rows) - 1):
-        _lid, first, n, ledger_size = rows[i][:4]
+        first, n, ledger_size = rows[i].first_offset, rows[i].entries, rows[i].size
         if first + n - 1 > low:
             break  # not acknowledged by every subscription yet
-        closed_at = rows[i + 1][4]
+        closed_at = rows[i + 1].created_ms  # a ledger closes when the next one is created
         expired = minutes >= 0 and ctx.now - closed_at > minutes * 60_000
         over = mb >= 0 and size > mb * _MB
         if not (expired or over):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from store import codec, keys
+from store.ledger_row import LedgerRow, rows as ledger_rows
 from pulsarctl.broker import access, backlog_quota, consumers, delayed, policies, redelivery_state
 from pulsarctl.broker import subscriptions as subs
 from pulsarctl.broker.records import Pending
@@ -107,7 +108,7 @@ def topic_stats(ctx, info) -> dict:
         "msgOutCounter": sum(s["msgOutCounter"] for s in subs_out.values()),
         "averageMsgSize": avg,
         "storageSize": info.total_size,
-        "offloadedStorageSize": sum(r[3] for r in info.ledgers if len(r) > 5 and r[5]),
+        "offloadedStorageSize": sum(r.size for r in ledger_rows(info) if r.offloaded),
         # The slowest subscription's estimated backlog, as the managed ledger reports it.
         "backlogSize": max((s["backlogSize"] for s in subs_out.values()), default=0),
         "earliestMsgPublishTimeInBacklogs": 0,
@@ -133,7 +134,7 @@ def pulsar_topic_stats(ctx, info) -> dict:
         sub = doc["subscriptions"][c.name]
         sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
         # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
-        sub["type"] = c.props.get("type") or "None"
+        sub["type"] = subs.shown_type(c)
         # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
         # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
         sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
@@ -201,7 +202,7 @@ def _ranges_text(info, ranges) -> str:
 
 
 def internal_stats(ctx, info) -> dict:
-    cur = info.ledgers[-1] if info.ledgers else None
+    cur = LedgerRow.from_stored(info.ledgers[-1]) if info.ledgers else None
     cursors = {}
     for c in ctx.cursors.list(ctx.txn, info.ml_id):
         ranges = ctx.cursors.individually_deleted(ctx.txn, c)
@@ -227,16 +228,16 @@ def internal_stats(ctx, info) -> dict:
         "entriesAddedCounter": info.entries_added,
         "numberOfEntries": info.entries,
         "totalSize": info.total_size,
-        "currentLedgerEntries": cur[2] if cur else 0,
-        "currentLedgerSize": cur[3] if cur else 0,
-        "lastLedgerCreatedTimestamp": iso_ms(cur[4]) if cur else "",
+        "currentLedgerEntries": cur.entries if cur else 0,
+        "currentLedgerSize": cur.size if cur else 0,
+        "lastLedgerCreatedTimestamp": iso_ms(cur.created_ms) if cur else "",
         "waitingCursorsCount": 0,
         "pendingAddEntriesCount": 0,
         "lastConfirmedEntry": str(info.mark_position(info.last_offset)),
         "state": "LedgerOpened",
-        "ledgers": [{"ledgerId": r[0], "entries": r[2], "size": r[3],
-                     "offloaded": len(r) > 5 and bool(r[5]), "underReplicated": False}
-                    for r in info.ledgers],
+        "ledgers": [{"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size,
+                     "offloaded": r.offloaded, "underReplicated": False}
+                    for r in ledger_rows(info)],
         "cursors": cursors,
     }
 

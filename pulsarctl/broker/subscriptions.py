@@ -6,6 +6,7 @@ A subscription's settings live in its cursor's properties, so a dispatch reads o
 from __future__ import annotations
 
 from store import codec, keys
+from store.ledger_row import L_ENTRIES, L_FIRST
 from pulsarctl.broker import (
     redelivery_state, policies, batches, delayed, timers, retention, history,
 )
@@ -18,9 +19,11 @@ from pulsarctl.errors import (
 from pulsarctl.messages import MessageId
 from pulsarctl.entries import batch_size
 
-EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = "Exclusive", "Shared", "Failover", "Key_Shared"
-TYPES = (EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED)
-SINGLE_ACTIVE = (EXCLUSIVE, FAILOVER)
+# The types, and the one reader and writer of a subscription's (subscription_state.py).
+from pulsarctl.broker.subscription_state import (  # noqa: F401
+    EXCLUSIVE, FAILOVER, KEY_SHARED, SHARED, SINGLE_ACTIVE, TYPES, clear_type, set_type,
+    shown_type, stored_type, type_of,
+)
 
 
 def normalize_type(text: str) -> str:
@@ -77,15 +80,9 @@ def create(ctx, info, name: str, position="Latest", sub_type: str | None = None,
     c.props = {"created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
                "lastConsumed": 0, "policy": dict(dlp) if dlp else {}}
     if sub_type is not None:
-        c.props["type"] = sub_type
+        set_type(c, sub_type)
     ctx.cursors.save(ctx.txn, c)
     return c
-
-
-def shown_type(c) -> str:
-    """The type a subscription reports (stats, describe, the cursor picture, top): its
-    consumers' type, or "None" while no consumer ever attached (see create)."""
-    return c.props.get("type") or "None"
 
 
 # How many backlog entries of a batched topic backlog_messages reads to count their messages;
@@ -332,7 +329,7 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
     pdb = ctx.env.db["pending"]
     md_before = c.mark_delete
     if cumulative:
-        typ = c.props.get("type", EXCLUSIVE)
+        typ = type_of(c)
         if typ not in SINGLE_ACTIVE:
             raise CumulativeAckNotAllowed(
                 f"Cannot use cumulative acks on a non-exclusive/non-failover subscription "
@@ -385,7 +382,7 @@ def maybe_trim(ctx, info, c) -> None:
     if len(info.ledgers) < 2:
         return
     first = info.ledgers[0]
-    if c.mark_delete < first[1] + first[2] - 1:
+    if c.mark_delete < first[L_FIRST] + first[L_ENTRIES] - 1:
         return
 
     retention.trim(ctx, info)

@@ -16,6 +16,7 @@ from rich.console import Group
 from rich.text import Text
 
 from pulsarctl import timetext
+from pulsarctl.message_events import ACK_TIMEOUT, CONSUMER_GONE, NACKED, REDELIVERED
 
 # State -> (mark, style). The marks differ so that the picture needs no colour.
 STYLES = {
@@ -27,10 +28,10 @@ STYLES = {
 }
 _MARKER = "magenta"
 _REASONS = {
-    "nacked": "nacked",
-    "ackTimeout": "ack timeout",
-    "consumerGone": "consumer gone",
-    "redelivered": "redelivered",
+    NACKED: "nacked",
+    ACK_TIMEOUT: "ack timeout",
+    CONSUMER_GONE: "consumer gone",
+    REDELIVERED: "redelivered",
     "returned": "returned by a consumer that left",
     "keyOrder": "waiting for its key's consumer",
     "keyUncovered": "waiting: no consumer's hash range covers its key",
@@ -117,7 +118,7 @@ def _detail(r, now: int) -> str:
     elif r.state == "redeliver":
         why = _REASONS.get(r.reason, r.reason or "")
         when = "next fetch" if r.due is None or r.due == now and r.reason not in (
-            "nacked", "ackTimeout") else f"{_clock(r.due)} ({_rel(r.due, now)})"
+            NACKED, ACK_TIMEOUT) else f"{_clock(r.due)} ({_rel(r.due, now)})"
         if r.why:
             why = f"{why} ({r.why})"
         parts.append(f"{why}, due {when}")

@@ -11,6 +11,10 @@ from pulsarctl.cli import declare as typer  # recorded until typer is needed (de
 from pulsarctl import timetext
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, fmt, state
+from pulsarctl.message_events import (
+    ACK_TIMEOUT, ACKED, CLEARED, CONSUMER_GONE, DEAD_LETTERED, DELAYED, DELIVERED, EXPIRED, HELD,
+    NACKED, PUBLISHED, REDELIVERED, REFUSED, RETRIED, SKIPPED,
+)
 from pulsarctl.messages import iso_ms, parse_message_id
 from pulsarctl.names import topic_name
 
@@ -95,23 +99,23 @@ def _phrase(e: dict, mid: str) -> str:
     ev, sub, who, rc = e["event"], e.get("subscription"), e.get("consumerName"), \
         e.get("redeliveryCount")
     why = e.get("reason")
-    if ev == "published":
+    if ev == PUBLISHED:
         s = f"{mid} published to {_short(e['topic'])} by producer {e.get('producer')} " \
             f"(sequence id {e.get('sequenceId')})"
         if e.get("fromTopic"):
             s += f", a copy of {e.get('fromMessageId')} on {_short(e['fromTopic'])}"
         return s
-    if ev == "delayed":
+    if ev == DELAYED:
         return f"{mid} held back by delayed delivery until {iso_ms(e.get('until'))}"
-    if ev == "delivered":
+    if ev == DELIVERED:
         s = f"{mid} delivered to consumer {who} of {e.get('type', '')} subscription {sub}"
         if rc:
             s += f" (redelivery {rc}" + (f": {why})" if why else ")")
         return s
-    if ev == "acked":
+    if ev == ACKED:
         return f"{mid} acknowledged on subscription {sub}" + \
             (" (cumulatively)" if e.get("cumulative") else "")
-    if ev == "nacked":
+    if ev == NACKED:
         if e.get("byClient"):
             # A wire consumer's nack: its client held the message for the nack delay (or the
             # ack timeout), then asked for it again (CommandRedeliverUnacknowledgedMessages).
@@ -123,14 +127,14 @@ def _phrase(e: dict, mid: str) -> str:
         # The timer's deadline, as the cursor picture shows it (rounded down to 256 ms by the
         # NegativeAcksTracker's trimLowerBit): a history recorded before it was kept has none.
         return s + (f", due {_clock(e['due'])}" if e.get("due") is not None else "")
-    if ev == "ackTimeout":
+    if ev == ACK_TIMEOUT:
         return f"{mid} not acknowledged by consumer {who} of subscription {sub} in time ({why})"
-    if ev == "consumerGone":
+    if ev == CONSUMER_GONE:
         return f"{mid} given back to subscription {sub} for dispatch: {why}"
-    if ev == "redelivered":
+    if ev == REDELIVERED:
         return f"{mid} redelivered on subscription {sub}, redelivery count {rc}" + \
             (f" ({why})" if why else "")
-    if ev == "retried":
+    if ev == RETRIED:
         s = f"{mid} moved to retry letter topic {_short(e.get('toTopic', ''))} as " \
             f"{e.get('toMessageId')}"
         if e.get("delay") is not None:
@@ -138,20 +142,20 @@ def _phrase(e: dict, mid: str) -> str:
         if e.get("reconsumeTimes") is not None:
             s += f" (reconsume {e.get('reconsumeTimes')})"
         return s + _by_client(e)
-    if ev == "deadLettered":
+    if ev == DEAD_LETTERED:
         s = f"{mid} dead-lettered" + (f" from subscription {sub}" if sub else "") + \
             f" to {_short(e.get('toTopic', ''))} as {e.get('toMessageId')}"
         return s + (f" ({why})" if why else "") + _by_client(e)
-    if ev == "expired":
+    if ev == EXPIRED:
         return f"{mid} expired on subscription {sub}" + (f" ({why})" if why else "")
-    if ev == "skipped":
+    if ev == SKIPPED:
         return f"{mid} skipped on subscription {sub}"
-    if ev == "cleared":
+    if ev == CLEARED:
         return f"{mid} cleared from the backlog of subscription {sub}"
-    if ev == "held":
+    if ev == HELD:
         return f"{mid} not delivered on subscription {sub}" + \
             (f" to consumer {who}" if who else "") + f": {why}"
-    if ev == "refused":
+    if ev == REFUSED:
         return f"{mid} waited: subscription {sub} refused consumer {who} " \
                f"({e.get('error')}: {why})"
     return f"{mid} {ev}"

@@ -26,6 +26,7 @@ import json
 from datetime import datetime, timezone
 from store import codec
 from store.ledger import values_of
+from store.ledger_row import rows as ledger_rows
 from pulsarctl.broker.scan import IdColumns, whole_messages
 from pulsarctl.entries import F_COMPRESSION
 from pulsarctl.errors import (
@@ -231,7 +232,8 @@ def _part(ctx, t: TopicName):
         return None
     return Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
                 [list(r[:3]) for r in info.ledgers],
-                [(r[0], r[1], r[2], r[5]) for r in info.ledgers if len(r) > 5 and r[5]])
+                [(r.ledger_id, r.first_offset, r.entries, r.location)
+                 for r in ledger_rows(info) if r.offloaded])
 
 
 def without_offloaded(part: Part, start: int, end: int) -> list[tuple[int, int]]:

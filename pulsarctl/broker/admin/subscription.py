@@ -45,7 +45,7 @@ class Subscription:
                 c = subs.create(ctx, info, name, position, exist_ok=False)
                 # No consumer has come, so no type yet: Pulsar reports "None" until one does
                 # (its subscription has no dispatcher); the first consumer sets it.
-                c.props.pop("type", None)
+                subs.clear_type(c)
                 ctx.cursors.save(ctx.txn, c)
         self._broker.write(run)
 

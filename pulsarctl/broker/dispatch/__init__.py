@@ -50,7 +50,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     """consumer: its records.Consumer; live: every live consumer's."""
     if max_n <= 0:
         return []
-    typ = c.props.get("type", subs.EXCLUSIVE)
+    typ = subs.type_of(c)
     reached = _NOTHING
     if typ in (subs.SHARED, subs.KEY_SHARED):
         max_n, reached = unacked_allowance(ctx, info, c, consumer.name, max_n)
