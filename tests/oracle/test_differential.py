@@ -1,0 +1,427 @@
+"""Issue 28, item 2: differential tests. A hypothesis state machine draws random sequences of
+operations of the real Python client (producers with keys, properties, batching on and off and
+deliver-after; consumers of all four types, several at once, Key_Shared policies; receive, ack,
+cumulative ack, negative ack, redeliver-unacknowledged, seek by id and by time, close and
+reconnect, unsubscribe; readers; admin reads of topic stats and internal stats) and runs each
+operation on the real Apache Pulsar standalone and then on `pulsarctl serve`, in lockstep. What
+each side observed is compared after every operation (compare.py says what is compared where
+Pulsar's choice depends on timing); the first difference fails the sequence, with the
+operations so far and what each side answered, and hypothesis shrinks it. A difference that is
+one of pulsarctl's deliberate stronger behaviours is let through by compare.STRONGER only.
+
+    ORACLE_SEQUENCES   sequences to run (default 12: a few minutes); by hand 500 or more
+    ORACLE_SEED        the seed (default 28): the same sequences on every run
+    ORACLE_STEPS       operations per sequence (default 30)
+    ORACLE_SHRINK      0: report a failing sequence as drawn, without shrinking it
+    ORACLE_REAL        "pulsar://127.0.0.1:6650 http://127.0.0.1:8080": a standalone already
+                       running in this namespace (else the session's real_pulsar fixture)
+    ORACLE_SERVE       the same for a `pulsarctl serve` already running (else one is started
+                       on a store of its own)
+
+Run (inside the lane's namespace):
+    tests/oracle/pulsar.sh netns .venv/bin/python -m pytest -m oracle \\
+        tests/oracle/test_differential.py -p no:cacheprovider
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hypothesis import HealthCheck, Phase, seed, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine, precondition, rule, run_state_machine_as_test,
+)
+
+import compare
+from compare import Context
+from lockstep import PATIENCE_S, Side, TIMER_SLACK_S
+from serve_procs import start_serve, stop_all
+
+SEQUENCES = int(os.environ.get("ORACLE_SEQUENCES", "12"))
+SEED = int(os.environ.get("ORACLE_SEED", "28"))
+STEPS = int(os.environ.get("ORACLE_STEPS", "30"))
+SHRINK = os.environ.get("ORACLE_SHRINK", "1") != "0"
+
+TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+SUBS = ("s0", "s1")
+CONSUMER_NAMES = ("c0", "c1", "c2", "c3", "c4")
+PRODUCER_NAMES = ("p0", "p1", "p2")
+READER_NAMES = ("r0", "r1")
+KEYS = (None, None, "k0", "k1", "k2", "k3")
+# deliver_after, ms: mostly none; 100 ms (under the broker's tick: delivered at once); 1.5 s
+# (held, then due: the machine waits for it before it looks); 10 minutes (held throughout)
+DELAYS = (None,) * 12 + (100, 1500, 600_000, 600_000)
+QUEUES = (1, 2, 5, 1000)
+NACK_DELAYS_MS = (100, 200, 300)
+STICKY = ([(0, 32767)], [(32768, 65535)], [(0, 65535)], [(0, 16383), (49152, 65535)],
+          [(16384, 49151)])
+# Pulsar switches a Failover subscription's active consumer this long after a change
+# (activeConsumerFailoverDelayTimeMillis).
+FAILOVER_DELAY_S = 1.0
+SINGLE = ("Exclusive", "Failover")
+
+
+class Lockstep(RuleBasedStateMachine):
+    """Both targets, and the model of what the sequence has made (what both agreed on)."""
+
+    targets: tuple = ()     # ((service_url, web_url) of real Pulsar, of serve), set by the test
+
+    def __init__(self):
+        super().__init__()
+        topic = f"persistent://public/default/diff-{uuid.uuid4().hex[:12]}"
+        (real_url, real_web), (our_url, our_web) = self.targets
+        self.real = Side("real", real_url, real_web, topic)
+        self.ours = Side("serve", our_url, our_web, topic)
+        self.sides = (self.real, self.ours)
+        self.topic = topic
+        self.producers: dict[str, bool] = {}        # name -> batching
+        self.consumers: dict[str, tuple] = {}       # name -> (subscription, type)
+        self.readers: set[str] = set()
+        self.tags = 0
+        self.journal: list[str] = [f"topic {topic}"]
+        self.failed = False
+        self.pool = ThreadPoolExecutor(2)
+
+    # ----- helpers -----
+    def note(self, line: str) -> None:
+        self.journal.append(line)
+
+    def check(self, what: str, diff: str | None) -> None:
+        if diff is None:
+            return
+        self.failed = True
+        raise AssertionError(
+            f"real Pulsar and serve differ at {what}\n  {diff}\n\nthe sequence so far:\n  "
+            + "\n  ".join(self.journal))
+
+    def both(self, what: str, fn: str, *args, ctx: Context | None = None):
+        a = getattr(self.real, fn)(*args)
+        b = getattr(self.ours, fn)(*args)
+        self.note(f"{what} -> real {a!r}, serve {b!r}")
+        self.check(what, compare.value(a, b, ctx or Context(fn)))
+        return a
+
+    def settle(self) -> None:
+        """Known timers passed and dispatch still, on both sides at once."""
+        list(self.pool.map(lambda s: s.settle(), self.sides))
+
+    def wait_due(self) -> None:
+        list(self.pool.map(lambda s: s.wait_due(), self.sides))
+
+    def members(self, sub: str) -> list[str]:
+        return sorted(c for c, (s, _) in self.consumers.items() if s == sub)
+
+    def sub_type(self, sub: str) -> str | None:
+        for s, t in self.consumers.values():
+            if s == sub:
+                return t
+        return None
+
+    def single_stream(self, cname: str) -> bool:
+        sub, t = self.consumers[cname]
+        return t in SINGLE or len(self.members(sub)) == 1
+
+    def held(self, cname: str | None = None) -> list[str]:
+        """Tags held (received, not acked or nacked) on both sides: by consumer, or by anyone."""
+        def of(side):
+            slots = [side.consumers[cname]] if cname else side.consumers.values()
+            return {t for s in slots for t in s.held}
+        if cname and cname not in self.real.consumers:
+            return []
+        return sorted(of(self.real) & of(self.ours), key=lambda t: int(t[1:]))
+
+    def failover_changed(self, sub: str) -> None:
+        if self.sub_type(sub) == "Failover" and self.members(sub):
+            for s in self.sides:
+                s.expect_timer(FAILOVER_DELAY_S)
+
+    # ----- producers -----
+    @precondition(lambda self: len(self.producers) < len(PRODUCER_NAMES))
+    @rule(batching=st.booleans())
+    def create_producer(self, batching):
+        name = PRODUCER_NAMES[len(self.producers)]
+        if self.both(f"create_producer {name} batching={batching}", "create_producer", name,
+                     batching) == "ok":
+            self.producers[name] = batching
+
+    @precondition(lambda self: self.producers)
+    @rule(data=st.data())
+    def send(self, data):
+        pname = data.draw(st.sampled_from(sorted(self.producers)), label="producer")
+        n = data.draw(st.integers(1, 4), label="messages")
+        specs = []
+        for _ in range(n):
+            tag = f"m{self.tags}"
+            self.tags += 1
+            key = data.draw(st.sampled_from(KEYS), label="key")
+            okey = data.draw(st.sampled_from((None,) * 5 + ("o0", "o1")), label="ordering key")
+            props = (("p", tag),) if data.draw(st.booleans(), label="properties") else ()
+            after = data.draw(st.sampled_from(DELAYS), label="deliver_after")
+            specs.append((tag, key, okey, props, after))
+            if after and after < 60_000:
+                for s in self.sides:
+                    s.expect_timer(after / 1000)
+        batched = self.producers[pname]
+        self.both(f"send {pname} batched={batched} {specs}", "send", pname, batched, specs)
+
+    # ----- consumers -----
+    @precondition(lambda self: len(self.consumers) < 4)
+    @rule(data=st.data())
+    def subscribe(self, data):
+        free = [c for c in CONSUMER_NAMES if c not in self.consumers]
+        cname = data.draw(st.sampled_from(free), label="consumer")
+        sub = data.draw(st.sampled_from(SUBS), label="subscription")
+        type_ = data.draw(st.sampled_from(TYPES), label="type")
+        earliest = data.draw(st.booleans(), label="earliest")
+        queue = data.draw(st.sampled_from(QUEUES), label="receiver queue")
+        nack = data.draw(st.sampled_from(NACK_DELAYS_MS), label="nack delay ms")
+        ks = None
+        if type_ == "Key_Shared":
+            mode = data.draw(st.sampled_from(("AutoSplit", "AutoSplit", "Sticky")),
+                             label="key shared mode")
+            ranges = data.draw(st.sampled_from(STICKY), label="ranges") if mode == "Sticky" \
+                else None
+            ks = (mode, ranges, data.draw(st.booleans(), label="out of order"))
+        args = (cname, sub, type_, earliest, queue, nack, ks)
+        if self.both(f"subscribe {args}", "subscribe", *args) == "ok":
+            self.consumers[cname] = (sub, type_)
+            self.failover_changed(sub)
+
+    def _receive(self, cname: str, n: int) -> None:
+        self.wait_due()
+        a = self.real.receive(cname, n)
+        b = self.ours.receive(cname, n, must=len(a))
+        if len(b) > len(a):   # real was slower to deliver what it had: let it catch up
+            more = len(b) - len(a)
+            a += self.real.receive(cname, more, must=more)
+        sub, t = self.consumers[cname]
+        ctx = Context("receive", t)
+        self.note(f"receive {cname} ({sub}, {t}) up to {n} -> real {[g.tag for g in a]}, "
+                  f"serve {[g.tag for g in b]}")
+        self.check(f"receive {cname} up to {n}", compare.stream(a, b, ctx))
+
+    @precondition(lambda self: any(self.single_stream(c) for c in self.consumers))
+    @rule(data=st.data())
+    def receive(self, data):
+        cname = data.draw(st.sampled_from(
+            [c for c in sorted(self.consumers) if self.single_stream(c)]), label="consumer")
+        self._receive(cname, data.draw(st.integers(1, 5), label="up to"))
+
+    def _drain(self, side: Side, names: list, must: int = 0) -> dict:
+        got = {c: [] for c in names}
+        deadline = time.monotonic() + PATIENCE_S
+        while True:
+            progress = False
+            for c in names:
+                g = side.receive(c, 1000)
+                got[c] += g
+                progress = progress or bool(g)
+            total = sum(len(v) for v in got.values())
+            if not progress and (total >= must or time.monotonic() > deadline):
+                return got
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def drain(self, data):
+        """Receive on every consumer of a subscription until none gets more."""
+        sub = data.draw(st.sampled_from(sorted({s for s, _ in self.consumers.values()})),
+                        label="subscription")
+        names = self.members(sub)
+        t = self.sub_type(sub)
+        self.wait_due()
+        a = self._drain(self.real, names)
+        b = self._drain(self.ours, names, must=sum(len(v) for v in a.values()))
+        na, nb = (sum(len(v) for v in x.values()) for x in (a, b))
+        if nb > na:
+            more = self._drain(self.real, names, must=nb - na)
+            for c in names:
+                a[c] += more[c]
+        self.note(f"drain {sub} ({t}) -> real {_tags(a)}, serve {_tags(b)}")
+        ctx = Context("drain", t)
+        if len(names) == 1 or t in SINGLE:
+            diff = compare.per_consumer(a, b, ctx)
+        elif t == "Key_Shared":
+            diff = compare.per_key(a, b, ctx)
+        else:
+            diff = compare.union(a, b, ctx)
+        self.check(f"drain {sub}", diff)
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data())
+    def ack(self, data):
+        tag = data.draw(st.sampled_from(self.held()), label="message")
+        by_id = data.draw(st.booleans(), label="by id")
+        self.both(f"ack {tag} by_id={by_id}", "ack", tag, by_id)
+
+    @precondition(lambda self: any(self.held(c) for c in self.consumers))
+    @rule(data=st.data())
+    def ack_cumulative(self, data):
+        cname = data.draw(st.sampled_from([c for c in sorted(self.consumers) if self.held(c)]),
+                          label="consumer")
+        tag = data.draw(st.sampled_from(self.held(cname)), label="message")
+        self.both(f"ack_cumulative {cname} {tag}", "ack_cumulative", cname, tag)
+
+    @precondition(lambda self: self.held())
+    @rule(data=st.data())
+    def nack(self, data):
+        tag = data.draw(st.sampled_from(self.held()), label="message")
+        self.both(f"nack {tag}", "nack", tag)
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def redeliver_unacknowledged(self, data):
+        cname = data.draw(st.sampled_from(sorted(self.consumers)), label="consumer")
+        sub, t = self.consumers[cname]
+        # Which Shared consumer holds which message is the dispatcher's race: ask every
+        # consumer of the subscription, so what comes back is the same on both sides.
+        names = [cname] if t != "Shared" else self.members(sub)
+        self.settle()
+        for c in names:
+            self.both(f"redeliver_unacknowledged {c}", "redeliver", c)
+
+    def seek_targets(self, data, with_time: bool = True):
+        sent = [f"m{i}" for i in range(self.tags)
+                if f"m{i}" in self.real.ids and f"m{i}" in self.ours.ids]
+        kinds = ["earliest", "latest"] + (["id", "before"] if sent else []) \
+            + (["now"] if with_time else [])
+        kind = data.draw(st.sampled_from(kinds), label="seek to")
+        if not with_time and kind == "before":
+            kind = "id"
+        arg = data.draw(st.sampled_from(sent), label="message") if kind in ("id", "before") \
+            else None
+        return (kind, arg)
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def seek(self, data):
+        cname = data.draw(st.sampled_from(sorted(self.consumers)), label="consumer")
+        target = self.seek_targets(data)
+        self.settle()
+        self.both(f"seek {cname} {target}", "seek", cname, target)
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def close(self, data):
+        cname = data.draw(st.sampled_from(sorted(self.consumers)), label="consumer")
+        self.settle()
+        self.both(f"close {cname}", "close", cname)
+        sub, _ = self.consumers.pop(cname)
+        self.failover_changed(sub)
+
+    @precondition(lambda self: self.consumers)
+    @rule(data=st.data())
+    def unsubscribe(self, data):
+        cname = data.draw(st.sampled_from(sorted(self.consumers)), label="consumer")
+        self.settle()
+        if self.both(f"unsubscribe {cname}", "unsubscribe", cname) == "ok":
+            self.consumers.pop(cname)
+
+    # ----- readers -----
+    @precondition(lambda self: len(self.readers) < len(READER_NAMES))
+    @rule(data=st.data(), inclusive=st.booleans())
+    def create_reader(self, data, inclusive):
+        rname = [r for r in READER_NAMES if r not in self.readers][0]
+        start = self.seek_targets(data, with_time=False)
+        if self.both(f"create_reader {rname} {start} inclusive={inclusive}", "create_reader",
+                     rname, start, inclusive) == "ok":
+            self.readers.add(rname)
+
+    @precondition(lambda self: self.readers)
+    @rule(data=st.data())
+    def read(self, data):
+        rname = data.draw(st.sampled_from(sorted(self.readers)), label="reader")
+        n = data.draw(st.integers(1, 5), label="up to")
+        a = self.real.read(rname, n)
+        b = self.ours.read(rname, n, must=len(a))
+        if len(b) > len(a):
+            more = len(b) - len(a)
+            a += self.real.read(rname, more, must=more)
+        self.note(f"read {rname} up to {n} -> real {[g.tag for g in a]}, "
+                  f"serve {[g.tag for g in b]}")
+        self.check(f"read {rname}", compare.stream(a, b, Context("read", "Exclusive")))
+
+    @precondition(lambda self: self.readers)
+    @rule(data=st.data())
+    def has_message_available(self, data):
+        rname = data.draw(st.sampled_from(sorted(self.readers)), label="reader")
+        self.both(f"has_message_available {rname}", "has_message_available", rname)
+
+    @precondition(lambda self: self.readers)
+    @rule(data=st.data())
+    def reader_seek(self, data):
+        rname = data.draw(st.sampled_from(sorted(self.readers)), label="reader")
+        target = self.seek_targets(data)
+        self.both(f"reader_seek {rname} {target}", "reader_seek", rname, target)
+
+    @precondition(lambda self: self.readers)
+    @rule(data=st.data())
+    def close_reader(self, data):
+        rname = data.draw(st.sampled_from(sorted(self.readers)), label="reader")
+        self.both(f"close_reader {rname}", "close_reader", rname)
+        self.readers.discard(rname)
+
+    # ----- admin reads -----
+    def compare_stats(self, what: str) -> None:
+        self.settle()
+        deadline = time.monotonic() + PATIENCE_S
+        while True:   # acks reach the broker grouped: let both sides' answers converge
+            a, b = self.real.stats(), self.ours.stats()
+            diff = compare.stats(a, b, Context("stats"))
+            if diff is None or time.monotonic() > deadline:
+                break
+            time.sleep(TIMER_SLACK_S)
+        self.note(f"{what} -> real {a}, serve {b}")
+        self.check(what, diff)
+
+    @rule()
+    def stats(self):
+        self.compare_stats("stats")
+
+    def teardown(self):
+        try:
+            if not self.failed:
+                self.compare_stats("final stats")
+        finally:
+            for s in self.sides:
+                s.close_all()
+            self.pool.shutdown()
+
+
+def _tags(d: dict) -> dict:
+    return {c: [g.tag for g in gs] for c, gs in d.items()}
+
+
+def _endpoint(env: str):
+    v = os.environ.get(env)
+    return tuple(v.split()) if v else None
+
+
+@pytest.fixture(scope="module")
+def targets(request, tmp_path_factory):
+    real = _endpoint("ORACLE_REAL")
+    if real is None:
+        rp = request.getfixturevalue("real_pulsar")
+        real = (rp.service_url, rp.web_url)
+    ours = _endpoint("ORACLE_SERVE")
+    started = []
+    if ours is None:
+        store = tmp_path_factory.mktemp("diff-serve") / "store"
+        s = start_serve(dict(os.environ, PULSARCTL_STORE=str(store), NO_COLOR="1"))
+        started.append(s)
+        ours = (s.url, s.http_url)
+    yield real, ours
+    stop_all(started)
+
+
+def test_real_pulsar_and_serve_agree_on_random_sequences(targets):
+    Lockstep.targets = targets
+    run_state_machine_as_test(
+        seed(SEED)(Lockstep),
+        settings=settings(max_examples=SEQUENCES, stateful_step_count=STEPS, deadline=None,
+                          database=None, derandomize=False,
+                          phases=(Phase.generate, Phase.target) + ((Phase.shrink,) if SHRINK else ()),
+                          suppress_health_check=list(HealthCheck)))
