@@ -968,7 +968,8 @@ class Connection:
             await self._drop_consumer(c)
         self.reply(T.SUCCESS, "success", request_id=cmd.close_consumer.request_id)
 
-    async def _drop_consumer(self, c: Consumer):
+    async def _drop_consumer(self, c: Consumer, in_store: bool = True):
+        """in_store False: its record is gone already (it unsubscribed)."""
         self.consumers.pop(c.id, None)
         c.closed = True
         if c.task is not None:
@@ -977,7 +978,8 @@ class Connection:
         if c.reader:
             return
         try:
-            await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
+            if in_store:
+                await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
         except Exception as exc:
             s.log(f"closing consumer {c.name} on {c.topic}: {error_text(exc)}")
         s._in_use.discard((c.topic, c.sub, c.name))
@@ -990,12 +992,14 @@ class Connection:
         if c is None:
             return
         s = self.server
-        await self._drop_consumer(c)
+        # Refused unless it is the subscription's one consumer; then it goes with it, and a
+        # refused one stays connected (PersistentSubscription.doUnsubscribe).
         try:
-            await s.call(lambda: s.broker.subscription(c.topic, c.sub).unsubscribe())
+            await s.call(lambda: s.broker.subscription(c.topic, c.sub).unsubscribe(asker=c.name))
         except Exception as exc:
             self.error(u.request_id, exc)
             return
+        await self._drop_consumer(c, in_store=False)
         self.reply(T.SUCCESS, "success", request_id=u.request_id)
 
     async def on_seek(self, cmd, meta, payload):
