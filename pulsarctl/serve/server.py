@@ -608,7 +608,7 @@ class Connection:
         s = self.server
         kwargs = {"compression": code, "publish_time": meta.publish_time}
         if batched:
-            kwargs["batching"] = Spec(len(messages), 0)
+            kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
         p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
 
@@ -1258,7 +1258,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     plain = frames.plain_batch(payload, count, first) if first >= 0 else None
     if plain is not None:
         return [OutgoingMessage(data, None, None, None, 0, deliver_at, seq, sv)
-                for seq, data in enumerate(plain, first)], code, count > 1
+                for seq, data in enumerate(plain, first)], code, True
     out = []
     for i, (smm, data) in enumerate(frames.split_batch(payload, count)):
         out.append(OutgoingMessage(
@@ -1268,7 +1268,8 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
             smm.event_time, deliver_at,
             smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i, sv))
         out[-1].null_value = smm.null_value
-    return out, code, len(out) > 1
+    # a batch even of one message: stored as the client sent it (batches.Spec.as_sent)
+    return out, code, True
 
 
 def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:

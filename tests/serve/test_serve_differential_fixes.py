@@ -31,3 +31,25 @@ def test_unsubscribe_while_another_consumer_is_connected_is_refused_and_keeps_th
     client.create_producer(topic).send(b"still here")
     assert first.receive(TM).data() == b"still here"
     first.unsubscribe()     # alone now: allowed
+
+
+def test_a_batch_of_one_message_stays_a_batch(client):
+    # The C++ (Python) client sends a lone message of its batch container as a batch of one
+    # (num_messages_in_batch 1); Pulsar's broker stores the entry as it came, so the consumer
+    # gets it with batch index 0: the id the send returned.
+    topic = _topic("batch-of-one")
+    consumer = client.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=True,
+                                      batching_max_publish_delay_ms=3_600_000)
+    sent = []
+    producer.send_async(b"alone", lambda res, mid: sent.append(mid), partition_key="k",
+                        properties={"p": "v"})
+    producer.flush()
+    got = consumer.receive(TM)
+    assert got.message_id().batch_index() == 0
+    assert got.message_id() == sent[0]
+    assert (got.data(), got.partition_key(), got.properties()) == (b"alone", "k", {"p": "v"})
+    consumer.acknowledge(got)
+    consumer.redeliver_unacknowledged_messages()
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(500)
