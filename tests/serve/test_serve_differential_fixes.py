@@ -7,7 +7,10 @@ import uuid
 
 import pulsar
 import pytest
+import requests
 from pulsar import ConsumerType
+
+from procs import PATIENCE_S, wait_for
 
 pytestmark = pytest.mark.serve
 TM = 10000
@@ -53,3 +56,28 @@ def test_a_batch_of_one_message_stays_a_batch(client):
     consumer.redeliver_unacknowledged_messages()
     with pytest.raises(pulsar.Timeout):
         consumer.receive(500)
+
+
+def _sub_stats(served, topic: str, sub: str) -> dict:
+    short = topic.split("://", 1)[1]
+    r = requests.get(f"{served.http_url}/admin/v2/persistent/{short}/stats", timeout=PATIENCE_S)
+    return r.json()["subscriptions"][sub]
+
+
+@pytest.mark.parametrize("typ", [ConsumerType.Exclusive, ConsumerType.Failover])
+def test_a_single_active_consumer_gets_as_many_entries_as_it_has_permits(served, client, typ):
+    # PersistentDispatcherSingleActiveConsumer reads as many entries as the consumer has
+    # permits and sends them all, a batch whole (calculateToRead; preciseDispatcherFlowControl
+    # is off by default): with 2 permits, a batch of 2 and the plain message after it both go.
+    topic = _topic("permits-entries")
+    producer = client.create_producer(topic, batching_enabled=True,
+                                      batching_max_publish_delay_ms=3_600_000)
+    for tag in (b"b0", b"b1"):
+        producer.send_async(tag, lambda res, mid: None)
+    producer.flush()
+    producer.send_async(b"p2", lambda res, mid: None)
+    producer.flush()
+    client.subscribe(topic, "s", consumer_type=typ, receiver_queue_size=2,
+                     initial_position=pulsar.InitialPosition.Earliest)
+    assert wait_for(lambda: _sub_stats(served, topic, "s")["msgOutCounter"] >= 3,
+                    "three messages dispatched on two permits")
