@@ -75,6 +75,11 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
 # every type; sent to an Exclusive consumer, a count past its policy's limit makes the client ask
 # for redelivery of everything at once, over and over.
 COUNTED = ("Shared", "Key_Shared")
+# activeConsumerFailoverDelayTimeMillis: when a Failover subscription's active consumer changes
+# (to its first consumer too), Pulsar reads for the new one only this long after, so that acks
+# the old one sent meanwhile land before the rewind; a redelivery asked for in between is
+# ignored (PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer).
+FAILOVER_DELAY_S = 1.0
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
@@ -116,7 +121,7 @@ class Producer:
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
                  "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
-                 "compacted", "active_sent", "ended", "base", "acked")
+                 "compacted", "active_sent", "ended", "base", "acked", "hold_until")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -144,6 +149,7 @@ class Consumer:
         self.ended = False        # REACHED_END_OF_TOPIC was sent
         self.base = None          # a reader: the offset it started at (None: topic unknown)
         self.acked = None         # a reader: the highest id its client acknowledged
+        self.hold_until = 0.0     # Failover: nothing is read for it before (loop time)
 
 
 class Server:
@@ -179,6 +185,8 @@ class Server:
         self._watcher = None
         self._names = itertools.count()
         self._in_use: set = set()
+        # Failover: (topic, subscription) -> the active consumer on this server, as last seen
+        self._failover_active: dict = {}
         # SENDs that arrive during a commit share the next one (group_commit.py).
         self.commits = GroupCommit(self.call, broker.publish_many)
 
@@ -249,15 +257,23 @@ class Server:
         except Exception as exc:  # the subscription went away meanwhile: nobody to tell
             self.log(f"failover of {sub} on {topic}: {error_text(exc)}")
             return
+        held = None
         for conn in list(self._connections):
             for o in list(conn.consumers.values()):
                 if o.reader or o.topic != topic or o.sub != sub or o.sub_type != "Failover":
                     continue
                 is_active = o.name == active
+                if is_active:
+                    held = o
                 if o.active_sent is not is_active:
                     o.active_sent = is_active
                     conn.reply(T.ACTIVE_CONSUMER_CHANGE, "active_consumer_change",
                                consumer_id=o.id, is_active=is_active)
+        if held is not None and self._failover_active.get((topic, sub)) is not held:
+            loop = asyncio.get_running_loop()
+            held.hold_until = loop.time() + FAILOVER_DELAY_S
+            loop.call_later(FAILOVER_DELAY_S, held.kick.set)
+        self._failover_active[(topic, sub)] = held
 
     def consumer_name(self, topic, sub, name):
         """Consumer names are unique per subscription in the store; two clients may pick the
@@ -768,6 +784,14 @@ class Connection:
                 c.kick.clear()
                 await c.kick.wait()
                 continue
+            hold = c.hold_until - asyncio.get_running_loop().time()
+            if hold > 0:   # a new Failover active consumer: read after the failover delay
+                c.kick.clear()
+                try:
+                    await asyncio.wait_for(c.kick.wait(), hold)
+                except asyncio.TimeoutError:
+                    pass
+                continue
             # Nothing more is fetched for a client that is not reading what it was sent.
             if not await self.drained():
                 return
@@ -947,6 +971,8 @@ class Connection:
         if c.reader:
             c.kick.set()
             return
+        if c.hold_until > asyncio.get_running_loop().time():
+            return   # a Failover consumer waiting for its rewind: Pulsar ignores the request
         s = self.server
         try:
             if len(r.message_ids):

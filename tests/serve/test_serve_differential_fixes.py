@@ -81,3 +81,27 @@ def test_a_single_active_consumer_gets_as_many_entries_as_it_has_permits(served,
                      initial_position=pulsar.InitialPosition.Earliest)
     assert wait_for(lambda: _sub_stats(served, topic, "s")["msgOutCounter"] >= 3,
                     "three messages dispatched on two permits")
+
+
+
+def test_an_ack_sent_as_the_failover_consumer_changes_lands_before_the_rewind(client):
+    # PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer: when a Failover
+    # subscription's active consumer changes, the cursor is rewound and read only
+    # activeConsumerFailoverDelayTimeMillis (1 s) later, "to prevent message duplication": an
+    # ack the old active consumer sends meanwhile (the client groups acks for 100 ms) lands
+    # first, and the new active consumer does not get that message again.
+    from pulsarctl.broker.dispatch.failover import failover_active
+
+    topic = _topic("failover-delay")
+    first = client.subscribe(topic, "s", consumer_type=ConsumerType.Failover, consumer_name="a",
+                             initial_position=pulsar.InitialPosition.Earliest)
+    client.create_producer(topic).send(b"once")
+    msg = first.receive(TM)
+    # a name the hash ring makes active in place of "a"
+    name = next(n for n in (f"b{i}" for i in range(100))
+                if failover_active(sorted(["a", n]), topic, -1) == sorted(["a", n]).index(n))
+    second = client.subscribe(topic, "s", consumer_type=ConsumerType.Failover,
+                              consumer_name=name)
+    first.acknowledge(msg)
+    with pytest.raises(pulsar.Timeout):
+        second.receive(1500)
