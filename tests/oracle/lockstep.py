@@ -206,7 +206,8 @@ class Side:
                 allow_out_of_order_delivery=ooo, sticky_ranges=ranges)
         try:
             c = self.client.subscribe(
-                self.topic, sub, consumer_type=getattr(pulsar.ConsumerType, type_),
+                self.topic, sub, consumer_type=getattr(pulsar.ConsumerType,
+                                                       type_.replace("_", "")),
                 consumer_name=cname, receiver_queue_size=queue,
                 negative_ack_redelivery_delay_ms=nack_delay_ms,
                 initial_position=(pulsar.InitialPosition.Earliest if earliest
@@ -389,8 +390,10 @@ class Side:
 
     def stats(self) -> dict:
         """What the comparison looks at: per durable subscription its type, backlog, unacked
-        and delayed messages, consumers, and the cursor's mark-delete position and
-        individually deleted messages (as entry ordinals)."""
+        messages, consumers, and the cursor's mark-delete position and individually deleted
+        messages (as entry ordinals). Not msgDelayed: it counts the delayed messages the
+        dispatcher has read so far, and how far it reads ahead of its consumers' permits
+        (Key_Shared's look-ahead, the replay set) is the broker's business, not a promise."""
         st, ist = self.raw_stats()
         if "subscriptions" not in st:
             return {"stats": st}
@@ -402,9 +405,9 @@ class Side:
             subs[name] = {
                 "type": s.get("type"),
                 "msgBacklog": s.get("msgBacklog"),
-                "msgDelayed": s.get("msgDelayed", s.get("delayedMessages")),
                 "unackedMessages": s.get("unackedMessages"),
-                "consumers": sorted(
+                "consumers": sorted(c.get("consumerName") for c in s.get("consumers", [])),
+                "consumerUnacked": sorted(
                     (c.get("consumerName"), c.get("unackedMessages"))
                     for c in s.get("consumers", [])),
                 "markDeletePosition": (self.position(cur["markDeletePosition"])
