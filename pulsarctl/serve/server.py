@@ -82,6 +82,19 @@ COUNTED = ("Shared", "Key_Shared")
 FAILOVER_DELAY_S = 1.0
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
+def _key_shared_policy(c, sub_type: str) -> dict | None:
+    """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
+    fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
+    does); AUTO_SPLIT, or none, leaves the subscription's default selector."""
+    if sub_type != "Key_Shared" or not c.HasField("keySharedMeta"):
+        return None
+    meta = c.keySharedMeta
+    if meta.keySharedMode != api.STICKY:
+        return None
+    return {"keySharedPolicy": "sticky",
+            "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+
+
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
     d = out if out is not None else api.MessageIdData()
     d.ledgerId = mid.ledger_id % 2**64  # -1 (an empty topic's) as Pulsar writes it
@@ -701,7 +714,8 @@ class Connection:
         try:
             names, _ = await s.call(s.broker.subscribe, c.topic, c.subscription, name, sub_type,
                                     position, priority=c.priority_level, pid=s.pid,
-                                    pid_start=s.pid_start, settings=policy)
+                                    pid_start=s.pid_start, settings=policy,
+                                    policy=_key_shared_policy(c, sub_type))
         except Exception as exc:
             s._in_use.discard((c.topic, c.subscription, name))
             self.error(c.request_id, exc)
