@@ -85,14 +85,17 @@ WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NA
 def _key_shared_policy(c, sub_type: str) -> dict | None:
     """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
     fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
-    does); AUTO_SPLIT, or none, leaves the subscription's default selector."""
-    if sub_type != "Key_Shared" or not c.HasField("keySharedMeta"):
+    does); AUTO_SPLIT, or none, is what Pulsar's broker makes of it by default, consistent
+    hashing (subscriptionKeySharedUseConsistentHashing=true)."""
+    if sub_type != "Key_Shared":
         return None
-    meta = c.keySharedMeta
-    if meta.keySharedMode != api.STICKY:
-        return None
-    return {"keySharedPolicy": "sticky",
-            "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+    meta = c.keySharedMeta if c.HasField("keySharedMeta") else None
+    if meta is not None and meta.keySharedMode == api.STICKY:
+        out = {"keySharedPolicy": "sticky",
+               "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+    else:
+        out = {"keySharedPolicy": "consistent-hashing"}
+    return out
 
 
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:

@@ -105,3 +105,31 @@ def test_an_ack_sent_as_the_failover_consumer_changes_lands_before_the_rewind(cl
     first.acknowledge(msg)
     with pytest.raises(pulsar.Timeout):
         second.receive(1500)
+
+
+def _drain_keys(consumer) -> list:
+    keys = []
+    while True:
+        try:
+            m = consumer.receive(1000)
+        except pulsar.Timeout:
+            return keys
+        keys.append(m.partition_key())
+        consumer.acknowledge(m)
+
+
+def test_auto_split_key_shared_consumers_split_the_keys_by_consistent_hashing(client):
+    # ServiceConfiguration.subscriptionKeySharedUseConsistentHashing is true by default (3.x,
+    # 4.x): an AUTO_SPLIT consumer gets ConsistentHashingStickyKeyConsumerSelector. Which keys
+    # real Pulsar 4.2.4 gave c0 and c1 (tests/oracle, the differential tests):
+    topic = _topic("ks-consistent")
+    consumers = [client.subscribe(topic, "s", consumer_type=ConsumerType.KeyShared,
+                                  consumer_name=name,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+                 for name in ("c0", "c1")]
+    producer = client.create_producer(topic)
+    for i in range(20):
+        producer.send(b"m%d" % i, partition_key=f"k{i % 10}")
+    assert sorted(set(_drain_keys(consumers[0]))) == ["k0", "k1", "k3", "k4", "k6", "k9"]
+    assert sorted(set(_drain_keys(consumers[1]))) == ["k2", "k5", "k7", "k8"]
+
