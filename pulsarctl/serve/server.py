@@ -86,7 +86,7 @@ def _key_shared_policy(c, sub_type: str) -> dict | None:
     """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
     fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
     does); AUTO_SPLIT, or none, is what Pulsar's broker makes of it by default, consistent
-    hashing (subscriptionKeySharedUseConsistentHashing=true)."""
+    hashing (subscriptionKeySharedUseConsistentHashing=true); and allowOutOfOrderDelivery."""
     if sub_type != "Key_Shared":
         return None
     meta = c.keySharedMeta if c.HasField("keySharedMeta") else None
@@ -95,6 +95,8 @@ def _key_shared_policy(c, sub_type: str) -> dict | None:
                "ranges": [[r.start, r.end] for r in meta.hashRanges]}
     else:
         out = {"keySharedPolicy": "consistent-hashing"}
+    if meta is not None and meta.allowOutOfOrderDelivery:
+        out["allowOutOfOrderDelivery"] = True
     return out
 
 

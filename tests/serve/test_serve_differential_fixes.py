@@ -133,3 +133,48 @@ def test_auto_split_key_shared_consumers_split_the_keys_by_consistent_hashing(cl
     assert sorted(set(_drain_keys(consumers[0]))) == ["k0", "k1", "k3", "k4", "k6", "k9"]
     assert sorted(set(_drain_keys(consumers[1]))) == ["k2", "k5", "k7", "k8"]
 
+
+def _key_shared(client, topic, name, out_of_order):
+    return client.subscribe(
+        topic, "s", consumer_type=ConsumerType.KeyShared, consumer_name=name,
+        initial_position=pulsar.InitialPosition.Earliest,
+        key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+            allow_out_of_order_delivery=out_of_order))
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_key_shared_consumers_must_agree_on_out_of_order_delivery(client, first):
+    # AbstractSubscription.checkForConsumerCompatibilityErrorWithDispatcher: "Subscription is
+    # of different type. Active subscription (does not) allow(s) out of order delivery ..."
+    topic = _topic("ks-ooo-agree")
+    _key_shared(client, topic, "a", first)
+    with pytest.raises(pulsar.ConsumerBusy):
+        _key_shared(client, topic, "b", not first)
+    _key_shared(client, topic, "b", first)
+
+
+def test_out_of_order_delivery_gives_a_joining_consumer_its_keys_at_once(client):
+    # PersistentStickyKeyDispatcherMultipleConsumers: draining hashes (PIP-379) only for
+    # AUTO_SPLIT without allowOutOfOrderDelivery; with it, a consumer that joins gets the keys
+    # that are now its own at once, though the other consumer still holds unacked messages of
+    # them.
+    from pulsarctl.broker.dispatch.selectors import ConsistentHashingSelector, sticky_key_hash
+
+    sel = ConsistentHashingSelector()
+    sel.add_consumer("a")
+    sel.add_consumer("b")
+    keys = [f"k{i}" for i in range(10)]
+    moved = [k for k in keys if sel.select(sticky_key_hash(k, 1, 65535)) == "b"]
+    assert moved
+    topic = _topic("ks-ooo")
+    a = _key_shared(client, topic, "a", True)
+    producer = client.create_producer(topic)
+    for k in keys:
+        producer.send(f"{k}-old".encode(), partition_key=k)
+    held = [a.receive(TM) for _ in keys]                     # a holds all of them, unacked
+    b = _key_shared(client, topic, "b", True)
+    for k in keys:
+        producer.send(f"{k}-new".encode(), partition_key=k)
+    got = sorted(b.receive(TM).data().decode() for _ in moved)
+    assert got == sorted(f"{k}-new" for k in moved)
+    assert len(held) == len(keys)

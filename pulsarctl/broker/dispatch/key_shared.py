@@ -38,15 +38,30 @@ def policy_of(rec) -> str:
     return (rec.policy or {}).get("keySharedPolicy", DEFAULT_POLICY)
 
 
+def out_of_order(rec) -> bool:
+    """The consumer (records.Consumer) allows out of order delivery (KeySharedPolicy's
+    allowOutOfOrderDelivery): no draining hashes, no key held behind its replayed messages."""
+    return bool((rec.policy or {}).get("allowOutOfOrderDelivery"))
+
+
 def check_policy(c, live: list, rec) -> None:
-    """All consumers of a Key_Shared subscription use one selector, as in Pulsar."""
+    """All consumers of a Key_Shared subscription use one selector and agree on out of order
+    delivery, as in Pulsar (AbstractSubscription.checkForConsumerCompatibilityErrorWithDispatcher)."""
     mine = policy_of(rec)
     for other in live:
-        if other.name != rec.name and policy_of(other) != mine:
+        if other.name == rec.name:
+            continue
+        if policy_of(other) != mine:
             raise ConsumerBusy(
                 f"subscription '{c.name}' uses Key_Shared policy {policy_of(other)}; a consumer "
                 f"with policy {mine} cannot join it",
                 hint=f"use --key-shared-policy {policy_of(other)}")
+        if out_of_order(other) != out_of_order(rec):
+            allows = "allows" if out_of_order(other) else "does not allow"
+            raise ConsumerBusy(
+                f"Subscription is of different type. Active subscription {allows} out of order "
+                f"delivery while the connecting consumer {'does not' if out_of_order(other) else 'does'}",
+                hint="give every consumer of the subscription the same allowOutOfOrderDelivery")
 
 
 def reconcile(ctx, c, live: list):
@@ -126,6 +141,12 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     policy = ks["policy"]
     me = consumer.name
     blocked: dict = {}
+    # allowOutOfOrderDelivery: no key waits for its consumer's predecessor to drain, nor
+    # behind its own messages in the replay set (Pulsar's drainingHashesRequired is false and
+    # its replay filter lets every position through)
+    ooo = any(out_of_order(r) for r in live)
+    if ooo:
+        ks["draining"] = False
     if ks.get("draining"):
         blocked = _held_elsewhere(ctx, info, c, selector, policy, live)
         if not blocked:
@@ -193,7 +214,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if selector.select(s) == me and s not in blocked and s not in waiting:
             take(o, rec, rc, True)
             replay_size -= 1
-        else:
+        elif not ooo:
             waiting.add(s)
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
@@ -220,7 +241,8 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             else:
                 # Someone else's key, or a key that must wait: its owner takes it from replay.
                 replay_add(ctx, cid, o)
-                waiting.add(s)
+                if not ooo:
+                    waiting.add(s)
                 replay_size += 1
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
