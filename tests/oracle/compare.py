@@ -69,35 +69,52 @@ STRONGER: list[Stronger] = [
 ]
 
 
-def _masked(ctx: Context, g=None) -> set:
+# How often each entry of STRONGER let a difference through (the test's journal shows it).
+USED: Counter = Counter()
+
+
+def _masked(ctx: Context, g=None, applied: set | None = None) -> set:
     out = set()
     for s in STRONGER:
         if s.applies(ctx, g):
             out.update(s.fields)
+            if applied is not None:
+                applied.add(s.name)
     return out
 
 
-def _mask_got(g: Got, ctx: Context) -> Got:
-    masked = _masked(ctx, g)
+def _mask_got(g: Got, ctx: Context, applied: set | None = None) -> Got:
+    masked = _masked(ctx, g, applied)
     if not masked:
         return g
     return replace(g, **{f: None for f in masked if hasattr(g, f)})
 
 
+def _through(applied: set, differed: bool) -> None:
+    """The masked views agree: if the raw ones did not, the entries applied let it through."""
+    if differed:
+        USED.update(applied)
+
+
 def stream(real: list, ours: list, ctx: Context) -> str | None:
     """Two ordered lists of Got."""
-    a = [_mask_got(g, ctx) for g in real]
-    b = [_mask_got(g, ctx) for g in ours]
+    applied: set = set()
+    a = [_mask_got(g, ctx, applied) for g in real]
+    b = [_mask_got(g, ctx, applied) for g in ours]
     if a == b:
+        _through(applied, real != ours)
         return None
     return "messages differ:\n" + _side_by_side(a, b)
 
 
 def union(real: dict, ours: dict, ctx: Context) -> str | None:
     """{consumer: [Got]} of a Shared subscription: compared as one multiset."""
-    a = Counter(_mask_got(g, ctx) for gs in real.values() for g in gs)
-    b = Counter(_mask_got(g, ctx) for gs in ours.values() for g in gs)
+    applied: set = set()
+    a = Counter(_mask_got(g, ctx, applied) for gs in real.values() for g in gs)
+    b = Counter(_mask_got(g, ctx, applied) for gs in ours.values() for g in gs)
     if a == b:
+        _through(applied, Counter(g for gs in real.values() for g in gs)
+                 != Counter(g for gs in ours.values() for g in gs))
         return None
     return ("what the subscription's consumers got together differs:\n"
             f"  only real:  {sorted((a - b).elements(), key=_order)}\n"
@@ -107,15 +124,19 @@ def union(real: dict, ours: dict, ctx: Context) -> str | None:
 def per_key(real: dict, ours: dict, ctx: Context) -> str | None:
     """{consumer: [Got]} of a Key_Shared subscription: each consumer's messages of each key,
     in order."""
-    def view(d):
+    applied: set = set()
+
+    def view(d, masking=True):
         out = {}
         for c, gs in d.items():
             for g in gs:
-                out.setdefault((c, _sticky(g)), []).append(_mask_got(g, ctx))
+                out.setdefault((c, _sticky(g)), []).append(
+                    _mask_got(g, ctx, applied) if masking else g)
         return out
 
     a, b = view(real), view(ours)
     if a == b:
+        _through(applied, view(real, False) != view(ours, False))
         return None
     lines = []
     for k in sorted(set(a) | set(b), key=str):
@@ -126,9 +147,12 @@ def per_key(real: dict, ours: dict, ctx: Context) -> str | None:
 
 
 def per_consumer(real: dict, ours: dict, ctx: Context) -> str | None:
-    a = {c: [_mask_got(g, ctx) for g in gs] for c, gs in real.items() if gs}
-    b = {c: [_mask_got(g, ctx) for g in gs] for c, gs in ours.items() if gs}
+    applied: set = set()
+    a = {c: [_mask_got(g, ctx, applied) for g in gs] for c, gs in real.items() if gs}
+    b = {c: [_mask_got(g, ctx, applied) for g in gs] for c, gs in ours.items() if gs}
     if a == b:
+        _through(applied, {c: gs for c, gs in real.items() if gs}
+                 != {c: gs for c, gs in ours.items() if gs})
         return None
     lines = []
     for c in sorted(set(a) | set(b)):
@@ -160,11 +184,15 @@ def racy(ctx: Context, sub: dict) -> set:
 
 def stats(real: dict, ours: dict, ctx: Context) -> str | None:
     """Views from Side.stats(), keys masked per subscription type."""
-    def masked(view):
+    applied: set = set()
+
+    def masked(view, stronger=True):
         out = dict(view)
         subs = {}
         for name, s in view.get("subscriptions", {}).items():
-            m = _masked(replace(ctx, sub_type=s.get("type"))) | racy(ctx, s)
+            m = racy(ctx, s)
+            if stronger:
+                m |= _masked(replace(ctx, sub_type=s.get("type")), None, applied)
             subs[name] = {k: v for k, v in s.items() if k not in m}
         if "subscriptions" in view:
             out["subscriptions"] = subs
@@ -172,6 +200,7 @@ def stats(real: dict, ours: dict, ctx: Context) -> str | None:
 
     a, b = masked(real), masked(ours)
     if a == b:
+        _through(applied, masked(real, False) != masked(ours, False))
         return None
     lines = []
     for k in sorted(set(a) | set(b)):

@@ -440,9 +440,20 @@ def targets(request, tmp_path_factory):
 
 def test_real_pulsar_and_serve_agree_on_random_sequences(targets):
     Lockstep.targets = targets
+    compare.USED.clear()
+    try:
+        _run()
+    finally:
+        if JOURNAL:
+            with open(JOURNAL, "a") as f:
+                f.write(f"stronger behaviours let through: {dict(compare.USED)}\n")
+
+
+def _run():
     run_state_machine_as_test(
         seed(SEED)(Lockstep),
         settings=settings(max_examples=SEQUENCES, stateful_step_count=STEPS, deadline=None,
                           database=None, derandomize=False,
-                          phases=(Phase.generate, Phase.target) + ((Phase.shrink,) if SHRINK else ()),
+                          phases=(Phase.generate, Phase.target)
+                          + ((Phase.shrink,) if SHRINK else ()),
                           suppress_health_check=list(HealthCheck)))

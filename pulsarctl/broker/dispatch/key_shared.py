@@ -46,7 +46,8 @@ def out_of_order(rec) -> bool:
 
 def check_policy(c, live: list, rec) -> None:
     """All consumers of a Key_Shared subscription use one selector and agree on out of order
-    delivery, as in Pulsar (AbstractSubscription.checkForConsumerCompatibilityErrorWithDispatcher)."""
+    delivery, as in Pulsar (AbstractSubscription's
+    checkForConsumerCompatibilityErrorWithDispatcher)."""
     mine = policy_of(rec)
     for other in live:
         if other.name == rec.name:
@@ -57,10 +58,11 @@ def check_policy(c, live: list, rec) -> None:
                 f"with policy {mine} cannot join it",
                 hint=f"use --key-shared-policy {policy_of(other)}")
         if out_of_order(other) != out_of_order(rec):
-            allows = "allows" if out_of_order(other) else "does not allow"
+            theirs, mine_ = (("allows", "does not") if out_of_order(other)
+                             else ("does not allow", "does"))
             raise ConsumerBusy(
-                f"Subscription is of different type. Active subscription {allows} out of order "
-                f"delivery while the connecting consumer {'does not' if out_of_order(other) else 'does'}",
+                f"Subscription is of different type. Active subscription {theirs} out of order "
+                f"delivery while the connecting consumer {mine_}",
                 hint="give every consumer of the subscription the same allowOutOfOrderDelivery")
 
 
