@@ -180,6 +180,7 @@ class Side:
                                   p.send(tag.encode(), **_send_args(key, okey, props, after)))
                 except pulsar.PulsarException as exc:
                     results[i] = (error_name(exc), None)
+                self.last_sent_ms = now_ms()
         self.last_sent_ms = now_ms()
         out = []
         for (tag, *_), r in zip(specs, results):

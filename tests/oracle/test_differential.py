@@ -292,13 +292,16 @@ class Lockstep(RuleBasedStateMachine):
     def seek_targets(self, data, with_time: bool = True):
         sent = [f"m{i}" for i in range(self.tags)
                 if f"m{i}" in self.real.ids and f"m{i}" in self.ours.ids]
-        kinds = ["earliest", "latest"] + (["id", "before"] if sent else []) \
-            + (["now"] if with_time else [])
+        # a time just before the first message of an entry: the publish time is the entry's
+        firsts = [t for t in sent if self.real.ids[t].batch_index() <= 0]
+        kinds = ["earliest", "latest"] + (["id"] if sent else []) \
+            + (["before", "now"] if with_time and firsts else ["now"] if with_time else [])
         kind = data.draw(st.sampled_from(kinds), label="seek to")
-        if not with_time and kind == "before":
-            kind = "id"
-        arg = data.draw(st.sampled_from(sent), label="message") if kind in ("id", "before") \
-            else None
+        arg = None
+        if kind == "id":
+            arg = data.draw(st.sampled_from(sent), label="message")
+        elif kind == "before":
+            arg = data.draw(st.sampled_from(firsts), label="message")
         return (kind, arg)
 
     def seek(self, data):
