@@ -1014,7 +1014,8 @@ class Connection:
         self.reply(T.SUCCESS, "success", request_id=cmd.close_consumer.request_id)
 
     async def _drop_consumer(self, c: Consumer, in_store: bool = True):
-        """in_store False: its record is gone already (it unsubscribed)."""
+        """in_store False: its record is gone already, with its subscription (it unsubscribed
+        as the subscription's one consumer: nobody is left to tell of a failover)."""
         self.consumers.pop(c.id, None)
         c.closed = True
         if c.task is not None:
@@ -1022,9 +1023,11 @@ class Connection:
         s = self.server
         if c.reader:
             return
+        if not in_store:
+            s._in_use.discard((c.topic, c.sub, c.name))
+            return
         try:
-            if in_store:
-                await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
+            await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
         except Exception as exc:
             s.log(f"closing consumer {c.name} on {c.topic}: {error_text(exc)}")
         s._in_use.discard((c.topic, c.sub, c.name))
