@@ -44,9 +44,14 @@ def checks(store_arg: str | None, *, deep: bool = False) -> list[dict]:
         return out
     add("store setting", True, f"chosen by {source}")
     exists = os.path.isdir(path)
-    add("store path", True, path + ("" if exists else " (created on first use)"))
+    if os.path.lexists(path) and not exists:
+        # Every command refuses it (exit 1): a store is a directory.
+        add("store path", False, f"{path} is a file, not a store directory: commands refuse it; "
+            "move it away, or choose another store with --store PATH (or PULSARCTL_STORE)")
+    else:
+        add("store path", True, path + ("" if exists else " (created on first use)"))
     if exists:
-        _guarded(out, "store", lambda: _store(out, path))
+        _guarded(out, "store", lambda: _store(out, path, deep))
         if deep:
             _guarded(out, "records", lambda: _deep(out, path))
     _guarded(out, "daemon", lambda: _daemon(out, path))
@@ -60,7 +65,7 @@ def _guarded(out: list, name: str, fn) -> None:
         _row(out, name, False, f"could not be checked: {type(exc).__name__}: {exc}")
 
 
-def _store(out: list, path: str) -> None:
+def _store(out: list, path: str, deep: bool = False) -> None:
     add = lambda name, ok, detail: _row(out, name, ok, detail)  # noqa: E731
     mode = os.stat(path).st_mode & 0o777
     add("store permissions", mode & 0o077 == 0, f"{mode:o} (expected 700)")
@@ -88,6 +93,9 @@ def _store(out: list, path: str) -> None:
         f"transaction {m.txnid}; "
         + (f"store id {ident['id'][:12]}" if ident and ident.get("id")
            else "no identity record yet (written at the next writable open)"))
+    if not deep:  # --deep reads them too, and says more (below)
+        if not _records(out, path):
+            return
 
     try:
         b = Broker(path, readonly=True, create=False)
@@ -102,6 +110,30 @@ def _store(out: list, path: str) -> None:
         _clock(out, b)
     finally:
         b.close()
+
+
+def _records(out: list, path: str) -> bool:
+    """Every record read back from the file and decoded, as a command would read it: below the
+    roots, which every command checks before LMDB maps the file, garbage (written over the
+    last pages, say) shows only when a record is read. False when something cannot be."""
+    rep = store_env.record_check(path)
+    bad = [f"the record {check.describe_key(d.name, k)} of its {d.name} database cannot be "
+           f"decoded ({why})" for d in rep.dbs.values() for k, why in d.bad]
+    unread = sum(max(0, d.expected - d.read) for d in rep.dbs.values())
+    problems = rep.problems + bad[:5] + ([f"and {len(bad) - 5} more records that cannot be "
+                                          "decoded"] if len(bad) > 5 else [])
+    if unread:
+        problems.append(f"{unread} records cannot be read")
+    data = os.path.join(path, check.DATA)
+    for problem in problems:
+        _row(out, "store records", False, f"{data} is damaged: {problem}")
+    if problems:
+        _row(out, "store records", False, f"commands that read or write there fail (exit 1); "
+             f"{_SALVAGE_HINT} into a new store")
+        return False
+    _row(out, "store records", True, f"{rep.records} records read back and decoded (`doctor "
+         "--deep` also checks LMDB's structure and each topic's ledgers)")
+    return True
 
 
 def _clock(out: list, broker) -> None:

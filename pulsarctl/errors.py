@@ -187,6 +187,13 @@ class ProducerFenced(Conflict):
             "it with --access-mode WaitForExclusive")
 
 
+class ProducerBusy(Conflict):
+    """BrokerServiceException.ProducerBusyException (and NamingException): a shared producer
+    while an exclusive one holds the topic, or a second live producer of the same name."""
+    hint = ("an exclusive producer holds the topic, or a producer of that name is connected: "
+            "retry when it is gone, or use another --producer-name")
+
+
 class NotEmpty(Conflict):
     pass
 
@@ -218,6 +225,10 @@ class Interrupted(PulsarctlError):
     exit_code = 130
 
 
+# A command whose reader of stdout went away (`| head`): quiet, and the status a shell shows for
+# a program SIGPIPE ends (128 + 13), as git's, cat's or seq's (cli/errmap.py).
+STDOUT_CLOSED = 141
+
 EXIT_CODES = {
     0: "ok",
     1: "error (for example a message over the maximum size, a damaged store, a full disk)",
@@ -230,7 +241,10 @@ EXIT_CODES = {
        "--exec, dlq replay); the others were",
     8: "refused: authentication failed (a token with a bad signature or expired, a wrong "
        "password)",
+    9: "declined: a confirmation was answered no (or not answered); nothing was changed",
     130: "interrupted",
+    STDOUT_CLOSED: "the reader of the output went away (a closed pipe: `| head`); nothing is "
+                   "said, as when SIGPIPE ends git or cat",
 }
 
 
@@ -239,6 +253,14 @@ class PartlyFailed(PulsarctlError):
     """Some messages of a run failed (a dlq drain --exec command's non-zero exit, a dlq replay
     without a target); the others were handled. For cron: it mails only these runs."""
     exit_code = 7
+
+
+# -- 9 -------------------------------------------------------------------------------------------
+class Declined(PulsarctlError):
+    """A destructive command asked on a terminal and was not told yes: nothing was changed.
+    Not a failure of the command, not a success either: a code of its own (CLI.md)."""
+    exit_code = 9
+    hint = "answer y to go ahead, or pass -y/--yes"
 
 
 # -- 1: a damaged store, a full disk ------------------------------------------------------------

@@ -64,7 +64,7 @@ def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
                                       batching_enabled=batching,
                                       batching_max_messages=batching_max_messages,
                                       batching_max_allowed_size_in_bytes=batching_max_bytes)
-    before = client.broker.topics.internal_stats(topic)["totalSize"] if _exists(client, topic) else 0
+    before = _stored(client, topic) if _exists(client, topic) else 0
     lat: list[float] = []
     done = 0
     npool = len(pool)
@@ -80,12 +80,19 @@ def produce(client, topic: str, n: int, size: int, batch: int, progress=None,
         if progress:
             progress(done)
     elapsed = clocks.monotonic() - t0
-    stored = client.broker.topics.internal_stats(topic)["totalSize"] - before
+    stored = _stored(client, topic) - before
     return {"topic": topic, "batch": batch, "size": size, "compression": compression,
             "batching": batching,
             "batchingMaxMessages": batching_max_messages if batching else None,
             "storedBytesPerMessage": round(stored / n, 1) if n else 0.0,
             **_summary(n, n * size, elapsed, lat)}
+
+
+def _stored(client, topic: str) -> int:
+    """The bytes a topic stores (a partitioned topic's: its partitions' together)."""
+    s = client.broker.topics.internal_stats(topic)
+    parts = s.get("partitions")
+    return sum(p["totalSize"] for p in parts.values()) if parts else s["totalSize"]
 
 
 def _exists(client, topic: str) -> bool:

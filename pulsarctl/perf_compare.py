@@ -7,6 +7,7 @@ in one run on this machine, so anyone can see the ratios where they are (issue 1
     Python API send_async + flush         the same client code through the real pulsar-client
     Python API receive + acknowledge        against --service-url (pulsar-lite, or serve)
     Spark read (with --spark)             Spark's Python data source doing no work
+    each everyday command's start-up      a bare `python -c "import lmdb"` (CPU; issue 27)
 
 Everything runs on a scratch store in a temporary directory on the same disk (never the user's
 store), the pulsarctl path and its limit alternating round by round; each figure is the median
@@ -14,6 +15,7 @@ of the rounds. The commands run as real processes, as a user runs them."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -23,6 +25,7 @@ import uuid
 
 from pulsarctl import clock as clocks
 from pulsarctl.errors import PulsarctlError, UsageError
+from pulsarctl.names import dlq_topic
 from pulsarctl.perf import payloads
 from store import limits
 from store.env import Env
@@ -34,6 +37,24 @@ API_SEND_GOAL = 2000  # durable send()s a second
 # Timed rounds of the Spark reads (spark/bench.py, after its warm-up rounds): their best is
 # what the row shows, and three left it at the mercy of one slow round.
 SPARK_ROUNDS = 5
+# Start-up (issue 27, item 11): each everyday command, as a whole process, at most this many
+# times the CPU of a bare `python -c "import lmdb"` (Python's own start-up and the one library
+# every command needs); completing a topic name under this many milliseconds of wall time.
+STARTUP_GOAL = 4.0
+COMPLETION_GOAL_MS = 100
+STARTUP_RUNS = 3  # per round: each figure is the median of rounds x this many runs
+EVERYDAY = (
+    ("startVersion", ["--version"]),
+    ("startProduce", ["produce", "t", "-m", "x"]),
+    ("startTopicsList", ["topics", "list"]),
+    ("startTopicsStat", ["topics", "stats", "t"]),
+    ("startSubsList", ["topics", "subscriptions", "t"]),
+    ("startRead", ["read", "t", "-m", "earliest", "-n", "1"]),
+    ("startDlqList", ["dlq", "list"]),
+    ("startClockShow", ["clock", "show"]),
+    ("startCursor", ["topics", "cursor", "t", "-s", "s"]),
+    ("startExplain", ["explain", "1:0", "-t", "t"]),
+)
 
 
 def _timed(fn, *args) -> float:
@@ -90,6 +111,7 @@ def compare(n: int = 200_000, size: int = 100, api_n: int = 50_000, sends: int =
         rows.extend(_api_batched(tmp, api_n, size, rounds, service_url, say))
         if spark:
             rows.append(_spark(spark_n, size, say))
+        rows.extend(_startup(tmp, rounds * STARTUP_RUNS, say))
         return {"messages": n, "size": size, "rounds": rounds, "rows": rows}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -255,3 +277,49 @@ def _spark(n: int, size: int, say) -> dict:
             "limitIs": "Spark's Python data source doing no work", "ratio":
             round(ours / ceiling, 3) if ceiling else None, "goal": GOALS["sparkRead"],
             "rounds": SPARK_ROUNDS}
+
+
+def _process(cmd: list, what: str) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of cmd as its own process: the CPU is the operating
+    system's accounting of the finished child (user + system)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = _timed(_run, cmd, what)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def _startup(tmp: str, runs: int, say) -> list[dict]:
+    """Each everyday command's CPU beside a bare `python -c "import lmdb"`, run in turn (one
+    command, then the bare import, ...) so a machine that slows down slows both; medians. The
+    commands run on a scratch store holding a topic, a subscription and a dead letter topic."""
+    store = os.path.join(tmp, "startup")
+    _cli(store, "produce", "t", "-m", "a", "-m", "b")
+    _cli(store, "topics", "create-subscription", "t", "-s", "s", "-m", "earliest")
+    _cli(store, "produce", dlq_topic("t", "s"), "-m", "dead")
+    bare = [sys.executable, "-c", "import lmdb"]
+    lines = [(name, [sys.executable, "-m", "pulsarctl", "--store", store, *argv],
+              f"`pulsarctl {' '.join(argv)}`") for name, argv in EVERYDAY]
+    lines.append(("startComplete", [sys.executable, "-m", "pulsarctl", "__complete", "--store",
+                                    store, "topics"], "completing a topic name"))
+    rows = []
+    for name, cmd, what in lines:
+        say(f"start-up: {what}")
+        ours, limit = [], []
+        for _ in range(runs):
+            ours.append(_process(cmd, what))
+            limit.append(_process(bare, "python -c 'import lmdb'"))
+        cpu, lim = (statistics.median(c for c, _ in t) for t in (ours, limit))
+        wall, lim_wall = (statistics.median(w for _, w in t) for t in (ours, limit))
+        row = {"workload": name, "what": f"{what} (whole process)", "messages": None,
+               "unit": "ms CPU", "pulsarctl": round(cpu * 1000), "limit": round(lim * 1000),
+               "limitIs": "bare `python -c 'import lmdb'`, CPU (goal: at most 4x)",
+               "ratio": round(cpu / lim, 2) if lim else None, "goal": STARTUP_GOAL,
+               "wallMs": round(wall * 1000), "limitWallMs": round(lim_wall * 1000),
+               "rounds": runs}
+        if name == "startComplete":
+            row.update(unit="ms wall", pulsarctl=row["wallMs"], limit=row["limitWallMs"],
+                       ratio=round(wall / lim_wall, 2) if lim_wall else None, goal=None,
+                       goalMs=COMPLETION_GOAL_MS, limitIs="bare `python -c 'import lmdb'`, "
+                       f"wall time (goal: under {COMPLETION_GOAL_MS} ms)")
+        rows.append(row)
+    return rows

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import struct
 import sys
 
@@ -401,6 +402,15 @@ def _foreign(path: str) -> list[str]:
         return []
 
 
+def _not_a_file(fd: int) -> str | None:
+    """What data.mdb is when it is not a regular file (a directory opens read-only and fails
+    only when read; a device or a pipe is no store either), else None."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+
+
 def inspect(path: str, *, identity: dict | None = None) -> Inspection:
     """Check data.mdb in the store directory path without mapping it (see the module's text).
     Never raises for what it finds in the files."""
@@ -421,6 +431,12 @@ def inspect(path: str, *, identity: dict | None = None) -> Inspection:
     except OSError as exc:
         res.state = "damaged"
         res.problems.append(f"it cannot be read: {exc.strerror}")
+        return res
+    kind = _not_a_file(fd)
+    if kind:
+        os.close(fd)
+        res.state = "damaged"
+        res.problems.append(f"it is {kind}, not LMDB's data file")
         return res
     try:
         for _attempt in range(8):
@@ -745,13 +761,17 @@ def block_remains(key: bytes, value: bytes) -> list[tuple[bytes, bytes]]:
     return [(keys.pair(lid, i), v) for i, v, exc in inner if exc is None and i >= 0]
 
 
-def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport:
+def read_all(path: str, known: tuple, on_record=None, on_bad=None,
+             free_list: bool = False) -> DeepReport:
     """Read every record of every database of the store at path from its file, without LMDB,
     checking each page, node and value on the way (on_bad(db, key, value) gets each record that
     does not decode); on_record(db, key, value) gets each record
     that is whole and decodes. Whatever cannot be read is counted and described in the
-    report, and the walk goes on past it. Run it on a store nobody writes, or while holding a
-    read transaction (Env.read): the pages of that snapshot are then never reused under it."""
+    report, and the walk goes on past it. free_list: the free list's pages are checked too
+    (every write reads it: a page of it overwritten fails the next write, LMDB's
+    MDB_CORRUPTED, though every record reads back whole). Run it on a store nobody writes, or
+    while holding a read transaction (Env.read): the pages of that snapshot are then never
+    reused under it."""
     ins = inspect(path)
     rep = DeepReport(path, ins)
     if ins.state in ("absent", "new"):
@@ -761,6 +781,11 @@ def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport
         fd = os.open(data, os.O_RDONLY)
     except OSError as exc:
         rep.problems.append(f"{data} cannot be read: {exc.strerror}")
+        return rep
+    kind = _not_a_file(fd)
+    if kind:
+        os.close(fd)
+        rep.problems.append(f"{data} is {kind}, not LMDB's data file: nothing can be read")
         return rep
     try:
         size = os.fstat(fd).st_size
@@ -802,6 +827,8 @@ def read_all(path: str, known: tuple, on_record=None, on_bad=None) -> DeepReport
         for name in known:
             if name not in rep.dbs and name not in OPTIONAL:
                 rep.problems.append(f"database {name} is missing from the main database")
+        if free_list:
+            walk.free_pages(cur.free)
         rep.problems.extend(walk.problems)
     finally:
         os.close(fd)

@@ -399,6 +399,18 @@ def _pinned(path: str):
         env.close()
 
 
+def record_check(path: str) -> check.DeepReport:
+    """Every page and every record of the store read back and decoded (store/check.py's
+    read_all), holding a read transaction so that no commit reuses the pages being read: what
+    plain `doctor` checks. A command fails on any record it reads that fails here (a large
+    value's pages hold no header past their first, so only decoding finds garbage written over
+    them); and the free list, which every write reads. `doctor --deep` adds LMDB's structure
+    and the ledgers' continuity."""
+    path = os.path.abspath(path)
+    with _pinned(path):
+        return check.read_all(path, DATABASES, free_list=True)
+
+
 def verify_structure(path: str) -> list[str] | None:
     """py-lmdb's offline verifier (lmdb.verify, pure Python, never maps the file): every page
     reachable once, the free list and the live pages covering the file. None when this py-lmdb

@@ -121,7 +121,10 @@ class Authentication:
                 if method == "tls" and peer_cn:
                     return peer_cn
                 if method == "token" and scheme.lower() == "bearer":
-                    return self._provider("token", value.encode(), None, now_ms)
+                    # the header's bytes as sent (aiohttp keeps non-UTF-8 ones as surrogates):
+                    # not UTF-8 is a refusal, not a crash
+                    return self._provider("token", value.encode("utf-8", "surrogateescape"),
+                                          None, now_ms)
                 if method == "basic" and scheme.lower() == "basic":
                     try:
                         decoded = base64.b64decode(value.strip(), validate=True)

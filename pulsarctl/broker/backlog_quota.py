@@ -24,7 +24,7 @@ def backlog_bytes(info, start: int) -> int:
     return total
 
 
-def _oldest_age_ms(ctx, info, c) -> int:
+def oldest_age_ms(ctx, info, c) -> int:
     o = c.mark_delete + 1
     if o >= info.next_offset or o < info.first_offset:
         return 0
@@ -47,9 +47,9 @@ def check(ctx, info) -> None:
             measure = lambda c: backlog_bytes(info, c.mark_delete + 1)  # noqa: E731
         else:
             limit = q["limitTime"] * 1000
-            over = [c for c in cursors if _oldest_age_ms(ctx, info, c) > limit]
+            over = [c for c in cursors if oldest_age_ms(ctx, info, c) > limit]
             what = f"oldest unacknowledged message is {{}} ms old, over the limit of {limit} ms"
-            measure = lambda c: _oldest_age_ms(ctx, info, c)  # noqa: E731
+            measure = lambda c: oldest_age_ms(ctx, info, c)  # noqa: E731
         if not over:
             continue
         if q["policy"] == "consumer_backlog_eviction":

@@ -141,7 +141,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
     if others and current != sub_type:
         raise ConsumerBusy(
             f"subscription '{c.name}' is {current} with {len(others)} connected consumer(s); "
-            f"a {sub_type} consumer cannot join it",
+            f"{'an' if sub_type[:1] in 'AEIOU' else 'a'} {sub_type} consumer cannot join it",
             hint=f"use -t {current}, or wait until its consumers have gone")
     if sub_type == subs.EXCLUSIVE and others:
         holder = others[0]
@@ -162,6 +162,8 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
         subs.rewind(ctx, c)
         c.props.pop("active", None)
         c.props["type"] = sub_type
+    # A subscription made by pulsar-admin has no type until its first consumer comes.
+    c.props.setdefault("type", sub_type)
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.
         lease_ms = DEFAULT_LEASE_MS

@@ -174,18 +174,22 @@ def reset(ctx, info, c, next_offset: int) -> None:
 def expire(ctx, info, c, ttl_ms: int) -> int:
     """Acknowledge every message older than ttl_ms (expired when now > publishTime + ttl), by
     mark-deleting up to the newest expired entry after mark-delete (PersistentMessageExpiryMonitor).
-    A TTL of 0 expires nothing, as MessageImpl.isEntryExpired says. Returns how many."""
+    A TTL of 0 (only `expire-messages -t 0` asks for one: a TTL policy of 0 is no TTL) expires
+    every message published until now, as the monitor's search for messages published at or
+    before now - 0 does in Pulsar. Returns how many."""
     if ttl_ms < 0:
         raise InvalidValue(f"the expiry time must not be negative, not {ttl_ms} ms")
-    if ttl_ms == 0:
-        return 0
     cutoff = ctx.now - ttl_ms
     lo = max(c.mark_delete + 1, info.first_offset)
-    found = newest_matching(ctx, info, lo, info.next_offset, lambda pt: pt < cutoff)
+    found = newest_matching(ctx, info, lo, info.next_offset,
+                            (lambda pt: pt <= cutoff) if ttl_ms == 0 else (lambda pt: pt < cutoff))
     if found is None:
         return 0
     first = c.mark_delete + 1
     done = ctx.cursors.ack_cumulative(ctx.txn, c, found)
+    if done:
+        c.props["lastMarkDeleteAdvanced"] = ctx.now
+        c.props["expired"] = c.props.get("expired", 0) + done  # Pulsar's totalMsgExpired
     _record_passed(ctx, info, c, first, history.EXPIRED,
                    reason=f"TTL {history.duration_text(ttl_ms)}")
     _advanced(ctx, info, c)

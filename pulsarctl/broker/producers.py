@@ -35,7 +35,8 @@ def new_producer_name(ctx) -> str:
 def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_name: str | None,
             partition: int = -1, internal: bool = False,
             compression: int = 0, schema: str | None = None,
-            chunking: bool = False, batching=None) -> tuple[str, list[MessageId]]:
+            chunking: bool = False, batching=None,
+            publisher: str | None = None) -> tuple[str, list[MessageId]]:
     """Append messages in this transaction. Returns (producer name, message ids); with
     deduplication on, a message whose sequence id this producer already stored is left out
     and gets the id -1:-1:-1, as Pulsar answers a duplicate. internal: a dead letter or retry
@@ -44,7 +45,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     schema: the producer's schema type (schemas.py), recorded as a version in each message.
     chunking: a stored payload (compressed first, as Pulsar does) over maxMessageSize is split
     into chunks of at most maxMessageSize bytes, one entry each (see split); its id is the last
-    chunk's. batching: a batches.Spec, to store the messages in batch entries (batches.py)."""
+    chunk's. batching: a batches.Spec, to store the messages in batch entries (batches.py).
+    publisher: the token of a recorded producer (access.py), whose messages are counted for its
+    PublisherStats; None for a one-shot producer, admitted in this transaction."""
     packed = None
     if batching is not None and len(messages) > 1:
         check_sizes(ctx, messages, _stored_sizes(ctx, messages, compression))
@@ -55,8 +58,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     elif not chunking:
         check_sizes(ctx, messages)
     now = ctx.now
-    info, producer_name = _admit(ctx, topic, producer_name, internal,
-                                 lambda info: _check_delays(ctx, info, messages, now))
+    info, producer_name, prod = _admit(ctx, topic, producer_name, internal,
+                                       lambda info: _check_delays(ctx, info, messages, now),
+                                       publisher)
     if schema and schema != "BYTES":
         schemas.validate(schema, [m.payload for m in messages])
         version = schemas.for_producer(ctx, topic, schema)
@@ -67,7 +71,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     dedup = _dedup(ctx, info)
     if batching is not None and (len(messages) > 1 or batching.as_sent):
         return producer_name, _publish_batched(ctx, info, messages, producer_name, seq, dedup,
-                                               partition, compression, batching)
+                                               partition, compression, batching, prod)
     entries = []
     dups = []
     add = entries.append
@@ -78,6 +82,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     copies = None if internal or ctx.origin is not None else letter_links.copies(messages)
     hseqs = [] if copies is not None or history.wants_published(ctx) else None
     hdelays, horigins = [], ([] if copies is not None else None)
+    nchunks = 0
     for i, m in enumerate(messages):
         s = m.sequence_id
         if s is None:
@@ -109,7 +114,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         code, size, n, total, parts = pieces[:5]
         # The uuid a client gave its chunks, else the one Pulsar's producer would give.
         uuid = pieces[5] if len(pieces) > 5 and pieces[5] else f"{producer_name}-{s}"
-
+        nchunks += len(parts)
         for cid, piece in parts:
             add(_encode(build_entry(now, producer_name, s, m, chunk=([uuid, cid, n, total], piece,
                                                                      code, size))))
@@ -145,6 +150,9 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
             ids = [ids[k] for k in lasts]
     for i in dups:
         ids.insert(i, DUPLICATE)
+    if prod is not None:
+        access.published(ctx, topic, prod, len(messages) - len(dups), sum(map(len, entries)),
+                         nchunks)
     return producer_name, ids
 
 
@@ -152,10 +160,11 @@ DUPLICATE = MessageId(-1, -1, -1)
 
 
 def _admit(ctx, topic: TopicName, producer_name: str | None, internal: bool = False,
-           check=None):
-    """The topic (made where it may be) and the producer's name (the broker's when none):
-    refused if the topic is terminated, and unless internal (a dead letter or retry move) if
-    check(info) refuses, the backlog quota holds or the access mode shuts the producer out."""
+           check=None, publisher: str | None = None):
+    """The topic (made where it may be), the producer's name (the broker's when none) and its
+    record (access.py; None for a one-shot producer): refused if the topic is terminated, and
+    unless internal (a dead letter or retry move) if check(info) refuses, the backlog quota
+    holds or the access modes shut the producer out."""
     info = topics.ensure(ctx, topic)
     if topics.meta(ctx, topic).get("terminated"):
         raise TopicTerminated(f"topic {topic} is terminated; it accepts no more messages",
@@ -166,13 +175,15 @@ def _admit(ctx, topic: TopicName, producer_name: str | None, internal: bool = Fa
         backlog_quota.check(ctx, info)
     if producer_name is None:
         producer_name = new_producer_name(ctx)
+    prod = None
     if not internal:
-        access.check(ctx, topic, producer_name)
-    return info, producer_name
+        prod = access.check(ctx, topic, producer_name, publisher)
+    return info, producer_name, prod
 
 
 def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str | None,
-                     partition: int = -1, compression: int = 0, batching=None, breaks=()):
+                     partition: int = -1, compression: int = 0, batching=None, breaks=(),
+                     publisher: str | None = None):
     """publish for plain messages given as their payloads (no key, properties, times,
     schema or chunking): what `produce --stdin` sends, in batch entries by batching (a
     batches.Spec; breaks: indexes that start a new batch), without an OutgoingMessage, a
@@ -199,7 +210,7 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
             batch = batched[a] = batches.payload_batch(payloads[a:z], compression)
             if len(batch[0]) > limit:
                 return None
-    info, producer_name = _admit(ctx, topic, producer_name)
+    info, producer_name, prod = _admit(ctx, topic, producer_name, publisher=publisher)
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = (-1 if last is None else last) + 1
     now = ctx.now
@@ -232,6 +243,8 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
         ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
     if history.wants_published(ctx):
         history.published(ctx, info, first, len(entries), producer_name, firsts, ctx.origin)
+    if prod is not None:
+        access.published(ctx, topic, prod, len(payloads), sum(map(len, entries)))
     return producer_name, runs
 
 
@@ -265,7 +278,7 @@ def _stored_sizes(ctx, messages, compression: int):
 
 
 def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition, compression,
-                     spec) -> list[MessageId]:
+                     spec, prod=None) -> list[MessageId]:
     """publish's batching half: sequence ids as the producer gives them (the next one after the
     highest so far, unless set), then batches (batches.group); with deduplication a batch is
     judged by its first sequence id and records its highest (MessageDeduplication)."""
@@ -325,6 +338,8 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
         if extra:
             # msgInCounter counts messages; the ledger counts entries.
             ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
+    if prod is not None:
+        access.published(ctx, info.name, prod, sum(map(len, placed)), sum(map(len, entries)))
     return ids
 
 

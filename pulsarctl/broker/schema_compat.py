@@ -101,7 +101,8 @@ def compatible(typ: str, new, old_versions: list[dict], strategy: str) -> str | 
             return f"its type {typ} is not the topic's {old['type']}"
         if typ not in AVRO_BASED:
             if (old.get("schema") or "") != (new or ""):
-                return f"a {typ} schema cannot change its definition"
+                return (f"{'an' if typ[:1] in 'AEIOU' else 'a'} {typ} schema cannot change "
+                        "its definition")
             continue
         r, w = parse(new), parse(old.get("schema"))
         if r is None or w is None:

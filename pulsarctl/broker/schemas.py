@@ -14,13 +14,14 @@ valid JSON."""
 from __future__ import annotations
 
 import json
+import struct
 
 from pulsarctl.broker import policies, tenants
 from pulsarctl.broker.schema_compat import compatible
 from pulsarctl.errors import IncompatibleSchema, InvalidValue
 from pulsarctl.names import TopicName
 
-BYTES, STRING, JSON = "BYTES", "STRING", "JSON"
+BYTES, STRING, JSON, KEY_VALUE = "BYTES", "STRING", "JSON", "KEY_VALUE"
 TYPES = (BYTES, STRING, JSON)  # what the command line's --value-schema takes
 # Every SchemaType of Pulsar's protocol a registry can hold (PulsarApi.proto's Schema.Type).
 ALL_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8", "INT16", "INT32",
@@ -72,10 +73,65 @@ def for_producer(ctx, topic: TopicName, typ: str) -> int | None:
     return have["version"]
 
 
-def _text(definition) -> str:
+def _text(definition, typ: str | None = None) -> str:
     if isinstance(definition, (bytes, bytearray)):
+        if typ == KEY_VALUE:
+            return key_value_text(bytes(definition))
         return bytes(definition).decode("utf-8", "surrogateescape")
     return definition or ""
+
+
+# A KEY_VALUE schema's data on the wire is binary (KeyValueSchemaInfo): the key schema's bytes
+# after their 4-byte big-endian length, then the value schema's. The registry keeps it as the
+# text Pulsar's admin API shows for it (SchemaUtils.convertKeyValueSchemaInfoDataToString):
+# {"key": ..., "value": ...}, each side "" for a primitive schema (no definition) or the
+# schema's JSON; key_value_data turns it back into the wire's bytes.
+_KV_LEN = struct.Struct(">i")
+
+
+def key_value_text(data: bytes) -> str:
+    parts, at = [], 0
+    for _side in ("key", "value"):
+        if at + 4 > len(data):
+            raise InvalidValue("a KEY_VALUE schema's data is two length-prefixed schemas")
+        (n,) = _KV_LEN.unpack_from(data, at)
+        if n < 0 or at + 4 + n > len(data):
+            raise InvalidValue("a KEY_VALUE schema's data is two length-prefixed schemas")
+        parts.append(data[at + 4:at + 4 + n])
+        at += 4 + n
+
+    def side(raw: bytes):
+        if not raw:
+            return ""
+        text = raw.decode("utf-8", "replace")
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return json.dumps({"key": side(parts[0]), "value": side(parts[1])}, separators=(",", ":"))
+
+
+def key_value_data(text: str) -> bytes:
+    """The wire's bytes of a KEY_VALUE schema kept as key_value_text made it."""
+    try:
+        doc = json.loads(text)
+        sides = [doc["key"], doc["value"]]
+    except (ValueError, TypeError, KeyError):
+        return text.encode()
+    out = b""
+    for part in sides:
+        raw = part.encode() if isinstance(part, str) else json.dumps(
+            part, separators=(",", ":")).encode()
+        out += _KV_LEN.pack(len(raw)) + raw
+    return out
+
+
+def wire_data(v: dict) -> bytes:
+    """A registry version's schema data as a client reads it on the wire."""
+    text = v.get("schema") or ""
+    if v.get("type") == KEY_VALUE:
+        return key_value_data(text)
+    return text.encode("utf-8", "surrogateescape")
 
 
 def register(ctx, topic: TopicName, typ: str, definition="", properties=None) -> int:
@@ -86,7 +142,7 @@ def register(ctx, topic: TopicName, typ: str, definition="", properties=None) ->
     if typ not in ALL_TYPES:
         raise InvalidValue(f"unknown schema type {typ!r}",
                            hint=f"use one of {', '.join(ALL_TYPES)}")
-    text = _text(definition)
+    text = _text(definition, typ)
     vs = versions(ctx, topic)
     for v in vs:
         if v["type"] == typ and (v.get("schema") or "") == text:
@@ -110,7 +166,7 @@ def check(ctx, topic: TopicName, typ: str, definition="") -> str | None:
     """Whether a schema would be accepted (pulsar-admin schemas compatibility): None, or why
     not. Changes nothing."""
     typ = str(typ).upper()
-    text = _text(definition)
+    text = _text(definition, typ)
     vs = versions(ctx, topic)
     if any(v["type"] == typ and (v.get("schema") or "") == text for v in vs):
         return None
@@ -143,7 +199,7 @@ def for_typed_consumer(ctx, topic: TopicName, typ: str, definition="", propertie
     must be able to read the topic's data (IncompatibleSchema). Returns the version registered
     or matched, or None when it was only checked."""
     typ = str(typ).upper()
-    text = _text(definition)
+    text = _text(definition, typ)
     vs = versions(ctx, topic)
     if not vs:
         tenants.get_namespace(ctx, topic.namespace)  # no schema left behind in no namespace

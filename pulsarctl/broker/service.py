@@ -42,14 +42,14 @@ def _consuming():
 
 
 def _publish(ctx, name, messages, producer_name=None, route=None, compression=0, schema=None,
-             chunking=False, batching=None):
+             chunking=False, batching=None, publisher=None):
     """Broker.publish's transaction body (see there)."""
     t = topic_name(name)
     n = partitions.get(ctx, t) if not t.is_partition else 0
     if not n:
         return producers.publish(ctx, t, messages, producer_name, t.partition_index,
                                  compression=compression, schema=schema, chunking=chunking,
-                                 batching=batching)
+                                 batching=batching, publisher=publisher)
     chooser = PartitionRouter(n).choose if route is None else route(n)
     groups: dict[int, list] = {}
     order = []
@@ -64,18 +64,19 @@ def _publish(ctx, name, messages, producer_name=None, route=None, compression=0,
     for i, msgs in groups.items():
         _, ids = producers.publish(ctx, t.partition(i), msgs, name_out, i,
                                    compression=compression, schema=schema, chunking=chunking,
-                                   batching=batching)
+                                   batching=batching, publisher=publisher)
         ids_by[i] = ids[::-1]
     return name_out, [ids_by[i].pop() for i in order]
 
 
-def _publish_payloads(ctx, name, payloads, producer_name, compression, batching, breaks):
+def _publish_payloads(ctx, name, payloads, producer_name, compression, batching, breaks,
+                      publisher=None):
     """Broker.publish_payloads's transaction body (see there)."""
     t = topic_name(name)
     if not t.is_partition and partitions.get(ctx, t):
         return None   # routed message by message: publish
     return producers.publish_payloads(ctx, t, payloads, producer_name, t.partition_index,
-                                      compression, batching, breaks)
+                                      compression, batching, breaks, publisher)
 
 
 CLIENT_TIME_WINDOW_MS = 10_000
@@ -354,26 +355,28 @@ class Broker:
     @routed
     @wakes
     def publish(self, name, messages, producer_name=None, route=None, compression=0,
-                schema=None, chunking=False, batching=None):
+                schema=None, chunking=False, batching=None, publisher=None):
         """Append messages in one transaction. For a partitioned topic, route(n) gives the
         producer's router for n partitions, a function (key, now_ms) -> partition; ids come
         back in message order. compression: a pulsarctl.compression code. chunking: split
         messages over maxMessageSize into chunks (a chunked message's id is its last chunk's).
-        batching: a batches.Spec: the messages go into batch entries, per partition."""
+        batching: a batches.Spec: the messages go into batch entries, per partition.
+        publisher: the token of a producer attached with producer_acquire (its publishes are
+        counted for its stats); None for a producer of this one transaction."""
         return self.write(_publish, name, messages, producer_name, route, compression, schema,
-                          chunking, batching)
+                          chunking, batching, publisher)
 
     @routed
     @wakes
     def publish_payloads(self, name, payloads, producer_name=None, compression=0,
-                         batching=None, breaks=()):
+                         batching=None, breaks=(), publisher=None):
         """publish for plain messages given as their payloads, in batch entries (batching: a
         batches.Spec; breaks: indexes that start a new batch): one transaction, no object per
         message. Returns (producer name, [(ledger id, entry id, partition, messages in the
         entry)]), or None when publish must do it (a partitioned topic, a payload or batch
         over maxMessageSize, key-based batching): then nothing was written."""
         return self.write(_publish_payloads, name, payloads, producer_name, compression,
-                          batching, breaks)
+                          batching, breaks, publisher)
 
     def publish_many(self, jobs) -> list:
         """Group commit: publish several producers' sends, each a (topic, messages, producer
@@ -405,20 +408,25 @@ class Broker:
         return results
 
     @routed
-    def producer_acquire(self, name, producer_name, mode, pid, pid_start):
-        """Make producer_name the exclusive producer of the topic (ProducerFenced if another
-        holds it); returns (producer name, the holder record)."""
+    def producer_acquire(self, name, producer_name, mode, who: dict, topic_epoch=None):
+        """Attach a producer to the topic in its access mode, as Pulsar's addProducer does
+        (access.py): ProducerBusy or ProducerFenced when it may not. who: token (names this
+        producer in later calls), pid, pidStart, and for its stats id, address,
+        clientVersion, metadata. Called again with the same token: how it stands now (a
+        WaitForExclusive producer polls so). Returns (producer name, {"state", "epoch",
+        "fenced"}) (access.add)."""
         t = topic_name(name)
 
         def run(ctx):
             pname = producer_name or producers.new_producer_name(ctx)
-            return pname, access.acquire(ctx, t, pname, mode, pid, pid_start)
+            return pname, access.add(ctx, t, pname, mode, who, topic_epoch)
         return self.write(run)
 
     @routed
     @wakes
-    def producer_release(self, name, producer_name, pid, pid_start) -> bool:
-        return self.write(access.release, topic_name(name), producer_name, pid, pid_start)
+    def producer_release(self, name, producer_name, token) -> list:
+        """Detach the producer; returns the queued producers that took the topic."""
+        return self.write(access.remove, topic_name(name), producer_name, token)
 
 
     # -- consuming (broker/consuming.py) -----------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from store import codec, keys
-from pulsarctl.broker import backlog_quota, consumers, delayed, policies, redelivery_state
+from pulsarctl.broker import access, backlog_quota, consumers, delayed, policies, redelivery_state
 from pulsarctl.broker import subscriptions as subs
 from pulsarctl.broker.records import Pending
 from pulsarctl.messages import iso_ms
@@ -99,7 +99,8 @@ def topic_stats(ctx, info) -> dict:
     # entriesAddedCounter in stats-internal); averageMsgSize is per message too.
     msgs_in = info.entries_added + (ctx.get("msgInExtra", info.ml_id) or 0)
     avg = (info.bytes_added / msgs_in) if msgs_in else 0.0
-    return {
+    pubs, waiting = access.publishers(ctx, info.name)
+    out = {
         "msgRateIn": 0.0, "msgThroughputIn": 0.0, "msgRateOut": 0.0, "msgThroughputOut": 0.0,
         "bytesInCounter": info.bytes_added, "msgInCounter": msgs_in,
         "bytesOutCounter": sum(s["bytesOutCounter"] for s in subs_out.values()),
@@ -110,12 +111,83 @@ def topic_stats(ctx, info) -> dict:
         # The slowest subscription's estimated backlog, as the managed ledger reports it.
         "backlogSize": max((s["backlogSize"] for s in subs_out.values()), default=0),
         "earliestMsgPublishTimeInBacklogs": 0,
-        "publishers": [],
-        "waitingPublishers": 0,
+        "publishers": pubs,
+        "waitingPublishers": waiting,
         "subscriptions": subs_out,
         "replication": {},
         "deduplicationStatus": _dedup_status(ctx, info.name),
     }
+    epoch = access.topic_epoch(ctx, info.name)
+    if epoch is not None:   # set once an exclusive producer has held the topic
+        out["topicEpoch"] = epoch
+    return out
+
+
+# -- the stats as Pulsar's admin REST answers them (serve) ----------------------------------------
+# The command line's stats stay as they are (tests/store/test_old_store.py fences their every
+# byte); serve's REST adds what pulsar-admin reads from Pulsar that they leave out.
+def pulsar_topic_stats(ctx, info) -> dict:
+    doc = topic_stats(ctx, info)
+    doc.update(_backlog_quota(ctx, info))
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        sub = doc["subscriptions"][c.name]
+        sub["msgBacklogNoDelayed"] = max(0, sub["msgBacklog"] - sub["delayedMessages"])
+        # Made by pulsar-admin, no consumer yet: Pulsar's subscription has no dispatcher.
+        sub["type"] = c.props.get("type") or "None"
+        # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
+        # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
+        sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
+        sub["lastMarkDeleteAdvancedTimestamp"] = c.props.get("lastMarkDeleteAdvanced", 0)
+        sub["totalMsgExpired"] = c.props.get("expired", 0)
+    return doc
+
+
+def pulsar_internal_stats(ctx, info) -> dict:
+    """internal_stats as Pulsar answers them: the ledger being written shows 0 entries and 0
+    bytes (BookKeeper learns them when it closes; currentLedgerEntries counts them), a cursor
+    is active while consumers are connected, numberOfEntriesSinceFirstNotAckedMessage counts
+    the positions in (mark-delete, read position] as ManagedLedgerImpl.getNumberOfEntries does,
+    and a topic without a schema or a compacted ledger says so."""
+    doc = internal_stats(ctx, info)
+    if doc["ledgers"]:
+        doc["ledgers"][-1].update(entries=0, size=0)
+    for c in ctx.cursors.list(ctx.txn, info.ml_id):
+        cs = doc["cursors"][c.name]
+        cs["active"] = any(consumers.alive(ctx, r) for r in consumers.records(ctx, c))
+        cs["numberOfEntriesSinceFirstNotAckedMessage"] = max(0, c.read_position - c.mark_delete)
+    doc["schemaLedgers"] = []
+    doc["compactedLedger"] = {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                              "underReplicated": False}
+    return doc
+
+
+def pulsar_aggregate(parts: list[dict]) -> dict:
+    """aggregate() as TopicStatsImpl.add makes it: the quota limits are the partitions' (the
+    last one's), the whole has no deduplicationStatus, and the subscriptions' counters of
+    pulsar_topic_stats add up."""
+    out = aggregate(parts)
+    del out["deduplicationStatus"]
+    for k in ("backlogQuotaLimitSize", "backlogQuotaLimitTime"):
+        out[k] = parts[-1][k] if parts else 0
+    for name, sub in out["subscriptions"].items():
+        for k in ("msgBacklogNoDelayed", "totalMsgExpired"):  # SubscriptionStatsImpl.add's
+            sub[k] = sum(p["subscriptions"][name][k] for p in parts if name in p["subscriptions"])
+    return out
+
+
+def _backlog_quota(ctx, info) -> dict:
+    """The topic's backlog quota limits, -1 where none is set (Pulsar's defaults), and the age
+    of the oldest unacknowledged message, which Pulsar knows (else -1) only where a time
+    limit makes it check."""
+    quotas = policies.effective(ctx, info.name, policies.BACKLOG_QUOTA) or {}
+    age = -1
+    if "message_age" in quotas:
+        ages = [backlog_quota.oldest_age_ms(ctx, info, c)
+                for c in ctx.cursors.list(ctx.txn, info.ml_id)]
+        age = max(ages, default=0) // 1000 if ages else -1
+    return {"backlogQuotaLimitSize": quotas.get("destination_storage", {}).get("limitSize", -1),
+            "backlogQuotaLimitTime": quotas.get("message_age", {}).get("limitTime", -1),
+            "oldestBacklogMessageAgeSeconds": age}
 
 
 def _dedup_status(ctx, topic: str) -> str:
@@ -177,6 +249,29 @@ _SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCount
                "msgRateExpired", "replayCount", "delayedMessages")
 
 
+def _publishers_by_index(parts: list[dict]) -> list[dict]:
+    """A partitioned topic's publishers as PartitionedTopicStats adds them up by default
+    (aggregatePublisherStatsByProducerName off): the i-th publisher of every partition into one
+    entry, which keeps rates and the mean of the average sizes and nothing that names a
+    producer (see each partition's own stats for that)."""
+    out: list[dict] = []
+    counts: list[int] = []
+    for p in parts:
+        for i, s in enumerate(p["publishers"]):
+            if i == len(out):
+                out.append({"msgRateIn": 0.0, "msgThroughputIn": 0.0, "averageMsgSize": 0.0,
+                            "chunkedMessageRate": 0.0, "producerId": 0,
+                            "supportsPartialProducer": False})
+                counts.append(0)
+            agg = out[i]
+            counts[i] += 1
+            agg["msgRateIn"] += s["msgRateIn"]
+            agg["msgThroughputIn"] += s["msgThroughputIn"]
+            agg["averageMsgSize"] = (agg["averageMsgSize"] * (counts[i] - 1)
+                                     + s["averageMsgSize"]) / counts[i]
+    return out
+
+
 def aggregate(parts: list[dict]) -> dict:
     """A partitioned topic's stats: the partitions' counters added up, subscriptions merged by
     name (pulsar-admin's PartitionedTopicStats)."""
@@ -184,7 +279,7 @@ def aggregate(parts: list[dict]) -> dict:
     n = out["msgInCounter"]
     out["averageMsgSize"] = (out["bytesInCounter"] / n) if n else 0.0
     out["earliestMsgPublishTimeInBacklogs"] = 0
-    out["publishers"] = []
+    out["publishers"] = _publishers_by_index(parts)
     out["replication"] = {}
     out["deduplicationStatus"] = parts[0]["deduplicationStatus"] if parts else "Disabled"
     subs_out: dict = {}

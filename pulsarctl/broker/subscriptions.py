@@ -330,6 +330,7 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
     holders = set()
     txn = ctx.txn
     pdb = ctx.env.db["pending"]
+    md_before = c.mark_delete
     if cumulative:
         typ = c.props.get("type", EXCLUSIVE)
         if typ not in SINGLE_ACTIVE:
@@ -371,6 +372,8 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
             batches.forget(ctx, c, offsets)
     if newly:
         c.props["lastAck"] = ctx.now
+        if c.mark_delete != md_before:
+            c.props["lastMarkDeleteAdvanced"] = ctx.now
     ctx.cursors.save(txn, c)
     maybe_trim(ctx, info, c)
     return newly, holders

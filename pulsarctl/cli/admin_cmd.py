@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, Topic, fmt, state
@@ -93,16 +93,27 @@ def clock_simulate(ctx: typer.Context,
     render.data(_clock_doc(st), fmt(ctx, output), _clock_text)
 
 
+# A negative duration (`clock advance -5s`) looks like an option to click: it is let through to
+# the argument (ignore_unknown_options), which then says what is wrong with it.
 @clock.command("advance", help="Move the simulated clock forward and fire what became due, as "
                "a daemon tick would; says what fired, by kind: nack (redelivery delays), ack "
                "timeout, delayed (deliver-at came), retry (reconsume-later delays), TTL "
-               "(messages expired) and lease (consumers disconnected).")
+               "(messages expired) and lease (consumers disconnected).",
+               context_settings={"ignore_unknown_options": True})
 def clock_advance(ctx: typer.Context,
                   duration: Annotated[str, typer.Argument(help="e.g. 30s, 5m, 1h.")],
                   output: Output = None):
     # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.errors import UsageError
+    # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_duration_ms
 
+    if duration[:2] in {f"-{d}" for d in "0123456789."}:
+        raise UsageError(f"the clock cannot go back ({duration!r})",
+                         hint="give a positive duration, e.g. `pulsarctl clock advance 5s`")
+    if duration.startswith("-"):  # an option it does not have, as click would say
+        raise UsageError(f"no such option: {duration}",
+                         hint="see `pulsarctl clock advance --help`")
     st = state(ctx)
     _at, fired = st.broker().clock.advance(parse_duration_ms(duration), by_kind=True)
     render.data({**_clock_doc(st), "fired": fired}, fmt(ctx, output), _clock_text)
@@ -151,12 +162,16 @@ def version(ctx: typer.Context, output: Output = None):
 
 
 @top.command(help="Check the installation and the store: its files are checked before LMDB "
-             "opens them, so a damaged store is described, never a crash. Exit 0 when every "
-             "check passes, 1 when one fails (a damaged store, an undecodable record with "
-             "--deep, anything --salvage could not save).")
+             "opens them, so a damaged store is described, never a crash; every record is read "
+             "back and decoded, as commands read them, and the free list every write reads is "
+             "checked (a large store takes a while: the whole file is read). Exit 0 when every "
+             "check passes, 1 when one fails (a damaged store, a store path that is a file, a "
+             "record that does not decode, anything --salvage could not save).")
 def doctor(ctx: typer.Context,
-           deep: Annotated[bool, typer.Option("--deep", help="Also read every record of the "
-                                              "store and report what cannot be decoded.")] = False,
+           deep: Annotated[bool, typer.Option("--deep", help="Also check LMDB's structure "
+                                              "(every page reachable once, nothing leaked) and "
+                                              "each topic's ledgers, and list every record that "
+                                              "cannot be decoded, database by database.")] = False,
            salvage: Annotated[Optional[str], typer.Option(
                "--salvage", metavar="NEW_STORE", help="Copy every record that can still be read "
                "into a new store at NEW_STORE (which must not exist, or be empty) and say what "

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from pulsarctl.cli import helpfmt, render
+from pulsarctl.cli import declare, helpfmt, render
 from pulsarctl.cli.common import check_output
 from pulsarctl.cli.errmap import guarded
 from pulsarctl.cli.state import State
@@ -93,6 +93,7 @@ def _join() -> None:
     app.add_typer(lesson_cmd.lesson, name="lesson")
 
 
+declare.realize()  # what the command modules declared becomes typer's own (declare.py)
 _join()
 helpfmt.install()  # help shows metavars, not Python type names
 

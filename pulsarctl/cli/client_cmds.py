@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import Annotated, List, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, Sub, Topic, fmt, positive, state
@@ -214,7 +214,12 @@ def nack(
         render.data({"nacked": n, "messageIds": [str(t) for t in targets]}, out)
 
 
-@top.command(help="Read messages with a non-durable reader; leaves nothing behind.")
+@top.command(help="Read messages with a non-durable reader; leaves nothing behind. On a "
+             "partitioned topic it reads every partition, as Pulsar's multi-topic reader does: "
+             "each partition's messages in their order, the partitions merged by publish time "
+             "(then partition index); -m is earliest or latest there (a message id is one "
+             "partition's: read that partition), and --until-end stops at each partition's "
+             "last message.")
 def read(
     ctx: typer.Context,
     topic: Topic,
@@ -225,7 +230,7 @@ def read(
     num_messages: Annotated[int, typer.Option("-n", "--num-messages", help="How many to read "
                                               "(0: forever, following new messages).")] = 1,
     until_end: Annotated[bool, typer.Option("--until-end", help="Stop at the last message present "
-                                            "when the command started.")] = False,
+                                            "when the command started (of each partition).")] = False,
     idle_timeout: IdleTimeout = None,
     fail_if_empty: FailIfEmpty = False,
     hide_content: HideContent = False,
@@ -260,7 +265,8 @@ def redeliver_unacked(
         render.data({"redelivered": n}, out)
 
 
-@top.command("reconsume-later", help="Move messages to the retry letter topic, delivered again "
+@top.command("reconsume-later", short_help="Move messages to the retry letter topic, delivered "
+             "again after --delay (needs --enable-retry).", help="Move messages to the retry letter topic, delivered again "
              "after --delay (past the limit: to the dead letter topic); needs --enable-retry.")
 def reconsume_later(
     ctx: typer.Context, topic: Topic, subscription: Sub,

@@ -93,6 +93,7 @@ class Node:
     subs: list["Node"] = field(default_factory=list)
     is_group: bool = False
     topic_arg: int | None = None  # which argument names the topic (for its subscriptions)
+    summary: str = ""  # the line its group's listing shows (helpfmt.summary)
 
     @property
     def name(self) -> str:
@@ -122,11 +123,9 @@ def _one_line(text: str | None) -> str:
     return " ".join(_clean(text).replace("\b", "").split())
 
 
-def short_help(text: str | None) -> str:
-    """The first sentence of the first paragraph (click would cut at a terminal width)."""
-    first = " ".join(re.split(r"\n\s*\n", _clean(text).replace("\b", ""))[0].split())
-    m = re.search(r"(?<!e\.g)(?<!i\.e)\.\s", first)
-    return first[:m.start() + 1] if m else first
+def short_help(text: str | None, explicit: str | None = None) -> str:
+    """A command's one-line summary, as its group's --help lists it (helpfmt.summary)."""
+    return helpfmt.summary(text, explicit)
 
 
 def _choice_values(param) -> tuple[str, ...]:
@@ -158,7 +157,8 @@ def _default(param) -> str | None:
 
 
 def _build(cmd, ctx, path: tuple[str, ...]) -> Node:
-    node = Node(path, _clean(cmd.help or cmd.short_help))
+    node = Node(path, _clean(cmd.help or cmd.short_help),
+                summary=short_help(cmd.help, cmd.short_help))
     help_opt = cmd.get_help_option(ctx)
     for p in cmd.get_params(ctx):
         if getattr(p, "hidden", False):
@@ -445,7 +445,7 @@ def _zsh(root: Node) -> str:
                 "        command)",
                 "            local -a commands",
                 "            commands=("]
-        out += [f"                {_zq(_zmsg(s.path[-1]) + ':' + short_help(s.help))}"
+        out += [f"                {_zq(_zmsg(s.path[-1]) + ':' + s.summary)}"
                 for s in n.subs]
         out += ["            )",
                 f"            _describe -t commands {_zq(n.name + ' command')} commands && ret=0",
@@ -548,7 +548,7 @@ def _fish(root: Node) -> str:
         out += ["", f"# {n.name}"]
         for s in n.subs:
             out.append(f"complete -c {PROG} -n {cond} -a {_fq(s.path[-1])} "
-                       f"-d {_fq(short_help(s.help))}")
+                       f"-d {_fq(s.summary)}")
         for o in n.opts:
             line = [f"complete -c {PROG} -n {cond}"]
             for f in o.flags:

@@ -8,7 +8,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Annotated, List, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl.cli.common import Output, Sub, fmt, positive
 from pulsarctl.consumer_policy import ConsumerPolicy
@@ -125,8 +125,10 @@ def takes(flags: list[inspect.Parameter]):
     """Give a command body `def command(ctx, **flags)` these flags, as if each were written
     out in its signature: typer reads the signature."""
     def give(body):
+        # The body's own annotation of ctx, still text: asking for typer.Context here would
+        # load typer whenever this module is imported (declare.py).
         ctx = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                annotation=typer.Context)
+                                annotation=body.__annotations__["ctx"])
         body.__signature__ = inspect.Signature([ctx, *flags])
         return body
     return give

@@ -245,26 +245,22 @@ class _PrintThenAck:
 
 def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,
              hide_content, hex_, metadata, out):
-    # lazy: loaded when the command runs, not when the command tree is built
-    from pulsarctl.messages import parse_message_id
-
+    """read (and consume -m NonDurable): a reader from start; on a partitioned topic every
+    partition, merged (client/reading.py). --until-end stops at the last message each
+    partition held when the reader was made."""
     idle = _idle_ms(idle_timeout)
-    start_id = parse_message_id(start)
-    client = st.client()
-    broker = st.broker()
-    end_id = broker.topics.last_message_id(topic) if until_end else None
-    reader = client.create_reader(topic, start_id, inclusive)
+    reader = st.client().create_reader(topic, start, inclusive)
+    if until_end:
+        reader.stop_at_last()
     count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)
     render.begin_messages(out, many=num != 1)
     while num == 0 or count < num:
-        if end_id is not None and not reader.has_message_available():
+        if until_end and not reader.has_message_available():
             break
         try:
             m = reader.read_next(idle)
         except Timeout:
-            break
-        if end_id is not None and (m.id.ledger_id, m.id.entry_id) > (end_id.ledger_id, end_id.entry_id):
             break
         render.message(m, out, **show)
         render.flush()

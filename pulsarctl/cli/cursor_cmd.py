@@ -75,7 +75,8 @@ def expire_messages(
     ctx: typer.Context, topic: Topic, subscription: Sub,
     expire_time: Annotated[str, typer.Option(
         "-t", "--expireTime", "--expire-time", help="Expire messages older than this (10s, 5m, "
-        "2h, 1d; a bare number is seconds; 0 expires nothing, as in Pulsar).",
+        "2h, 1d; a bare number is seconds; 0 expires every message published until "
+        "now, as in Pulsar).",
         show_default=False)],
     output: Output = None,
 ):

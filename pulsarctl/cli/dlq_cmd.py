@@ -19,14 +19,17 @@ import os
 import sys
 from typing import Annotated, List, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, fmt, positive, state
-from pulsarctl.errors import InvalidValue, NothingToDo, PartlyFailed, PulsarctlError, UsageError
+from pulsarctl.errors import (
+    Declined, InvalidValue, NothingToDo, PartlyFailed, PulsarctlError, UsageError,
+)
 
-dlq = typer.Typer(help="Dead letter topics: list, inspect, drain, replay and purge them, through "
+dlq = typer.Typer(short_help="Dead letter topics: list, inspect, drain, replay and purge them.",
+                  help="Dead letter topics: list, inspect, drain, replay and purge them, through "
                   "each DLQ's own subscription pulsarctl-dlq.", no_args_is_help=True)
 
 Dlq = Annotated[str, typer.Argument(
@@ -108,8 +111,7 @@ def _confirm(question: str, yes: bool) -> None:
     render.err(f"{question} [y/N]")
     answer = sys.stdin.readline().strip().lower()
     if answer not in ("y", "yes"):
-        raise PulsarctlError("cancelled; nothing was changed",
-                             hint="answer y to go ahead, or pass -y/--yes")
+        raise Declined("cancelled; nothing was changed")
 
 
 class _Pace:
@@ -272,7 +274,9 @@ def list_(
             not rows, fail_if_empty, namespace or "any namespace", quiet)
 
 
-@dlq.command(help="Count the waiting dead letters (messages: a batch counts each of its "
+@dlq.command(short_help="Count the waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, age "
+             "and a property.",
+             help="Count the waiting dead letters (messages: a batch counts each of its "
                   "messages) by REAL_TOPIC, REAL_SUBSCRIPTION, age (<1m, <1h, <1d, <7d, >=7d "
                   "since they were dead-lettered) and a property.")
 def stats(
@@ -289,7 +293,7 @@ def stats(
     d = state(ctx).broker().dlq(topic).stats(by_property, missing_ok=missing_ok)
     if out == render.TEXT:
         groups = [("REAL_TOPIC", d["byRealTopic"]), ("REAL_SUBSCRIPTION", d["byRealSubscription"])]
-        if by_property is not None:
+        if by_property is not None and by_property not in dict(groups):  # shown once
             groups.append((by_property, d["byProperty"]["counts"]))
         groups.append(("age", d["byAge"]))
         render.table(["by", "value", "count"],
@@ -422,7 +426,9 @@ def _kept_hint(name: str, max_failures: int, failed: int, why: str = "") -> str:
             f"`pulsarctl dlq peek {name}`")
 
 
-@dlq.command(help="Write each waiting dead letter as an NDJSON message record (as consume -o "
+@dlq.command(short_help="Write each waiting dead letter as an NDJSON record, or hand it to "
+             "--exec, and ack it.",
+             help="Write each waiting dead letter as an NDJSON message record (as consume -o "
                   "ndjson prints it) and ack it once written and fsynced; or hand each to "
                   "--exec CMD (exit 0 acks, anything else leaves it: failed, exit 7).")
 def drain(
@@ -544,7 +550,9 @@ def _replay_line(r: dict) -> str:
     return f"{verb} {mid}: {r['reason']}"
 
 
-@dlq.command(help="Republish waiting dead letters to their REAL_TOPIC (or --to TOPIC) with "
+@dlq.command(short_help="Republish waiting dead letters to their REAL_TOPIC (or --to TOPIC), "
+             "counting REPLAY_COUNT.",
+             help="Republish waiting dead letters to their REAL_TOPIC (or --to TOPIC) with "
                   "payload, key, ordering key, event time and properties, adding REPLAY_COUNT; "
                   "publish and ack are one transaction per batch.")
 def replay(

@@ -200,6 +200,30 @@ ENVIRONMENT = (
 )
 
 
+def global_options_text() -> str:
+    """Where the global options may go, said from what decides it (app.hoist_globals and the
+    root's options): the man pages print this text, and README.md carries it word for word
+    (tests/cli/test_papercuts.py compares them)."""
+    # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.cli import app
+
+    hoisted = set(app._GLOBAL_VALUED + app._GLOBAL_FLAGS)
+    after, before = [], []
+    for p in app.command().params:
+        opts = [o for o in p.opts if o.startswith("-")]
+        if not opts or "--help" in opts:
+            continue
+        word = "/".join(f"`{o}`" for o in opts)
+        (after if set(opts) <= hoisted else before).append(word)
+    listed = ", ".join(after[:-1]) + f" and {after[-1]}" if len(after) > 1 else after[0]
+    return ("Global options go before the command (`pulsarctl --store PATH topics list`). "
+            f"{listed} may also follow it, anywhere among its arguments up to a `--` "
+            "(`pulsarctl topics list --store PATH`), unless the command has an option of that "
+            "name itself (then it is the command's); "
+            + " and ".join(before) + (" only go" if len(before) > 1 else " only goes")
+            + " before it.")
+
+
 def tree(typer_app=None) -> Node:
     """The command tree of `pulsarctl` (or of typer_app), hidden commands and options left out."""
     if typer_app is None:
@@ -301,7 +325,7 @@ def _command_entry(n: Node) -> list[str]:
     """A command described inside its parent's page (a group gets its own page)."""
     out = [f'.SS "{_roff(n.key)}"']
     if n.is_group:
-        out += [_roff(short_help(n.help)),
+        out += [_roff(n.summary),
                 f"See {_b(_page_name(n))}(1). Commands: "
                 + ", ".join(_b(s.path[-1]) for s in n.subs) + "."]
         return out
@@ -320,11 +344,11 @@ def _man(n: Node, version: str) -> str:
     page = _page_name(n)
     out = [f'.\\" {GENERATED}',
            f'.TH "{page.upper()}" "1" "version {version}" "{PROG} {version}" "User Commands"',
-           ".SH NAME", f"{_roff(page)} \\- {_roff(short_help(n.help))}",
+           ".SH NAME", f"{_roff(page)} \\- {_roff(n.summary or short_help(n.help))}",
            ".SH SYNOPSIS", _usage(n, global_opts=bool(n.path)),
            ".SH DESCRIPTION", _paragraphs(n.help)]
-    if n.path:
-        out += [".PP", f"Global options go before the command; see {_b(PROG)}(1)."]
+    out += [".PP", _roff(global_options_text())
+            + (f" The global options are listed in {_b(PROG)}(1)." if n.path else "")]
     if n.opts:
         out += [".SH OPTIONS"] + _options(n)
     out.append(".SH COMMANDS")

@@ -1,6 +1,7 @@
 """The console script. `produce` with plain flags takes a fast path that never imports typer
-or rich (see fast.py), as does the completion scripts' hidden `__complete` (complete.py);
-everything else goes through the typer app."""
+or rich (see fast.py), as do plain lines of the everyday commands (fast_run.py) and the
+completion scripts' hidden `__complete` (complete.py); everything else goes through the typer
+app."""
 from __future__ import annotations
 
 import sys
@@ -17,6 +18,11 @@ def main(argv: list[str] | None = None) -> None:
     from pulsarctl.cli import fast
 
     code = fast.try_run(argv)
+    if code is None:
+        # lazy: loaded when the command runs, not when the command tree is built
+        from pulsarctl.cli import fast_run
+
+        code = fast_run.try_run(argv)  # the everyday commands, by a table (fast_run.py)
     if code is None:
         # lazy: loaded when the command runs, not when the command tree is built
         from pulsarctl.cli.app import run

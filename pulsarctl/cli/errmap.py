@@ -5,7 +5,7 @@ import os
 import sys
 
 from pulsarctl.cli import render
-from pulsarctl.errors import PulsarctlError
+from pulsarctl.errors import STDOUT_CLOSED, PulsarctlError
 
 
 def guarded(fn, argv: list[str], extra=None) -> int:
@@ -25,13 +25,11 @@ def guarded(fn, argv: list[str], extra=None) -> int:
         render.error_line("interrupted")
         return 130
     except BrokenPipeError:
-        # The reader went away (| head): not an error of ours.
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except OSError:
-            pass
-        return 0
+        return _stdout_closed()
     except SystemExit as exc:
+        if isinstance(exc.__context__, BrokenPipeError):
+            # click meets the closed pipe first (inside the command) and exits 1 for it.
+            return _stdout_closed()
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:
         code = extra(exc) if extra is not None else None
@@ -42,6 +40,18 @@ def guarded(fn, argv: list[str], extra=None) -> int:
         render.error_line(f"error: unexpected {type(exc).__name__}: {exc}; run again with "
                           f"--traceback and report it")
         return 1
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`| head`): not an error of ours, so nothing is said;
+    the exit status is the one a shell shows for a program SIGPIPE ends (141), as git, cat or
+    seq give, so a pipeline under `set -o pipefail` sees what it sees for them. stdout goes to
+    /dev/null first: what Python flushes at exit must not fail again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return STDOUT_CLOSED
 
 
 def _run(fn) -> int:

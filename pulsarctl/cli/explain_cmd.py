@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl import timetext
 from pulsarctl.cli import render

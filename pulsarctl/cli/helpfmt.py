@@ -12,12 +12,39 @@ after valued options. The convention here, for every command at once:
 install() applies it to typer's parameter classes, so every command built from them, now or
 later, follows it; the man pages and completion scripts (docgen.py) take their metavars from
 metavar() too. Error messages keep naming parameters as before.
+
+A command's line in its group's listing (`pulsarctl --help`) is its summary(): the short_help
+its decorator gives, else the first sentence of its help, cut before its first colon or
+semicolon when longer than SUMMARY_MAX. Its own --help keeps the whole text.
 """
 from __future__ import annotations
 
+import inspect
+import re
 from enum import Enum
 
 TYPE_NAMES = {str: "TEXT", int: "INTEGER", float: "FLOAT", bool: "BOOLEAN"}
+
+# A summary fits two lines of the listing's help column on an 80-column terminal.
+SUMMARY_MAX = 100
+_SENTENCE_END = re.compile(r"(?<!e\.g)(?<!i\.e)[.?]\s")
+_CLAUSE_END = re.compile(r"[:;]\s")
+
+
+def summary(help_text: str | None, explicit: str | None = None) -> str:
+    """A command's one-line summary (see the module's text)."""
+    if explicit:
+        return " ".join(inspect.cleandoc(explicit).split())
+    text = inspect.cleandoc(help_text or "").replace("\b", "").strip()
+    first = " ".join(re.split(r"\n\s*\n", text)[0].split())
+    m = _SENTENCE_END.search(first)
+    first = first[:m.start() + 1] if m else first
+    if len(first) > SUMMARY_MAX:
+        for c in _CLAUSE_END.finditer(first):
+            head = first[:c.start()]
+            if head.count("(") == head.count(")"):
+                return head + "."
+    return first
 
 
 def _annotation(desc):
@@ -85,13 +112,23 @@ def _argument_error_hint(self) -> str:
     return f"'{self.metavar or self.name}'"
 
 
+def _get_short_help(self) -> str:
+    return summary(self.help, self.__dict__.get("_explicit_short_help"))
+
+
+def _set_short_help(self, value) -> None:
+    self.__dict__["_explicit_short_help"] = value
+
+
 def install() -> None:
-    """Apply the convention to typer's parameter classes (idempotent)."""
+    """Apply the convention to typer's parameter and command classes (idempotent)."""
     # lazy: loaded when the command runs, not when the command tree is built
-    from typer.core import TyperArgument, TyperOption
+    from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
     if getattr(TyperOption, "_pulsarctl_help", False):
         return
+    for cls in (TyperCommand, TyperGroup):
+        cls.short_help = property(_get_short_help, _set_short_help)
     TyperOption.display_type_rich = _option_type
     TyperArgument.display_type_rich = _argument_type
     TyperArgument.display_name_raw = property(_argument_name)

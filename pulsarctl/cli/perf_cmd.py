@@ -201,11 +201,14 @@ def _compare_text(d: dict) -> None:
         goal = row.get("goal")
         if row.get("goalRate"):
             goal_text = f"{row['goalRate']:,}/s"
+        elif row.get("goalMs"):
+            goal_text = f"<{row['goalMs']}ms"
         else:
             goal_text = f"{goal:.2f}" if goal else "-"
         limit = f"{row['limit']:,}" if row["limit"] else "-"
         ratio = f"{row['ratio']:.2f}" if row["ratio"] is not None else "-"
         render.outln(f"{row['workload']:<15} {row['pulsarctl']:>11,} {limit:>11} {ratio:>6} "
                      f"{goal_text:>6}  {row['limitIs']}")
-    render.outln(f"({d['rounds']} round(s); {row['unit'] if d['rows'] else 'msg/s'}; "
-                 "ratio = pulsarctl / limit)")
+    units = ", ".join(dict.fromkeys(r["unit"] for r in d["rows"])) or "msg/s"
+    render.outln(f"({d['rounds']} round(s); {units}; ratio = pulsarctl / limit; "
+                 "start-up rows: lower is better, the goal a maximum)")

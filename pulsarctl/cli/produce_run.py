@@ -223,10 +223,14 @@ def produce_main(st, topic, out, *, messages=None, files=None, stdin=False, ndjs
     # Only what is batched makes a batching producer (whose round robin routing switches
     # partitions by time, as Pulsar's does when batching): -m/-f alone are sent one by one.
     batching = not (disable_batching or chunking) and (asked or from_stdin)
+    # A produce that outlives one transaction (stdin, a rate, more than one chunk of messages)
+    # is a connected producer while it runs, listed by `topics stats`; a one-shot one is
+    # admitted inside its one transaction and leaves nothing behind.
+    lasting = from_stdin or bool(rate) or len(bodies) * max(num_produce, 1) > CHUNK
     producer = Producer(broker, topic, producer_name, message_routing_mode=routing_mode,
                         hashing_scheme=hashing_scheme, compression_type=compression_code,
                         access_mode=access_mode, schema=value_schema, chunking=chunking,
-                        batching=batching, **batching_opts)
+                        batching=batching, register=lasting, **batching_opts)
     delay = batching_opts["batching_max_publish_delay_ms"]
     try:
         return run_produce(producer, template, bodies, num_produce, sequence_id, rate,

@@ -28,7 +28,9 @@ BasicAuthFile = Annotated[Optional[str], typer.Option(
     metavar="FILE", show_default=False)]
 
 
-@top.command("serve", help="Serve the store to real Pulsar clients, in any language, over "
+@top.command("serve", short_help="Serve the store to real Pulsar clients (binary protocol, "
+             "admin REST) until SIGTERM or Ctrl-C.",
+             help="Serve the store to real Pulsar clients, in any language, over "
              "Pulsar's binary protocol, in the foreground until SIGTERM or Ctrl-C; "
              "and the admin REST API over HTTP; TLS, authentication (TLS certificates, tokens, "
              "basic) and authorization as --config's broker.conf keys say; prints http://HOST:PORT "

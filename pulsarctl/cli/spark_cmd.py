@@ -11,7 +11,8 @@ from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, fmt, positive, state
 from pulsarctl.errors import InvalidValue, PulsarctlError
 
-spark_app = typer.Typer(help="Spark jobs over topics: export, dead letter reports and "
+spark_app = typer.Typer(short_help="Spark jobs over topics: export, dead letter reports and "
+                        "reprocessing.", help="Spark jobs over topics: export, dead letter reports and "
                         "reprocessing (needs pyspark: install the spark extra of pulsarctl).",
                         no_args_is_help=True)
 
@@ -161,7 +162,8 @@ def dlq_report_cmd(
                 _report_text)
 
 
-@spark_app.command("dlq-reprocess", help="Pass a DLQ's waiting dead letters through a "
+@spark_app.command("dlq-reprocess", short_help="Pass a DLQ's waiting dead letters through a "
+                   "transform and write them to their topics.", help="Pass a DLQ's waiting dead letters through a "
                    "transform and write them to their REAL_TOPIC (or the __topic the transform "
                    "sets), then acknowledge them on pulsarctl-dlq.")
 def dlq_reprocess_cmd(

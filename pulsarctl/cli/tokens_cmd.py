@@ -166,7 +166,8 @@ def create(
     render.data({"token": token}, out, text=lambda d: render.outln(d["token"]))
 
 
-@tokens.command("validate", help="Check a token against a secret key or a public key and show "
+@tokens.command("validate", short_help="Check a token against a secret or public key and show "
+                "its claims (exit 8 if it is bad).", help="Check a token against a secret key or a public key and show "
                 "its claims (exit 8 if its signature does not match or it has expired).")
 def validate(ctx: typer.Context, token: TokenArg = None, secret_key: SecretKey = None,
              public_key: PublicKey = None, algorithm: SignAlgorithm = None,

@@ -55,7 +55,7 @@ Once = Annotated[bool, typer.Option("--once", help="Print one snapshot and exit 
                                     "with -o json).")]
 
 
-@top.command("top", help=HELP)
+@top.command("top", help=HELP, short_help="A live view of topics, consumers and dead letters.")
 def top_cmd(ctx: typer.Context, namespace: Namespace = None, once: Once = False,
             output: Output = None):
     # lazy: loaded when the command runs, not when the command tree is built

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import done, Force, Output, Sub, Topic, fmt, positive, state
@@ -35,6 +35,11 @@ def delete(ctx: typer.Context, topic: Topic, force: Force = False, output: Outpu
 def _stats_text(s: dict) -> None:
     top = {k: v for k, v in s.items() if k not in ("subscriptions", "publishers", "replication")}
     render.kv(top, "topic")
+    pubs = [[p.get("producerName", ""), p.get("accessMode", ""), p["msgRateIn"],
+             p.get("address", ""), p.get("connectedSince", "")] for p in s["publishers"]]
+    if pubs:
+        render.table(["producer", "accessMode", "msgRateIn", "address", "connectedSince"], pubs,
+                     "publishers")
     rows = [[name, x["type"], x["msgBacklog"], x["unackedMessages"], len(x["consumers"]),
              x["msgOutCounter"]] for name, x in s["subscriptions"].items()]
     if rows:
@@ -48,6 +53,13 @@ def stats(ctx: typer.Context, topic: Topic, output: Output = None):
 
 
 def _internal_text(s: dict) -> None:
+    if "partitions" in s:  # a partitioned topic: each partition's, one after the other
+        render.kv(s["metadata"], "partitioned topic")
+        for name, p in s["partitions"].items():
+            render.outln("")
+            render.outln(render.safe(name))
+            _internal_text(p)
+        return
     render.kv({k: v for k, v in s.items() if k not in ("ledgers", "cursors")}, "managed ledger")
     render.table(["ledgerId", "entries", "size"],
                  [[x["ledgerId"], x["entries"], x["size"]] for x in s["ledgers"]], "ledgers")

@@ -21,6 +21,7 @@ from pulsarctl.client.producer import Producer
 from pulsarctl.messages import Message, MessageId, parse_message_id
 from pulsarctl.wake import Waiter
 from pulsarctl.client.chunks import Assembler
+from pulsarctl.client import reading
 from pulsarctl.broker.batches import Batch
 from pulsarctl.broker.consumers import this_process
 
@@ -221,10 +222,14 @@ class Client:
         if schema is not None:
             self.broker.schemas.check_consumer(topic, schema)
 
-        chunks = Assembler(max_pending_chunked_message,
-                           expire_time_of_incomplete_chunked_message_ms)
-        r = Reader(self, topic, start_message_id, start_message_id_inclusive, is_read_compacted)
-        r._chunks = chunks
+        def chunks():  # one per topic read: a message's chunks are all in its partition
+            return Assembler(max_pending_chunked_message,
+                             expire_time_of_incomplete_chunked_message_ms)
+
+        # Checked now, as the Assembler's own arguments are (a bad value is exit 2 at once).
+        chunks()
+        r = Reader(self, topic, start_message_id, start_message_id_inclusive, is_read_compacted,
+                   make_chunks=chunks)
         self._open.append(r)
         return r
 
@@ -530,46 +535,24 @@ class Consumer:
 
 
 class Reader:
-    """A non-durable reader: it writes nothing to the store."""
+    """A non-durable reader: it writes nothing to the store. On a partitioned topic it reads
+    every partition, merged as client/reading.py says (Pulsar's MultiTopicsReaderImpl)."""
 
-    def __init__(self, client, topic, start_message_id, inclusive=False, compacted=False):
+    def __init__(self, client, topic, start_message_id, inclusive=False, compacted=False,
+                 make_chunks=Assembler):
         self._broker = client.broker
-        self._compacted = compacted
         self._topic = topic
-        if isinstance(start_message_id, str):
-            start_message_id = parse_message_id(start_message_id)
-        self._start = start_message_id
-        self._inclusive = inclusive
-        self._next: int | None = None
+        self._source = reading.open_source(client, topic, start_message_id, inclusive,
+                                           compacted, make_chunks)
         self._queue: list[Message] = []
         self._qi = 0
-
-        self._chunks = Assembler()
 
     def topic(self) -> str:
         return self._topic
 
-    def _fill(self, n=1000) -> bool:
-        msgs = self._read(n)
-        chunks = self._chunks
-        while msgs and (len(chunks) or any(m.chunk_ is not None for m in msgs)):
-            now = self._broker.clock.state()["now"]
-            got = chunks.take(msgs, now)
-            chunks.expire(now)
-            chunks.take_dropped()  # a reader holds nothing: dropped is forgotten
-            if got:
-                msgs = got
-                break
-            msgs = self._read(max(n, chunks.missing()))
-        self._queue, self._qi = msgs, 0
-        return bool(msgs)
-
-    def _read(self, n: int) -> list:
-        msgs, nxt, _last = self._broker.read_entries(
-            self._topic, self._next, n, after_id=self._start, inclusive=self._inclusive,
-            compacted=self._compacted)
-        self._next = nxt
-        return msgs
+    def _fill(self, n=None) -> bool:
+        self._queue, self._qi = self._source.read(n), 0
+        return bool(self._queue)
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         return _next(self, self._fill, timeout_millis)
@@ -579,11 +562,14 @@ class Reader:
             return True
         return self._fill()
 
+    def stop_at_last(self) -> None:
+        """[new] Read no further than the last message stored now (of each partition): what
+        `read --until-end` does. has_message_available() is then False at that end."""
+        self._source.stop_at_last()
+
     def seek(self, message_id) -> None:
-        self._start = message_id if isinstance(message_id, MessageId) else parse_message_id(str(message_id))
-        self._next = None
+        self._source.seek(reading.start_id(message_id))
         self._queue, self._qi = [], 0
-        self._chunks.clear()
 
     def close(self) -> None:
         pass

@@ -9,9 +9,14 @@ without being asked, as pulsar-client does: a daemon thread sends it once the ba
 delay has run out, or at once when batching is off, and calls the callbacks from that thread
 ("Ok" and the message id, or the error's name and None when the send failed).
 
+A producer is attached to its topic while it is open (broker/access.py: its access mode is
+judged then, and `topics stats` lists it), unless register=False: a one-shot producer, as
+one-shot `produce` makes, which each publish admits and leaves nothing behind.
+
 Kept apart from client.py so that one-shot `produce` imports nothing else."""
 from __future__ import annotations
 
+import itertools
 import threading
 
 from pulsarctl import clock as clocks
@@ -19,11 +24,13 @@ from pulsarctl.errors import InvalidValue, ProducerFenced
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.compression import code_of
 from pulsarctl.broker.schemas import check_type
-from pulsarctl.broker.access import SHARED, check_mode, WAIT_FOR_EXCLUSIVE
+from pulsarctl.broker.access import FENCED, READY, SHARED, check_mode
 from pulsarctl.client import batcher as batchers
 from pulsarctl.broker.routing import PartitionRouter
 from pulsarctl.broker.backlog_quota import BacklogQuotaHold
 from pulsarctl.wake import Waiter
+
+_ids = itertools.count()   # producer ids of this process, as a client numbers its producers
 
 
 class Producer:
@@ -37,7 +44,7 @@ class Producer:
                  chunking: bool = False, batching: bool = False,
                  batching_max_messages: int | None = None, batching_max_bytes: int | None = None,
                  batching_max_publish_delay_ms: int | None = None, batching_type=None,
-                 auto_flush: bool = False):
+                 auto_flush: bool = False, register: bool = True):
         if chunking and batching:
             raise InvalidValue("Batching and chunking of messages can't be enabled together",
                                hint="disable batching (batching_enabled=False, or -db)")
@@ -71,9 +78,9 @@ class Producer:
         self._schema = check_type(schema)
 
         self._mode = check_mode(getattr(access_mode, "name", access_mode))
-        self._held_topic = False
-        if self._mode != SHARED:
-            self._acquire()
+        self._token = None   # set while the producer is attached to its topic
+        if register or self._mode != SHARED:
+            self._attach()
         self.last_ids: list[MessageId] = []
         # send_async, flush and the flusher thread take turns on the buffer.
         self._cond = threading.Condition(threading.RLock())
@@ -236,7 +243,7 @@ class Producer:
             self.flush()
             got = self._held_call(lambda: self._broker.publish_payloads(
                 self._topic, payloads, self._name, self._compression, self._batcher.spec,
-                breaks))
+                breaks, publisher=self._token))
         if got is None:
             return None
         self._name = got[0]
@@ -247,7 +254,8 @@ class Producer:
         until the send timeout, then fail as Pulsar's ProducerBlockedQuotaExceededError."""
         return self._held_call(lambda: self._broker.publish(
             self._topic, msgs, self._name, self._route, self._compression, self._schema,
-            self._chunking, self._batcher.spec if self._batcher and batching else None))
+            self._chunking, self._batcher.spec if self._batcher and batching else None,
+            publisher=self._token))
 
     def _held_call(self, publish):
         deadline = None
@@ -276,25 +284,40 @@ class Producer:
             raise err
         return ids
 
-    def _acquire(self) -> None:
-        """Become the exclusive producer; WaitForExclusive waits (real time) until it can,
-        woken at once when the holder closes, polling every 100 ms for one that died."""
+    def _attach(self) -> None:
+        """Attach to the topic (ProducerBusy or ProducerFenced if the access modes refuse it);
+        a queued WaitForExclusive producer waits (real time) until it holds the topic, woken at
+        once when a producer closes, polling every 100 ms for one that died."""
         # lazy: one-shot produce never needs it
         from pulsarctl.broker.consumers import this_process
 
+        pid, start = this_process()
+        pid_id = next(_ids)
+        token = f"{pid}:{start}:{pid_id}"
+        who = {"token": token, "pid": pid, "pidStart": start, "id": pid_id,
+               "address": f"pid:{pid}", "clientVersion": "pulsarctl"}
         waiter = None
-        while True:
-            try:
-                self._name, _rec = self._broker.producer_acquire(
-                    self._topic, self._name, self._mode, *this_process())
-                self._held_topic = True
-                return
-            except ProducerFenced:
-                if self._mode != WAIT_FOR_EXCLUSIVE:
-                    raise
-            if waiter is None:
-                waiter = Waiter(self._broker.path)
-            waiter.sleep(0.1)
+        try:
+            while True:
+                self._name, got = self._broker.producer_acquire(self._topic, self._name,
+                                                                self._mode, who)
+                self._token = token
+                if got["state"] == READY:
+                    return
+                if got["state"] == FENCED:   # an ExclusiveWithFencing producer took over
+                    raise ProducerFenced(f"producer '{self._name}' was fenced out of "
+                                         f"{self._topic} while it waited: Fenced out")
+                if waiter is None:
+                    waiter = Waiter(self._broker.path)
+                waiter.sleep(0.1)
+        except BaseException:
+            self._detach()   # a refused, fenced or interrupted producer leaves nothing behind
+            raise
+
+    def _detach(self) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            self._broker.producer_release(self._topic, self._name, token)
 
     def close(self) -> None:
         with self._cond:
@@ -306,12 +329,7 @@ class Producer:
         try:
             self.flush()
         finally:
-            if self._held_topic:
-                # lazy: one-shot produce never needs it
-                from pulsarctl.broker.consumers import this_process
-
-                self._held_topic = False
-                self._broker.producer_release(self._topic, self._name, *this_process())
+            self._detach()
 
 
 def _report(callbacks: list, ids, err) -> None:

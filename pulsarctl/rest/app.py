@@ -1,5 +1,7 @@
-"""The admin REST API's routes: Pulsar's /admin/v2 (clusters, tenants, namespaces, topics,
-schemas), /lookup/v2 and /metrics, each a thin handler over the Broker's admin nouns.
+"""The admin REST API's routes: Pulsar's /admin/v2 (clusters, tenants, namespaces, topics;
+subscriptions, schemas, messages, backlog quotas and the broker's runtime configuration in
+the modules beside this one), /lookup/v2 and /metrics, each a thin handler over the Broker's
+admin nouns.
 
 The Broker's calls are synchronous LMDB transactions: they run in one worker thread (the
 Broker is opened there, on first use, and closed there when the app stops), never on the
@@ -7,123 +9,21 @@ event loop. Every error is an answer shaped as Pulsar's ({"reason": ...}, errors
 malformed body, an unknown path or a wrong method never ends the server."""
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
 from pulsarctl.broker import policies
-from pulsarctl.errors import InvalidValue, NotSupportedYet, PulsarctlError
-from pulsarctl.messages import MessageId
+from pulsarctl.errors import InvalidValue, PulsarctlError
 from pulsarctl.auth.service import Authentication
-from pulsarctl.rest import access, metrics
+from pulsarctl.rest import access, brokers, messages, metrics, namespaces, schemas, subscriptions
+from pulsarctl.rest.base import (
+    SETTINGS, WORKER, Worker, body, done, flag, message_id_json, namespace_of, ok, topic_of,
+    worker,
+)
 from pulsarctl.rest.errors import from_error, reason
 
 log = logging.getLogger("pulsarctl.rest")
-
-WORKER = web.AppKey("worker", object)
-SETTINGS = web.AppKey("settings", dict)
-
-NO_CONTENT = 204
-
-
-class Worker:
-    """One thread that owns the Broker: every call of the app runs there, in order."""
-
-    def __init__(self, broker_factory):
-        self._factory = broker_factory
-        self._broker = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pulsarctl-rest")
-
-    def _broker_now(self):
-        if self._broker is None:
-            self._broker = self._factory()
-        return self._broker
-
-    async def run(self, fn, *args):
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(self._broker_now(), *args))
-
-    def _close(self):
-        if self._broker is not None:
-            self._broker.close()
-            self._broker = None
-
-    async def close(self):
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self._close)
-        self._pool.shutdown(wait=True)
-
-
-# -- answers -------------------------------------------------------------------------------------
-def ok(value=None, status=200):
-    if value is None:
-        return web.Response(status=NO_CONTENT)
-    return web.json_response(value, status=status)
-
-
-def done():
-    return web.Response(status=NO_CONTENT)
-
-
-async def body(request, default=None):
-    """The request's JSON body (default when it has none); malformed JSON is a 400."""
-    text = await request.text()
-    if not text.strip():
-        return default
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidValue(f"malformed JSON body: {exc}") from None
-
-
-def flag(request, name: str, default=False) -> bool:
-    v = request.query.get(name)
-    if v is None:
-        return default
-    return v.lower() in ("true", "1", "yes")
-
-
-def whole(text, what: str) -> int:
-    try:
-        return int(text)
-    except (TypeError, ValueError):
-        raise InvalidValue(f"{what} must be a whole number, not {text!r}") from None
-
-
-def message_id_json(mid: MessageId) -> dict:
-    out = {"ledgerId": mid.ledger_id, "entryId": mid.entry_id, "partitionIndex": mid.partition}
-    if mid.batch_index != -1:
-        out["batchIndex"] = mid.batch_index
-    return out
-
-
-def message_id_of(doc) -> MessageId:
-    """A MessageIdImpl / ResetCursorData document as a MessageId."""
-    if not isinstance(doc, dict):
-        raise InvalidValue("a message id is a JSON object with ledgerId and entryId")
-    try:
-        return MessageId(int(doc["ledgerId"]), int(doc["entryId"]),
-                         int(doc.get("partitionIndex", -1)), int(doc.get("batchIndex", -1)))
-    except (KeyError, TypeError, ValueError):
-        raise InvalidValue("a message id is a JSON object with whole numbers ledgerId and "
-                           "entryId (partitionIndex and batchIndex optional)") from None
-
-
-def topic_of(request) -> str:
-    m = request.match_info
-    return f"{m['domain']}://{m['tenant']}/{m['ns']}/{m['topic']}"
-
-
-def namespace_of(request) -> str:
-    m = request.match_info
-    return f"{m['tenant']}/{m['ns']}"
-
-
-def worker(request) -> Worker:
-    return request.app[WORKER]
 
 
 # -- middleware: every error as Pulsar's {"reason": ...} ----------------------------------------
@@ -138,6 +38,11 @@ async def pulsar_errors(request, handler):
             raise
         text = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status, exc.reason)
         return reason(exc.status, text)
+    except ConnectionError:
+        # the client went away mid-request (a body cut short): one line, not a bug's stack
+        log.warning("%s %s from %s: the connection ended before the request did",
+                    request.method, request.path, request.remote)
+        return reason(400, "the connection ended before the request did")
     except Exception as exc:  # a bug: answered, logged, the server goes on
         log.exception("internal error on %s %s", request.method, request.path)
         return reason(500, f"internal error: {type(exc).__name__}: {exc}")
@@ -162,9 +67,18 @@ async def cluster(request):
     s = request.app[SETTINGS]
     if request.match_info["cluster"] != s["cluster"]:
         return reason(404, "Cluster does not exist")
-    return ok({"serviceUrl": s["web_url"], "serviceUrlTls": s["web_url_tls"],
-               "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": s["service_url_tls"],
-               "peerClusterNames": None})
+    # Pulsar's ClusterData: what is not configured (a TLS URL) is left out, not "", and the
+    # broker-client TLS settings have their defaults.
+    doc = {"serviceUrl": s["web_url"], "serviceUrlTls": s["web_url_tls"],
+           "brokerServiceUrl": s["service_url"], "brokerServiceUrlTls": s["service_url_tls"]}
+    return ok({**{k: v for k, v in doc.items() if v}, **CLUSTER_DEFAULTS})
+
+
+CLUSTER_DEFAULTS = {"brokerClientTlsEnabled": False, "tlsAllowInsecureConnection": False,
+                    "brokerClientTlsEnabledWithKeyStore": False,
+                    "brokerClientTlsTrustStoreType": "JKS", "brokerClientTlsKeyStoreType": "JKS",
+                    "brokerClientSslFactoryPlugin":
+                        "org.apache.pulsar.common.util.DefaultPulsarSslFactory"}
 
 
 async def health(request):
@@ -192,22 +106,33 @@ def _tenant_info(request, doc) -> tuple[list, list]:
     return roles, clusters_
 
 
-async def tenant_create(request):
-    name = request.match_info["tenant"]
-    roles, clusters_ = _tenant_info(request, await body(request))
+def _unknown_clusters(request, clusters_):
     unknown = [c for c in clusters_ if c != request.app[SETTINGS]["cluster"]]
     if unknown:
         return reason(412, f"Clusters do not exist: {', '.join(map(str, unknown))}")
+    return None
+
+
+async def tenant_create(request):
+    name = request.match_info["tenant"]
+    roles, clusters_ = _tenant_info(request, await body(request))
+    refused = _unknown_clusters(request, clusters_)
+    if refused:
+        return refused
     await worker(request).run(lambda b: b.tenants.create(name, roles, clusters_))
     return done()
 
 
 async def tenant_update(request):
+    """POST a TenantInfo: it replaces the tenant's (pulsar-admin tenants update sends the
+    tenant's own roles or clusters for what it is not told to change)."""
     name = request.match_info["tenant"]
-    _tenant_info(request, await body(request))
-    await worker(request).run(lambda b: b.tenants.get(name))  # 404 first, as Pulsar
-    raise NotSupportedYet(f"updating tenant '{name}' is not supported yet: the store's "
-                          "tenants have no update")
+    roles, clusters_ = _tenant_info(request, await body(request))
+    refused = _unknown_clusters(request, clusters_)
+    if refused:
+        return refused
+    await worker(request).run(lambda b: b.tenants.update(name, roles, clusters_))
+    return done()
 
 
 async def tenant_delete(request):
@@ -239,7 +164,8 @@ async def namespace_delete(request):
 
 async def namespace_policies(request):
     ns = namespace_of(request)
-    return ok(await worker(request).run(lambda b: b.namespaces.policies(ns)))
+    own = await worker(request).run(lambda b: b.namespaces.policies(ns))
+    return ok(namespaces.pulsar_policies(own, request.app[SETTINGS]["cluster"]))
 
 
 async def namespace_topics(request):
@@ -308,7 +234,9 @@ def _ns_policy(kind):
 
     async def get(request):
         ns = namespace_of(request)
-        return ok(await worker(request).run(lambda b: b.policies.get("namespace", ns, field)))
+        value = await worker(request).run(lambda b: b.policies.get("namespace", ns, field))
+        # Not set: Pulsar answers 200 with an empty body (pulsar-admin prints null).
+        return web.Response(status=200) if value is None else ok(value)
 
     async def set_(request):
         ns = namespace_of(request)
@@ -327,13 +255,12 @@ def _ns_policy(kind):
 
 
 async def ns_schema_strategy_get(request):
-    """The namespace's schema compatibility strategy, or the broker's when it sets none."""
+    """The namespace's own schema compatibility strategy: UNDEFINED when it sets none (the
+    broker's then applies), as Pulsar answers policies.schema_compatibility_strategy."""
     ns = namespace_of(request)
-
-    def run(b):
-        return b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY) or \
-            b.policies.settings()["schemaCompatibilityStrategy"]
-    return ok(await worker(request).run(run))
+    own = await worker(request).run(
+        lambda b: b.policies.get("namespace", ns, policies.SCHEMA_STRATEGY))
+    return ok(own or "UNDEFINED")
 
 
 async def ns_schema_strategy_set(request):
@@ -376,10 +303,21 @@ async def topic_create(request):
 
 
 async def topic_delete(request):
+    """As Pulsar: a partitioned topic is deleted with delete-partitioned-topic (409 here);
+    without force the topic goes with its subscriptions unless consumers are connected."""
     t = topic_of(request)
     force = flag(request, "force")
-    await worker(request).run(lambda b: b.topics.delete(t, force))
-    return done()
+
+    def run(b):
+        if b.topics.partitioned_metadata(t)["partitions"]:
+            return reason(409, f"{t} is a partitioned topic, instead of calling delete topic, "
+                               "please call delete-partitioned-topic.")
+        if force:
+            b.topics.delete(t, True)
+        else:
+            b.topics.delete_unless_busy(t)
+        return done()
+    return await worker(request).run(run)
 
 
 async def _partition_count(request) -> int:
@@ -406,7 +344,19 @@ async def partitions_update(request):
     if isinstance(n, web.Response):
         return n
 
-    return await _on_partitioned(request, t, lambda b: b.topics.update_partitioned(t, n))
+    def run(b):
+        # As PersistentTopicsBase.internalUpdatePartitionedTopicAsync: the same number is
+        # accepted (nothing to do), fewer is 422.
+        cur = b.topics.partitioned_metadata(t)["partitions"]
+        if cur <= 0:
+            return reason(409, f"Topic {t} is not the partitioned topic.")
+        if n < cur:
+            return reason(422, f"Desired partitions {n} can't be less than the current "
+                               f"partitions {cur}.")
+        if n > cur:
+            b.topics.update_partitioned(t, n)
+        return done()
+    return await worker(request).run(run)
 
 
 async def partitions_get(request):
@@ -418,7 +368,9 @@ async def partitions_get(request):
 async def partitions_delete(request):
     t = topic_of(request)
     force = flag(request, "force")
-    return await _on_partitioned(request, t, lambda b: b.topics.delete(t, force))
+    delete = (lambda b: b.topics.delete(t, True)) if force else \
+        (lambda b: b.topics.delete_unless_busy(t))
+    return await _on_partitioned(request, t, delete)
 
 
 async def _on_partitioned(request, t, change):
@@ -434,20 +386,44 @@ async def _on_partitioned(request, t, change):
     return done()
 
 
+def _owner(request) -> str:
+    """The broker that owns every topic here, as Pulsar names it: host:port of its web service."""
+    return request.app[SETTINGS]["web_url"].split("//", 1)[-1]
+
+
 async def topic_stats(request):
     t = topic_of(request)
-    return ok(await worker(request).run(lambda b: b.topics.stats(t)))
+    doc = await worker(request).run(lambda b: b.topics.stats(t, pulsar=True))
+    doc["ownerBroker"] = _owner(request)
+    return ok(doc)
 
 
 async def topic_partitioned_stats(request):
     t = topic_of(request)
     per = flag(request, "perPartition", True)
-    return ok(await worker(request).run(lambda b: b.topics.partitioned_stats(t, per)))
+    doc = await worker(request).run(lambda b: b.topics.partitioned_stats(t, per, pulsar=True))
+    for part in doc.get("partitions", {}).values():
+        part["ownerBroker"] = _owner(request)
+    return ok(doc)
 
 
 async def topic_internal_stats(request):
     t = topic_of(request)
-    return ok(await worker(request).run(lambda b: b.topics.internal_stats(t)))
+    return ok(await worker(request).run(lambda b: b.topics.internal_stats(t, pulsar=True)))
+
+
+async def topic_partitioned_internal_stats(request):
+    """Each partition's internal stats, under the partitioned topic's metadata; Pulsar's 404
+    for a topic that is not partitioned."""
+    t = topic_of(request)
+
+    def run(b):
+        if not b.topics.partitioned_metadata(t)["partitions"]:
+            return reason(404, f"Partitioned Topic {t} not found")
+        doc = b.topics.internal_stats(t, pulsar=True)
+        doc["metadata"]["deleted"] = False
+        return ok(doc)
+    return await worker(request).run(run)
 
 
 async def topic_subscriptions(request):
@@ -498,155 +474,6 @@ async def topic_compaction_status(request):
     return ok({"status": s.get("status", "NOT_RUN"), "lastError": s.get("lastError") or ""})
 
 
-# -- subscriptions -------------------------------------------------------------------------------
-def _sub(request):
-    return topic_of(request), request.match_info["sub"]
-
-
-async def subscription_create(request):
-    t, name = _sub(request)
-    doc = await body(request)
-    position = MessageId.latest if doc is None else message_id_of(doc)
-    await worker(request).run(lambda b: b.subscription(t, name).create(position))
-    return done()
-
-
-async def subscription_delete(request):
-    t, name = _sub(request)
-    force = flag(request, "force")
-
-    def run(b):
-        if name not in b.topics.subscriptions(t):
-            return False
-        b.subscription(t, name).unsubscribe(force)
-        return True
-    if not await worker(request).run(run):
-        return reason(404, "Subscription not found")
-    return done()
-
-
-async def subscription_skip(request):
-    t, name = _sub(request)
-    n = whole(request.match_info["n"], "the number of messages to skip")
-    await worker(request).run(lambda b: b.subscription(t, name).skip(n))
-    return done()
-
-
-async def subscription_skip_all(request):
-    t, name = _sub(request)
-    await worker(request).run(lambda b: b.subscription(t, name).clear_backlog())
-    return done()
-
-
-async def subscription_reset_time(request):
-    t, name = _sub(request)
-    ts = whole(request.match_info["timestamp"], "the timestamp (epoch ms)")
-    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(time_ms=ts))
-    return done()
-
-
-async def subscription_reset_id(request):
-    t, name = _sub(request)
-    doc = await body(request)
-    mid = message_id_of(doc)
-    if doc.get("isExcluded"):
-        raise NotSupportedYet("reset-cursor with isExcluded is not supported yet: reset to "
-                              "the next message id instead")
-    await worker(request).run(lambda b: b.subscription(t, name).reset_cursor(message_id=mid))
-    return done()
-
-
-async def subscription_expire(request):
-    t, name = _sub(request)
-    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
-    await worker(request).run(lambda b: b.subscription(t, name).expire_messages(secs * 1000))
-    return done()
-
-
-async def all_subscriptions_expire(request):
-    t = topic_of(request)
-    secs = whole(request.match_info["seconds"], "expireTimeInSeconds")
-
-    def run(b):
-        for name in b.topics.subscriptions(t):
-            b.subscription(t, name).expire_messages(secs * 1000)
-    await worker(request).run(run)
-    return done()
-
-
-# -- schemas ---------------------------------------------------------------------------------------
-def _schema_topic(request) -> str:
-    m = request.match_info
-    return f"persistent://{m['tenant']}/{m['ns']}/{m['topic']}"
-
-
-def _schema_response(v: dict) -> dict:
-    return {"version": v["version"], "type": v["type"], "timestamp": v["timestamp"],
-            "data": v.get("schema") or "", "properties": v.get("properties") or {}}
-
-
-async def schema_get(request):
-    t = _schema_topic(request)
-    version = request.match_info.get("version")
-    if version is not None:
-        version = whole(version, "the schema version")
-
-    def run(b):
-        vs = b.schemas.versions(t)
-        pick = vs[-1] if vs and version is None else next(
-            (v for v in vs if v["version"] == version), None)
-        return pick
-    pick = await worker(request).run(run)
-    if pick is None:
-        return reason(404, "Schema not found")
-    return ok(_schema_response(pick))
-
-
-async def schemas_all(request):
-    t = _schema_topic(request)
-    vs = await worker(request).run(lambda b: b.schemas.versions(t))
-    return ok({"getSchemaResponses": [_schema_response(v) for v in vs]})
-
-
-def _schema_payload(doc) -> tuple[str, str, dict]:
-    if not isinstance(doc, dict) or "type" not in doc:
-        raise InvalidValue("a schema is a JSON object with type, schema and properties")
-    props = doc.get("properties") or {}
-    if not isinstance(props, dict):
-        raise InvalidValue("a schema's properties are a JSON object")
-    return str(doc["type"]), doc.get("schema") or "", props
-
-
-async def schema_post(request):
-    t = _schema_topic(request)
-    typ, definition, props = _schema_payload(await body(request))
-    version = await worker(request).run(lambda b: b.schemas.register(t, typ, definition, props))
-    return ok({"version": version})
-
-
-async def schema_compatibility(request):
-    t = _schema_topic(request)
-    typ, definition, _props = _schema_payload(await body(request))
-
-    def run(b):
-        return b.schemas.check(t, typ, definition), b.schemas.strategy(t)
-    why, strategy = await worker(request).run(run)
-    return ok({"isCompatibility": why is None, "schemaCompatibilityStrategy": strategy})
-
-
-async def schema_delete(request):
-    t = _schema_topic(request)
-
-    def run(b):
-        vs = b.schemas.versions(t)
-        b.schemas.delete(t)
-        return vs[-1]["version"] if vs else None
-    version = await worker(request).run(run)
-    if version is None:
-        return reason(404, "Schema not found")
-    return ok({"version": version})
-
-
 # -- metrics -------------------------------------------------------------------------------------
 async def metrics_text(request):
     cluster_ = request.app[SETTINGS]["cluster"]
@@ -689,6 +516,7 @@ def routes() -> list:
         get, set_, remove = _ns_policy(kind)
         r += [web.get(f"{NS}/{kind}", get), web.post(f"{NS}/{kind}", set_),
               web.delete(f"{NS}/{kind}", remove)]
+    r += brokers.routes() + messages.routes(TOPIC) + namespaces.routes(NS)
     r += [
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}", topics_list),
         web.get(f"/admin/v2/{DOMAIN}/{{tenant}}/{{ns}}/partitioned", topics_partitioned),
@@ -699,41 +527,30 @@ def routes() -> list:
         web.get(TOPIC + "/stats", topic_stats),
         web.get(TOPIC + "/partitioned-stats", topic_partitioned_stats),
         web.get(TOPIC + "/internalStats", topic_internal_stats),
+        web.get(TOPIC + "/partitioned-internalStats", topic_partitioned_internal_stats),
         web.get(TOPIC + "/subscriptions", topic_subscriptions),
         web.get(TOPIC + "/lastMessageId", topic_last_message_id),
         web.post(TOPIC + "/terminate", topic_terminate),
         web.post(TOPIC + "/terminate/partitions", topic_terminate_partitions),
         web.put(TOPIC + "/compaction", topic_compact),
         web.get(TOPIC + "/compaction", topic_compaction_status),
-        web.post(TOPIC + "/all_subscription/expireMessages/{seconds}", all_subscriptions_expire),
-        web.put(SUB, subscription_create),
-        web.delete(SUB, subscription_delete),
-        web.post(SUB + "/skip/{n}", subscription_skip),
-        web.post(SUB + "/skip_all", subscription_skip_all),
-        web.post(SUB + "/resetcursor/{timestamp}", subscription_reset_time),
-        web.post(SUB + "/resetcursor", subscription_reset_id),
-        web.post(SUB + "/expireMessages/{seconds}", subscription_expire),
         web.put(TOPIC, topic_create),
         web.delete(TOPIC, topic_delete),
-        web.get(SCHEMA + "/schema", schema_get),
-        web.get(SCHEMA + "/schema/{version}", schema_get),
-        web.get(SCHEMA + "/schemas", schemas_all),
-        web.post(SCHEMA + "/schema", schema_post),
-        web.post(SCHEMA + "/compatibility", schema_compatibility),
-        web.delete(SCHEMA + "/schema", schema_delete),
         web.get("/metrics", metrics_text),
         web.get("/metrics/", metrics_text),
     ]
-    return r
+    return r + subscriptions.routes(TOPIC, SUB) + schemas.routes(SCHEMA)
 
 
 def make_app(broker_factory, *, service_url: str, web_url: str, cluster: str = "standalone",
              service_url_tls: str = "", authentication=None,
-             authorization=None) -> web.Application:
+             authorization=None, owns_broker: bool = True) -> web.Application:
     """The admin REST API over the Broker broker_factory() returns (called once, in the
     worker thread, on the first request). authentication (auth/service.py) and authorization
-    (auth/authorization.Settings; None: off) decide who may call what (access.py)."""
-    w = Worker(broker_factory)
+    (auth/authorization.Settings; None: off) decide who may call what (access.py).
+    owns_broker: the app closes the Broker when it stops (serve's is shared: serve closes it,
+    after its own connections)."""
+    w = Worker(broker_factory, owns_broker)
     guard = access.middleware(authentication or Authentication(), authorization, w.run)
     app = web.Application(middlewares=[pulsar_errors, guard], client_max_size=16 * 1024 * 1024)
     app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster,

@@ -23,17 +23,19 @@ def _shown(host: str) -> str:
     return host if ":" not in host else f"[{host}]"
 
 
-async def _start_rest(broker, settings: ServeSettings, server: Server):
+async def _start_rest(broker, settings: ServeSettings, server: Server, log):
     """The admin REST API (pulsarctl/rest/) on the web ports, over the same Broker (LMDB
-    allows one environment per process; its transactions serialize writers across threads)."""
+    allows one environment per process; its transactions serialize writers across threads),
+    which serve closes itself, last."""
     from aiohttp import web  # lazy: only serve loads aiohttp
     from pulsarctl.rest.app import SETTINGS, make_app  # lazy: only serve loads the REST app
+    from pulsarctl.rest.http_errors import Runner  # lazy: only serve loads the REST app
 
     app = make_app(lambda: broker, service_url=server.url, web_url="", cluster=settings.cluster,
                    service_url_tls=server.tls_url or "",
                    authentication=settings.authentication,
-                   authorization=settings.authorization)
-    runner = web.AppRunner(app, access_log=None)
+                   authorization=settings.authorization, owns_broker=False)
+    runner = Runner(app, log)
     await runner.setup()
     urls = []
     for port, tls, flag in ((settings.http_port, None, "--http-port"),
@@ -55,9 +57,15 @@ async def _start_rest(broker, settings: ServeSettings, server: Server):
     return runner, urls
 
 
+SERVE_DEFAULTS = {"acknowledgmentAtBatchIndexLevelEnabled": True}
+
+
 async def _main(broker, settings: ServeSettings, listening, log):
     limits.log_accept_errors_once(asyncio.get_running_loop(), log)
-    broker.conf_defaults = dict(settings.dynamic)
+    # A Pulsar 4.x broker acknowledges at batch index level unless its broker.conf says not
+    # (ServiceConfiguration's default, which serve's clients see on real Pulsar); the command
+    # line's store default stays pulsarctl's own.
+    broker.conf_defaults = {**SERVE_DEFAULTS, **settings.dynamic}
     server = Server(broker, settings.host, settings.port, settings.max_message_size, log=log,
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,
@@ -71,7 +79,7 @@ async def _main(broker, settings: ServeSettings, listening, log):
     runner = None
     if settings.http_port is not None:
         try:
-            runner, http_urls = await _start_rest(broker, settings, server)
+            runner, http_urls = await _start_rest(broker, settings, server, log)
         except PulsarctlError:
             await server.stop()
             raise
@@ -89,8 +97,15 @@ async def _main(broker, settings: ServeSettings, listening, log):
     try:
         await stop.wait()
     finally:
+        # Stop accepting on every port; close the connections, whose consumers and producers
+        # leave the store; then REST (its requests in flight end); then the broker.
+        server.stop_accepting()
+        if runner is not None:
+            for site in list(runner.sites):
+                await site.stop()
         await timers.stop()
+        await server.stop()
         if runner is not None:
             await runner.cleanup()
-        await server.stop()
         timers.release()
+        broker.close()

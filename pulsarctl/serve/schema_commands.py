@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 
+from pulsarctl.broker import schemas
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.wire_errors import error_text, server_error
@@ -38,7 +39,7 @@ def _properties(schema: api.Schema) -> dict:
 def _fill(out: api.Schema, topic: str, v: dict) -> None:
     """A registry version as the wire's Schema (its name is the topic's, as Pulsar's)."""
     out.name = topic
-    out.schema_data = (v.get("schema") or "").encode("utf-8", "surrogateescape")
+    out.schema_data = schemas.wire_data(v)
     out.type = WIRE_TYPES.index(v["type"]) if v["type"] in WIRE_TYPES else 0
     for k, val in (v.get("properties") or {}).items():
         out.properties.add(key=str(k), value=str(val))
@@ -102,7 +103,7 @@ async def on_get_or_create_schema(conn, cmd, meta, payload):
                error_message="Client is not authorized to GetOrCreateSchema")
         return
     typ = wire_type(g.schema)
-    if typ is None:
+    if typ is None and g.schema.type != 0:
         answer(error_code=api.IncompatibleSchema,
                error_message=f"schema type {g.schema.type} is not a registry type")
         return
@@ -110,6 +111,12 @@ async def on_get_or_create_schema(conn, cmd, meta, payload):
         exists = await s.call(s.broker.topics.exists, g.topic)
         if not exists and not await s.call(s.broker.partitions_of, g.topic):
             answer(error_code=api.TopicNotFound, error_message=f"Topic not found {g.topic}")
+            return
+        if typ is None:
+            # NONE, a bytes schema (the Java client's retry and dead letter producers send
+            # one for a message without a schema): nothing to register, the empty version,
+            # as Pulsar's addSchema answers for no schema.
+            answer(schema_version=b"")
             return
         version = await s.call(s.broker.schemas.register, g.topic, typ, g.schema.schema_data,
                                _properties(g.schema))

@@ -12,7 +12,14 @@ log; a command that fails gets Pulsar's error response; a SEND whose checksum is
 SEND_ERROR ChecksumError and the connection goes on. As Pulsar's PulsarHandler, every
 keepAliveIntervalSeconds a connection that has not sent CONNECT is closed, and a connected one
 is sent a PING, and closed at the next check if nothing came back in between. Nothing is fetched
-for a consumer while its connection's write buffer is over asyncio's high-water mark."""
+for a consumer while its connection's write buffer is over asyncio's high-water mark.
+
+As ServerCnx: a second CONNECT, a command before CONNECT and a SEND for a producer that is not
+ready on the connection close it (a SEND for one the broker just closed is dropped); a client
+refused at CONNECT is answered as unauthenticated.py says. A producer is attached to its topic
+in its access mode (broker/access.py, durable, so the CLI's producers count too): refused,
+attached, or queued (WaitForExclusive: PRODUCER_SUCCESS producer_ready=false, then ready once it
+holds the topic); the producers an ExclusiveWithFencing one fences are sent CLOSE_PRODUCER."""
 from __future__ import annotations
 
 import asyncio
@@ -35,13 +42,14 @@ from pulsarctl.errors import (
 from pulsarctl.errors import ChecksumMismatch
 from pulsarctl.entries import F_PRODUCER_NAME, F_PUBLISH_TIME, F_SCHEMA_VERSION, F_SEQUENCE_ID
 from pulsarctl.messages import MessageId, OutgoingMessage
-from pulsarctl.serve import frames, schema_commands
+from pulsarctl.serve import frames, schema_commands, unauthenticated
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.wire_errors import error_text, server_error
 from pulsarctl.wake import Waiter
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.broker import consuming, topics
+from pulsarctl.broker.access import FENCED, READY, SHARED
 from pulsarctl.broker.batches import Batch, Spec
 from pulsarctl.broker.producers import last_sequence_id
 from pulsarctl.broker.targets import topic_name
@@ -81,6 +89,11 @@ COUNTED = ("Shared", "Key_Shared")
 # ignored (PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer).
 FAILOVER_DELAY_S = 1.0
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
+
+# What this broker supports of CommandConnected.feature_flags: PIP-344's partitioned metadata
+# without auto-creation (the Java client asks it before naming its retry and dead letter topics).
+FEATURE_FLAGS = api.FeatureFlags(supports_get_partitioned_metadata_without_auto_creation=True)
+
 
 def _key_shared_policy(c, sub_type: str) -> dict | None:
     """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
@@ -125,13 +138,19 @@ def _acked_indexes(ack_set, size: int) -> list[int]:
 
 
 class Producer:
-    __slots__ = ("id", "topic", "name", "exclusive", "receipts", "drainer")
+    __slots__ = ("id", "topic", "name", "mode", "token", "who", "epoch", "ready", "waiter",
+                 "receipts", "drainer")
 
-    def __init__(self, pid, topic, name, exclusive):
+    def __init__(self, pid, topic, name, mode, token, who, epoch):
         self.id = pid
         self.topic = topic
         self.name = name
-        self.exclusive = exclusive
+        self.mode = mode
+        self.token = token   # names it in the store's producer records (broker/access.py)
+        self.who = who
+        self.epoch = epoch   # the topic epoch its client came back with
+        self.ready = False   # False while it waits for exclusive access (WaitForExclusive)
+        self.waiter = None
         self.receipts: asyncio.Queue = asyncio.Queue()
         self.drainer = None
 
@@ -202,6 +221,7 @@ class Server:
         self._wake = None
         self._watcher = None
         self._names = itertools.count()
+        self._serials = itertools.count()   # connections and producers, for producer tokens
         self._in_use: set = set()
         # Failover: (topic, subscription) -> the active consumer on this server, as last seen
         self._failover_active: dict = {}
@@ -237,11 +257,17 @@ class Server:
         self._watcher = asyncio.create_task(self._watch_wake())
         return self.url
 
-    async def stop(self):
+    def stop_accepting(self) -> None:
+        """No new connection: the listening sockets close (those open go on)."""
         if self._server is not None:
             self._server.close()
         if self._tls_server is not None:
             self._tls_server.close()
+
+    async def stop(self):
+        """Stop accepting, close every connection (its consumers and producers leave the
+        store), then let the broker's thread finish. The broker itself stays open."""
+        self.stop_accepting()
         for conn in list(self._connections):
             await conn.close()
         if self._watcher is not None:
@@ -306,6 +332,16 @@ class Server:
     def producer_name(self):
         return f"standalone-{os.getpid()}-{next(self._names)}"
 
+    def fence(self, fenced) -> None:
+        """An ExclusiveWithFencing producer fenced out these (topic, name, token): this
+        server's own are closed as Pulsar closes them (CLOSE_PRODUCER; the client reconnects
+        and is refused). Other processes' producers find out at their next send."""
+        tokens = {f[2] for f in fenced}
+        for conn in list(self._connections):
+            for p in list(conn.producers.values()):
+                if p.token in tokens:
+                    conn.close_producer_by_broker(p)
+
     async def _connected(self, reader, writer):
         conn = Connection(self, reader, writer)
         self._connections.add(conn)
@@ -330,6 +366,12 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.tls = writer.get_extra_info("sslcontext") is not None
         self.role = None   # the role CONNECT authenticated (None: authentication is off)
+        self.refused = False   # its CONNECT failed authentication (serve/unauthenticated.py)
+        self.client_version = None
+        self.serial = next(server._serials)
+        # producer id -> when it stops counting: producers the broker closed, whose SENDs in
+        # flight are expected and ignored (ServerCnx.recentlyClosedProducers)
+        self.recently_closed: dict[int, float] = {}
         # (topic, subscription) of a reader closed by its seek -> (message id, or offset)
         self.reader_resume: dict[tuple, tuple] = {}
 
@@ -345,7 +387,7 @@ class Connection:
         sub = getattr(cmd, field)
         sub.SetInParent()
         for k, v in values.items():
-            if isinstance(v, api.MessageIdData):
+            if isinstance(v, (api.MessageIdData, api.FeatureFlags)):
                 getattr(sub, k).CopyFrom(v)
             elif v is not None:
                 setattr(sub, k, v)
@@ -450,6 +492,8 @@ class Connection:
                 return
             if not self.connected:
                 why = f"no CONNECT within {interval:g} s (keepAliveIntervalSeconds)"
+            elif self.refused:
+                why = f"refused at CONNECT and nothing asked within {interval:g} s"
             elif self.awaiting_pong:
                 why = f"no answer to PING within {interval:g} s (keepAliveIntervalSeconds)"
             else:
@@ -462,7 +506,9 @@ class Connection:
             await self.close()
             return
 
-    async def close(self):
+    async def close(self, flush: bool = False):
+        """flush: what was written still goes out before the socket closes (else what a client
+        that stopped reading left in the buffer is dropped)."""
         if self.closed:
             return
         self.closed = True
@@ -476,12 +522,19 @@ class Connection:
             self.writer.close()
             # What a client that stopped reading left in the buffer would hold the socket open
             # until its TCP gave up: drop it.
-            if self.writer.transport.get_write_buffer_size():
+            if not flush and self.writer.transport.get_write_buffer_size():
                 self.writer.transport.abort()
         except Exception:
             pass
 
     async def dispatch(self, cmd, meta, payload):
+        if self.refused and cmd.type not in (T.PING, T.PONG):
+            # Its first request is answered AuthenticationError, and the connection ends.
+            frame = unauthenticated.refusal(cmd)
+            if frame is not None:
+                self.send(frame)
+            await self.close(flush=True)
+            return
         handler = HANDLERS.get(cmd.type)
         if handler is None:
             name = T.Type.Name(cmd.type) if cmd.type in T.Type.values() else str(cmd.type)
@@ -496,6 +549,9 @@ class Connection:
     # -- connection ----------------------------------------------------------------------------
     async def on_connect(self, cmd, meta, payload):
         c = cmd.connect
+        if self.connected:
+            # ServerCnx.handleConnect checks state == Start; the exception closes the connection.
+            raise ProtocolError("a second CONNECT on a connected connection")
         version = min(c.protocol_version, PROTOCOL_VERSION)
         auth = self.server.authentication
         if auth.enabled:
@@ -509,14 +565,15 @@ class Connection:
                 now = await s.call(s.broker.read, operator.attrgetter("now"))
                 self.role = auth.connect_role(method, c.auth_data, peer_cn, now)
             except AuthenticationFailed as exc:
-                # Pulsar's answer to a refused CONNECT: an ERROR, then the connection closes.
+                # Refused: its first request is answered AuthenticationError and the connection
+                # ends (unauthenticated.py says why not Pulsar's ERROR before CONNECTED).
                 self.server.log(f"refused connection from {self.peer}: {exc.message}")
-                self.error(-1 % 2**64, api.AuthenticationError, "Unable to authenticate")
-                await self.writer.drain()
-                raise ConnectionResetError from None
+                self.refused = True
         self.connected = True
+        self.client_version = c.client_version or None
         self.reply(T.CONNECTED, "connected", server_version=SERVER_VERSION,
-                   protocol_version=version, max_message_size=self.server.max_message_size)
+                   protocol_version=version, max_message_size=self.server.max_message_size,
+                   feature_flags=FEATURE_FLAGS)
 
     async def allowed(self, topic: str, action: str) -> bool:
         """Whether this connection's role may do action on topic (always, when authorization
@@ -565,20 +622,37 @@ class Connection:
             return
         try:
             n = await self.server.call(self.server.broker.partitions_of, c.topic)
+            # PIP-344: asked not to create it, a topic that does not exist is TopicNotFound (the
+            # Java client takes any other answer for "it exists", say an old-style retry topic)
+            missing = (n == 0 and not c.metadata_auto_creation_enabled and not await
+                       self.server.call(self.server.broker.topics.exists, c.topic))
         except Exception as exc:
             self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                        request_id=c.request_id, response=1, error=server_error(exc),
                        message=error_text(exc))
+            return
+        if missing:
+            self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
+                       request_id=c.request_id, response=1, error=api.TopicNotFound, message="")
             return
         self.reply(T.PARTITIONED_METADATA_RESPONSE, "partitionMetadataResponse",
                    request_id=c.request_id, partitions=n, response=0)
 
     # -- producers -----------------------------------------------------------------------------
     async def on_producer(self, cmd, meta, payload):
+        """ServerCnx.handleProducer: the topic is made, the schema registered, then the
+        producer attached in its access mode (broker/access.py), as AbstractTopic.addProducer
+        decides: refused (ProducerBusy, ProducerFenced), attached, or queued (a
+        WaitForExclusive producer is told PRODUCER_SUCCESS producer_ready=false, and again,
+        ready, once it holds the topic)."""
         c = cmd.producer
         s = self.server
-        if c.producer_id in self.producers:  # a retry of one that succeeded
+        if c.producer_id in self.producers:  # a retry of one that succeeded, or still queued
             p = self.producers[c.producer_id]
+            if not p.ready:
+                self.error(c.request_id, api.ServiceNotReady,
+                           "Producer is already present on the connection")
+                return
             self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
                        producer_name=p.name, last_sequence_id=-1)
             return
@@ -586,14 +660,10 @@ class Connection:
             self.error(c.request_id, api.AuthorizationError, "Client is not authorized to Produce")
             return
         name = c.producer_name if c.HasField("producer_name") and c.producer_name else None
-        mode = ACCESS_MODES.get(c.producer_access_mode)
+        name = name or s.producer_name()
+        mode = ACCESS_MODES.get(c.producer_access_mode, SHARED)
         try:
-            if mode is not None:
-                name, _rec = await s.call(s.broker.producer_acquire, c.topic, name, mode,
-                                          s.pid, s.pid_start)
-            else:
-                await s.call(s.broker.partitions_of, c.topic)  # a valid topic name
-                name = name or s.producer_name()
+            await s.call(s.broker.partitions_of, c.topic)  # a valid topic name
             await s.call(ensure_topic, s.broker, c.topic)
         except Exception as exc:
             self.error(c.request_id, exc)
@@ -609,28 +679,103 @@ class Connection:
             except Exception as exc:
                 self.error(c.request_id, exc)
                 return
+        # unique to this PRODUCER command: a client that comes back with the same producer id
+        # after the broker closed it is a new producer
+        token = f"{s.pid}:{s.pid_start}:{self.serial}:{c.producer_id}:{next(s._serials)}"
+        who = {"token": token, "pid": s.pid,
+               "pidStart": s.pid_start, "id": c.producer_id, "address": "/" + self.peer,
+               "clientVersion": self.client_version,
+               "metadata": {kv.key: kv.value for kv in c.metadata}}
+        p = Producer(c.producer_id, c.topic, name, mode, who["token"], who,
+                     c.topic_epoch if c.HasField("topic_epoch") else None)
+        extra = {} if version is None else {"schema_version": _U64.pack(version)}
+        self.producers[c.producer_id] = p
+        try:
+            got = await self._attach(p)
+        except Exception as exc:
+            self.producers.pop(c.producer_id, None)
+            self.error(c.request_id, exc)
+            return
+        if got["state"] == FENCED:
+            await self._drop_producer(p)
+            self.error(c.request_id, api.ProducerFenced, "Fenced out")
+            return
+        if got["state"] != READY:
+            # Queued: the client stops timing its request out and waits (producer_ready).
+            self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
+                       producer_name=name, last_sequence_id=-1, producer_ready=False, **extra)
+            p.waiter = asyncio.create_task(self._await_exclusive(p, c.request_id, extra))
+            return
+        await self._ready(p, c.request_id, got, extra)
+
+    async def _attach(self, p: Producer) -> dict:
+        """producer_acquire for p (again, while it waits): how it stands; those it fenced out
+        are closed."""
+        s = self.server
+        _name, got = await s.call(s.broker.producer_acquire, p.topic, p.name, p.mode, p.who,
+                                  topic_epoch=p.epoch)
+        if got["fenced"]:
+            s.fence(got["fenced"])
+        return got
+
+    async def _ready(self, p: Producer, request_id: int, got: dict, extra: dict) -> None:
+        s = self.server
         try:
             # With deduplication, where this producer name left off (Pulsar's
             # getLastPublishedSequenceId): the client goes on from it.
-            last = await s.call(s.broker.read, last_sequence_id, topic_name(c.topic), name)
+            last = await s.call(s.broker.read, last_sequence_id, topic_name(p.topic), p.name)
         except Exception as exc:
-            self.error(c.request_id, exc)
+            await self._drop_producer(p)
+            self.error(request_id, exc)
             return
-        p = Producer(c.producer_id, c.topic, name, mode is not None)
+        p.ready = True
         p.drainer = asyncio.create_task(self._receipts(p))
-        self.producers[c.producer_id] = p
-        extra = {} if version is None else {"schema_version": _U64.pack(version)}
-        self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=c.request_id,
-                   producer_name=name, last_sequence_id=last, producer_ready=True, **extra)
+        if got.get("epoch") is not None:
+            extra = dict(extra, topic_epoch=got["epoch"])
+        self.reply(T.PRODUCER_SUCCESS, "producer_success", request_id=request_id,
+                   producer_name=p.name, last_sequence_id=last, producer_ready=True, **extra)
+
+    async def _await_exclusive(self, p: Producer, request_id: int, extra: dict) -> None:
+        """A queued WaitForExclusive producer: asks again whenever the store changes (the wake
+        file: a producer closed) and every IDLE_POLL_S (one that died), until it holds the
+        topic; one fenced out while it waits is refused ProducerFenced "Fenced out"."""
+        s = self.server
+        while not self.closed and self.producers.get(p.id) is p:
+            wake = s._wake
+            try:
+                await asyncio.wait_for(wake.wait(), IDLE_POLL_S)
+            except asyncio.TimeoutError:
+                pass
+            if self.closed or self.producers.get(p.id) is not p:
+                return
+            try:
+                got = await self._attach(p)
+            except Exception as exc:
+                await self._drop_producer(p)
+                self.error(request_id, exc)
+                return
+            if got["state"] == READY:
+                p.waiter = None
+                await self._ready(p, request_id, got, extra)
+                return
+            if got["state"] == FENCED:
+                p.waiter = None
+                await self._drop_producer(p)
+                self.error(request_id, api.ProducerFenced, "Fenced out")
+                return
 
     async def on_send(self, cmd, meta, payload):
         c = cmd.send
         p = self.producers.get(c.producer_id)
-        if p is None:
-            self.reply(T.SEND_ERROR, "send_error", producer_id=c.producer_id,
-                       sequence_id=c.sequence_id, error=api.NotAllowedError,
-                       message=f"no producer {c.producer_id} on this connection")
-            return
+        if p is None or not p.ready:
+            # ServerCnx.handleSend: a SEND for a producer the broker just closed is expected
+            # (it was in flight) and dropped; for one that is not there or not ready, the
+            # connection is closed.
+            until = self.recently_closed.get(c.producer_id)
+            if p is None and until is not None and until > asyncio.get_running_loop().time():
+                return
+            raise ProtocolError(f"SEND for producer {c.producer_id}, which is not "
+                                f"{'ready' if p is not None else 'open'} on this connection")
         try:
             if meta is None:
                 raise ProtocolError("SEND without a payload")
@@ -640,7 +785,8 @@ class Connection:
                        error=api.UnknownError, message=exc.message)
             return
         s = self.server
-        kwargs = {"compression": code, "publish_time": meta.publish_time}
+        kwargs = {"compression": code, "publish_time": meta.publish_time,
+                  "publisher": p.token}
         if batched:
             kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
@@ -675,19 +821,30 @@ class Connection:
         self.reply(T.SUCCESS, "success", request_id=c.request_id)
 
     async def _drop_producer(self, p: Producer):
-        self.producers.pop(p.id, None)
+        if self.producers.get(p.id) is p:
+            del self.producers[p.id]
+        if p.waiter is not None and p.waiter is not asyncio.current_task():
+            p.waiter.cancel()
         if p.drainer is not None:
             if self.closed:
                 p.drainer.cancel()
             else:   # the receipts of what was sent go out first
                 p.receipts.put_nowait(None)
                 await p.drainer
-        if p.exclusive:
-            s = self.server
-            try:
-                await s.call(s.broker.producer_release, p.topic, p.name, s.pid, s.pid_start)
-            except Exception as exc:
-                s.log(f"releasing producer {p.name}: {error_text(exc)}")
+        s = self.server
+        try:
+            await s.call(s.broker.producer_release, p.topic, p.name, p.token)
+        except Exception as exc:
+            s.log(f"closing producer {p.name} on {p.topic}: {error_text(exc)}")
+
+    def close_producer_by_broker(self, p: Producer) -> None:
+        """CLOSE_PRODUCER to the client (request id -1, as Pulsar's), which reconnects; its
+        SENDs already on the way are dropped for one keep-alive interval."""
+        self.producers.pop(p.id, None)
+        loop = asyncio.get_running_loop()
+        self.recently_closed[p.id] = loop.time() + max(self.server.keep_alive_s, 1)
+        self.reply(T.CLOSE_PRODUCER, "close_producer", producer_id=p.id, request_id=2**64 - 1)
+        loop.create_task(self._drop_producer(p))
 
     # -- consumers -----------------------------------------------------------------------------
     async def on_subscribe(self, cmd, meta, payload):
@@ -750,9 +907,10 @@ class Connection:
         if not await schema_commands.subscribe_schema(self, c):
             return
         await schema_commands.reader_topic(self, c)
-        # after a seek by id the sought message comes first (the client drops it unless its
-        # start is inclusive); a seek to latest is the topic's end
-        inclusive = resume is not None and start != MessageId.latest
+        # as Pulsar's non-durable cursor, a reader started (or sought) at a message id gets
+        # that message first, and its client drops it unless its start is inclusive; latest
+        # is the topic's end
+        inclusive = start not in (MessageId.latest, MessageId.earliest)
         nxt = None
         try:
             _msgs, nxt, _last = await s.call(s.broker.read_entries, c.topic, None, 0,
@@ -1232,15 +1390,7 @@ def _message_id(d: api.MessageIdData) -> MessageId:
     return MessageId(ledger, entry, d.partition, d.batch_index)
 
 
-def _request_id(cmd):
-    """The request id of a command we do not serve, if it has one (to answer it)."""
-    for field, value in cmd.ListFields():
-        if field.name != "type" and hasattr(value, "request_id"):
-            try:
-                return value.request_id
-            except AttributeError:
-                return None
-    return None
+_request_id = unauthenticated.request_id
 
 
 HANDLERS = {

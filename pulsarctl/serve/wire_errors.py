@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pulsarctl.errors import (
     AuthenticationFailed, BacklogQuotaExceeded, ConsumerAssignError, ConsumerBusy, IncompatibleSchema, InvalidTopicName,
-    ChecksumMismatch, MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerFenced,
+    ChecksumMismatch, MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerBusy,
+    ProducerFenced,
     PulsarctlError, SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
     UnsubscribeRefused,
 )
@@ -18,7 +19,8 @@ SERVER_ERRORS = [
     (NotFound, api.UnknownError),
     # before ConsumerBusy, its base: Pulsar's ServerMetadataException
     (UnsubscribeRefused, api.MetadataError), (ConsumerBusy, api.ConsumerBusy),
-    (ProducerFenced, api.ProducerFenced), (TopicTerminated, api.TopicTerminatedError),
+    (ProducerFenced, api.ProducerFenced), (ProducerBusy, api.ProducerBusy),
+    (TopicTerminated, api.TopicTerminatedError),
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),
     (ConsumerAssignError, api.ConsumerAssignError),
     (BacklogQuotaExceeded, api.ProducerBlockedQuotaExceededError),

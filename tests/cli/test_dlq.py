@@ -423,11 +423,12 @@ def test_destructive_commands_ask_on_a_terminal(cli, store, monkeypatch):
     monkeypatch.setattr(dlq_cmd, "_interactive", lambda: True)
     r = cli("dlq", "purge", DLQ, input="n\n")
     question, line = r.stderr.splitlines()
-    assert r.exit_code == 1 and question == (f"purge 2 dead letters of {FULL + DLQ}? They are "
+    # A "no" has an exit code of its own (9, declined), documented with the others.
+    assert r.exit_code == 9 and question == (f"purge 2 dead letters of {FULL + DLQ}? They are "
                                              f"gone for good. [y/N]")
     assert line.startswith("error: cancelled; nothing was changed") and len(waiting(cli)) == 2
     r = cli("dlq", "replay", DLQ, input="\n")
-    assert r.exit_code == 1 and "Traceback" not in r.stderr
+    assert r.exit_code == 9 and "Traceback" not in r.stderr
     assert len(waiting(cli)) == 2 and subscriptions(store, DLQ) == []
     ok(cli("dlq", "replay", DLQ, "--dry-run"))  # changes nothing: no question
     r = ok(cli("dlq", "drain", DLQ, "--max", "1", input="y\n"))

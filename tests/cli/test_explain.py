@@ -174,4 +174,4 @@ def test_why_nothing_happened_reads_in_explain(cli):
         f"{mid} not delivered on subscription jobs to consumer c1: its delivery time has not "
         "come (delayed delivery holds it until then)",
         f"{mid} waited: subscription jobs refused consumer c2 (ConsumerBusy: subscription "
-        "'jobs' is Shared with 1 connected consumer(s); a Exclusive consumer cannot join it)"]
+        "'jobs' is Shared with 1 connected consumer(s); an Exclusive consumer cannot join it)"]

@@ -3,7 +3,7 @@
 - store/ imports nothing from pulsarctl; only store/env.py imports lmdb;
 - pulsarctl/broker/ never imports typer, rich or pulsarctl.cli;
 - nothing outside pulsarctl/cli imports pulsarctl.cli;
-- inside pulsarctl/cli only the entry points (entry.py, docgen.py) import the root,
+- inside pulsarctl/cli only the entry points (entry.py, docgen.py, fastgen.py) import the root,
   pulsarctl.cli.app: each command module owns its groups and commands and app.py joins them;
 - only pulsarctl/clock.py reads the time (imports `time`, calls datetime.now/utcnow/today);
 - nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr;
@@ -30,8 +30,8 @@ ENTRY_POINTS = {"pulsarctl/__main__.py"}
 
 # The root command (pulsarctl/cli/app.py) imports the command modules and joins their groups
 # and top-level commands; none of them imports it back to register itself. Only these need
-# the root: the console script runs it, docgen walks its command tree.
-ROOT_IMPORTERS = {"pulsarctl/cli/entry.py", "pulsarctl/cli/docgen.py"}
+# the root: the console script runs it, docgen and fastgen walk its command tree.
+ROOT_IMPORTERS = {"pulsarctl/cli/entry.py", "pulsarctl/cli/docgen.py", "pulsarctl/cli/fastgen.py"}
 
 
 # -- reading the code --------------------------------------------------------------------------
@@ -112,10 +112,30 @@ def _is(mod: str, target: str) -> bool:
     return mod == target or mod.startswith(target + ".")
 
 
+# Every file is read and parsed once per session, not once per rule (14 rules re-parsing the
+# whole tree took 6-10 s each on a loaded machine). Keyed by ROOT: a test points ROOT at a
+# folder of snippets. The trees are only walked, never changed, so sharing them is safe.
+_PARSED: dict[Path, list[tuple[str, str, ast.AST]]] = {}
+
+
+def _parsed_files() -> list[tuple[str, str, ast.AST]]:
+    """(relative path, text, tree) of every source file under ROOT, made once."""
+    if ROOT not in _PARSED:
+        files = []
+        for path in sources():
+            r, text = rel(path), path.read_text(encoding="utf-8")
+            files.append((r, text, ast.parse(text, filename=r)))
+        _PARSED[ROOT] = files
+    return _PARSED[ROOT]
+
+
 def parsed():
-    for path in sources():
-        r = rel(path)
-        yield r, ast.parse(path.read_text(encoding="utf-8"), filename=r)
+    for r, _text, tree in _parsed_files():
+        yield r, tree
+
+
+def source_text(relpath: str) -> str:
+    return next(text for r, text, _tree in _parsed_files() if r == relpath)
 
 
 # -- the checks (pure functions of one file, so they can be tested on snippets) ----------------
@@ -218,11 +238,18 @@ def _enclosing(node, parents) -> str | None:
     return None
 
 
+_FOUND: dict[tuple[Path, object], list[str]] = {}
+
+
 def _all(check) -> list[str]:
-    out = []
-    for r, tree in parsed():
-        out += check(r, tree)
-    return out
+    """check(relpath, tree) over every file, run once per session (the five import rules share
+    one run of import_violations)."""
+    if (ROOT, check) not in _FOUND:
+        out = []
+        for r, tree in parsed():
+            out += check(r, tree)
+        _FOUND[ROOT, check] = out
+    return list(_FOUND[ROOT, check])
 
 
 # -- the rules, on the real code ---------------------------------------------------------------
@@ -550,10 +577,20 @@ def test_suffix_check_allows(relpath, code):
 # -- the import graph: cycles, and what the broker side may import ------------------------------
 # Every import counts, those made inside functions too (a local import only delays the load;
 # the modules still depend on each other).
+_GRAPHS: dict[Path, dict[str, set[str]]] = {}
+
+
 def import_graph() -> dict[str, set[str]]:
     """{module: the modules of pulsarctl/ and store/ it imports}, by the imports anywhere in its
     file; `from pulsarctl.broker import topics` is the submodule pulsarctl.broker.topics, and
-    `from pulsarctl.names import parse_topic` the module pulsarctl.names."""
+    `from pulsarctl.names import parse_topic` the module pulsarctl.names. Made once per session
+    (a copy each call)."""
+    if ROOT not in _GRAPHS:
+        _GRAPHS[ROOT] = _import_graph()
+    return {m: set(deps) for m, deps in _GRAPHS[ROOT].items()}
+
+
+def _import_graph() -> dict[str, set[str]]:
     trees = {module_name(r): (r, tree) for r, tree in parsed()}
     graph: dict[str, set[str]] = {m: set() for m in trees}
     for mod, (r, tree) in trees.items():
@@ -689,7 +726,7 @@ def lazy_imports_without_a_reason() -> list[str]:
     before saying why they are not at the top of the module."""
     out = []
     for r, tree in parsed():
-        lines = (ROOT / r).read_text().splitlines()
+        lines = source_text(r).splitlines()
         for fn in ast.walk(tree):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue

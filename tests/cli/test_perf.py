@@ -6,6 +6,8 @@ import os
 
 from cli_helpers import ok, pjson
 
+from pulsarctl import perf_compare
+
 
 def test_perf_produce_and_consume_report_rates_and_stored_bytes(cli):
     r = pjson(cli("perf", "produce", "-n", "2000", "-s", "200", "--compression", "zstd",
@@ -34,8 +36,17 @@ def test_perf_compare_sets_each_path_beside_its_limit(cli, store_path):
     r = pjson(cli("perf", "compare", "-n", "300", "--api-messages", "200", "--sends", "20",
                   "-o", "json"))
     rows = {row["workload"]: row for row in r["rows"]}
+    start = [name for name, _ in perf_compare.EVERYDAY] + ["startComplete"]
     assert list(rows) == ["produceStdin", "consumeAck", "apiSend", "apiSendAsync",
-                          "apiConsumeAck"]
+                          "apiConsumeAck", *start]
+    # start-up: each everyday command's CPU beside a bare `import lmdb`, and their ratio
+    for name in start:
+        row = rows[name]
+        assert row["pulsarctl"] > 0 and row["limit"] > 0 and row["rounds"] == 3, row
+        assert abs(row["ratio"] - row["pulsarctl"] / row["limit"]) < 0.05 * row["ratio"] + 0.01
+        assert row["unit"] == ("ms wall" if name == "startComplete" else "ms CPU")
+    assert rows["startTopicsStat"]["goal"] == 4.0 and rows["startComplete"]["goalMs"] == 100
+    assert "`pulsarctl topics stats t`" in rows["startTopicsStat"]["what"]
     for name in ("produceStdin", "consumeAck", "apiSend"):
         row = rows[name]
         assert row["pulsarctl"] > 0 and row["limit"] > 0
@@ -47,6 +58,7 @@ def test_perf_compare_sets_each_path_beside_its_limit(cli, store_path):
     assert not os.path.exists(store_path)
     text = ok(cli("perf", "compare", "-n", "100", "--api-messages", "50", "--sends", "5")).stdout
     assert "produceStdin" in text and "ratio" in text
+    assert "startTopicsStat" in text and "ms CPU" in text
 
 
 def test_the_raw_limits_store_and_read_back_what_they_were_given(tmp_path):

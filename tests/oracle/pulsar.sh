@@ -8,6 +8,8 @@
 #                                      it serves; k=v lines are appended to standalone.conf
 #   pulsar.sh stop DATA_DIR            stop it (SIGTERM, then SIGKILL after PULSAR_STOP_TIMEOUT)
 #   pulsar.sh admin ARGS...            the real pulsar-admin
+#   pulsar.sh admin-batch OUT_DIR      the real pulsar-admin, one command a line on stdin, in one
+#                                      JVM (admin_script/AdminBatch.java says how)
 #   pulsar.sh client ARGS...           the real pulsar-client
 #   pulsar.sh perf ARGS...             the real pulsar-perf
 #   pulsar.sh tokens ARGS...           the real `pulsar tokens`
@@ -228,7 +230,7 @@ stop() {
 }
 
 cmd=${1:-}
-[[ -n $cmd ]] || die "usage: pulsar.sh fetch|netns|start|stop|admin|client|perf|tokens|listeners|isolated|preflight ..."
+[[ -n $cmd ]] || die "usage: pulsar.sh fetch|netns|start|stop|admin|admin-batch|client|perf|tokens|listeners|isolated|preflight ..."
 shift
 case $cmd in
     fetch)
@@ -244,6 +246,8 @@ case $cmd in
     stop) stop "$@" ;;
     # admin and client print their results on stdout; pulsar-perf reports through its logger.
     admin) run_tool warn org.apache.pulsar.admin.cli.PulsarAdminTool "$@" ;;
+    # A source file: java compiles it in memory (Java 11+), against the tools' jars.
+    admin-batch) run_tool warn "$ORACLE_DIR/admin_script/AdminBatch.java" "$@" ;;
     client) run_tool warn org.apache.pulsar.client.cli.PulsarClientTool "$@" ;;
     perf) run_tool info org.apache.pulsar.testclient.PulsarPerfTestTool "$@" ;;
     tokens)

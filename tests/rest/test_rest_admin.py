@@ -64,7 +64,7 @@ def test_partitioned_metadata_is_what_a_client_asks_first(rest):
     assert rest("GET", f"{V2}/{T}/p1/partitions").json()["partitions"] == 5
     assert rest("GET", f"{V2}/{T}/partitioned").json() == ["persistent://public/default/p1"]
     reason_of(rest("PUT", f"{V2}/{T}/p2/partitions", 0), 406)
-    reason_of(rest("POST", f"{V2}/{T}/nope/partitions", 2), 404)
+    reason_of(rest("POST", f"{V2}/{T}/nope/partitions", 2), 409)  # Pulsar's CONFLICT
     assert rest("DELETE", f"{V2}/{T}/p1/partitions").status_code == 204
     reason_of(rest("DELETE", f"{V2}/{T}/p1/partitions"), 404)
 
@@ -99,8 +99,9 @@ def test_namespaces_and_their_policies(rest, run_proc):
     reason_of(rest("PUT", f"{V2}/namespaces/public/ns1"), 409)
     reason_of(rest("PUT", f"{V2}/namespaces/nope/ns1"), 404)
     ns = f"{V2}/namespaces/public/ns1"
-    # Not set: no content, as Pulsar's null.
-    assert rest("GET", ns + "/messageTTL").status_code == 204
+    # Not set: 200 and no body, as Pulsar answers (pulsar-admin prints null).
+    r = rest("GET", ns + "/messageTTL")
+    assert r.status_code == 200 and r.content == b""
     assert rest("POST", ns + "/messageTTL", 120).status_code == 204
     assert rest("GET", ns + "/messageTTL").json() == 120
     assert rest("POST", ns + "/deduplication", True).status_code == 204
@@ -126,7 +127,8 @@ def test_namespaces_and_their_policies(rest, run_proc):
     assert r.returncode == 0, r.stderr
     assert rest("GET", ns + "/messageTTL").json() == 300
     assert rest("DELETE", ns + "/messageTTL").status_code == 204
-    assert rest("GET", ns + "/messageTTL").status_code == 204
+    r = rest("GET", ns + "/messageTTL")
+    assert r.status_code == 200 and r.content == b""
     assert rest("DELETE", ns).status_code == 204
     reason_of(rest("GET", ns + "/messageTTL"), 404)
 
@@ -255,3 +257,26 @@ def test_metrics_in_prometheus_text(rest, run_proc):
     assert f"pulsar_subscriptions_count{{{labels}}} 1" in lines
     assert f'pulsar_subscription_back_log{{{labels},subscription="s"}} 2' in lines
     assert "# TYPE pulsar_msg_backlog gauge" in lines
+
+
+# -- publishers (issue 27.2) -------------------------------------------------------------------
+def test_stats_list_the_connected_producers_as_publishers(rest, store_path):
+    import pulsarctl
+
+    client = pulsarctl.Client(store=store_path)
+    try:
+        p = client.create_producer("pub", producer_name="over-rest", access_mode="Exclusive")
+        p.send(b"x")
+        [s] = rest("GET", f"{V2}/{T}/pub/stats").json()["publishers"]
+        assert (s["producerName"], s["accessMode"], s["clientVersion"]) == (
+            "over-rest", "Exclusive", "pulsarctl")
+        assert rest("GET", f"{V2}/{T}/pub/stats").json()["topicEpoch"] == 0
+        assert rest("PUT", f"{V2}/{T}/ppub/partitions", 2).status_code == 204
+        client.create_producer("ppub", producer_name="parted")
+        doc = rest("GET", f"{V2}/{T}/ppub/partitioned-stats", perPartition="true").json()
+        assert len(doc["publishers"]) == 1 and "producerName" not in doc["publishers"][0]
+        assert [[x["producerName"] for x in part["publishers"]]
+                for part in doc["partitions"].values()] == [["parted"], ["parted"]]
+    finally:
+        client.close()
+    assert rest("GET", f"{V2}/{T}/pub/stats").json()["publishers"] == []

@@ -175,7 +175,8 @@ def test_ack_through(store_path, kind):
     (part,) = access.resolve_parts(w, "names", [parse_topic("acks")])
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 0, 4)}) == 4
     d = w.subscription("acks", "etl").describe()
-    assert d["type"] == kind and d["msgBacklog"] == 2
+    # a subscription no consumer ever had is of type None, as Pulsar reports it
+    assert d["type"] == ("Shared" if kind == "Shared" else "None") and d["msgBacklog"] == 2
     assert d["markDeletePosition"] == f"{ids[3].ledger_id}:{ids[3].entry_id}"
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 4, 4)}) == 0
     assert access.ack_through(w, "etl", {part.name: (part.ml_id, 4, 6)}) == 2

@@ -42,7 +42,11 @@ class Subscription:
                 targets = [p for p in targets if str(p) == owner] or targets[:1]
             for p in targets:
                 info = topics.ensure(ctx, p)
-                subs.create(ctx, info, name, position, exist_ok=False)
+                c = subs.create(ctx, info, name, position, exist_ok=False)
+                # No consumer has come, so no type yet: Pulsar reports "None" until one does
+                # (its subscription has no dispatcher); the first consumer sets it.
+                c.props.pop("type", None)
+                ctx.cursors.save(ctx.txn, c)
         self._broker.write(run)
 
     def unsubscribe(self, force=False, asker: str | None = None):
@@ -66,20 +70,13 @@ class Subscription:
 
     def describe(self) -> dict:
         """Type, the effective policy, the derived dead letter and retry topic names, and the
-        cursor, for `subscriptions describe`."""
+        cursor, for `subscriptions describe`. On a partitioned topic the subscription is one
+        (its type and policy are the same on every partition): the backlog and timers are
+        added up, and each partition's cursor is under "partitions"."""
         t, name = self.topic, self.name
 
-        def run(ctx):
-            info = topics.require(ctx, t)
-            c = subs.require(ctx, info, name)
-            policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
-                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+        def cursor(ctx, info, c) -> dict:
             return {
-                "topic": str(t), "subscription": name,
-                "type": subs.shown_type(c), "durable": True,
-                "policy": policy,
-                "deadLetterTopic": deadletter.dlq_topic(str(t), name, policy),
-                "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), name),
                 "markDeletePosition": str(info.mark_position(c.mark_delete)),
                 "readPosition": str(info.position(c.read_position)),
                 "msgBacklog": c.backlog(info.next_offset),
@@ -88,6 +85,27 @@ class Subscription:
                 "timersScheduled": timers.count(ctx, c.id),
                 "timersDue": timers.count(ctx, c.id, due_by=ctx.now),
             }
+
+        def run(ctx):
+            found = subscribed(ctx, t, name)
+            c = found[0][2]
+            policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
+                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+            doc = {
+                "topic": str(t), "subscription": name,
+                "type": subs.shown_type(c), "durable": True,
+                "policy": policy,
+                "deadLetterTopic": deadletter.dlq_topic(str(t), name, policy),
+                "retryLetterTopic": policy.get("retryLetterTopic") or retry_topic(str(t), name),
+            }
+            each = {str(p): cursor(ctx, info, c) for p, info, c in found}
+            if not partitions.get(ctx, t):
+                doc.update(each[str(t)])
+                return doc
+            for key in ("msgBacklog", "timersScheduled", "timersDue"):
+                doc[key] = sum(x[key] for x in each.values())
+            doc["partitions"] = each
+            return doc
         return self._broker.read(run)
 
     def pending(self) -> list[dict]:
@@ -154,6 +172,26 @@ class Subscription:
             return out
         return self._broker.read(run)
 
+    def peek_entry(self, n: int):
+        """The nth entry (from 1) after the mark-delete position that is not acknowledged, whole
+        (a batch is one entry), as Pulsar's peek over REST reads it (ManagedCursor.getNthEntry
+        with the individually deleted entries left out): (ledger id, entry id, stored record),
+        or None past the last one. On one topic or partition only."""
+        if n < 1:
+            raise InvalidValue(f"the message position must be 1 or more, not {n}")
+
+        def run(ctx):
+            info = topics.require(ctx, self.topic)
+            c = subs.require(ctx, info, self.name)
+            unacked = ctx.cursors.unacked(ctx.txn, c, c.mark_delete + 1, info.next_offset)
+            for k, o in enumerate(unacked, 1):
+                if k == n:
+                    pos = info.position(o)
+                    return pos.ledger_id, pos.entry_id, codec.decode(
+                        ctx.ledgers.read(ctx.txn, info, o))
+            return None
+        return self._broker.read(run)
+
     # -- consumers -----------------------------------------------------------------------------
     @wakes
     def disconnect_consumer(self, consumer_name) -> int:
@@ -218,9 +256,10 @@ class Subscription:
                     **cursor_admin.summary(ctx, info, c)}
         return self._each_partition(run)
 
-    def reset_cursor(self, time_ms=None, message_id=None) -> dict:
+    def reset_cursor(self, time_ms=None, message_id=None, exclude: bool = False) -> dict:
         """Reset to a time (epoch ms, or text for parse_reset_time, read at the store's now) or
-        to a message id (a MessageId or its text), exactly one of them."""
+        to a message id (a MessageId or its text), exactly one of them; exclude: to the entry
+        after the message id (pulsar-admin reset-cursor -e)."""
         if (time_ms is None) == (message_id is None):
             raise InvalidValue("reset-cursor needs exactly one of a time and a message id",
                                hint="pass -t TIME_OR_DURATION or -m MESSAGE_ID")
@@ -233,6 +272,8 @@ class Subscription:
             info, c = cursor_admin.open_cursor(ctx, t, self.name)
             if message_id is not None:
                 nxt = cursor_admin.offset_for_id(ctx, info, message_id)
+                if exclude:
+                    nxt = min(nxt + 1, info.next_offset)
             else:
                 nxt = cursor_admin.offset_for_time(ctx, info, when)
             cursor_admin.reset(ctx, info, c, nxt)
@@ -249,8 +290,14 @@ class Subscription:
         return self._each_partition(run, message_id)
 
     def expire_messages(self, ttl_ms: int) -> dict:
+        """expire-messages. A subscription with a backlog gets its lastExpireTimestamp (Pulsar
+        stamps it when the expiry is issued; it refuses one on a subscription without a backlog:
+        the REST answer, from msgBacklog + expired)."""
         def run(ctx, t):
             info, c = cursor_admin.open_cursor(ctx, t, self.name)
+            if c.backlog(info.next_offset) > 0:
+                c.props["lastExpire"] = ctx.now
+                ctx.cursors.save(ctx.txn, c)
             done = cursor_admin.expire(ctx, info, c, ttl_ms)
             return {"topic": str(t), "subscription": self.name, "expired": done,
                     "expireTimeMs": ttl_ms, **cursor_admin.summary(ctx, info, c)}

@@ -5,13 +5,24 @@ from __future__ import annotations
 from store import codec
 from pulsarctl import offload
 from pulsarctl.broker import (
-    cascade, compaction, cursor_admin, partitions, stats, topics, unpack, subscriptions as subs,
+    cascade, compaction, consumers, cursor_admin, partitions, stats, topics, unpack,
+    subscriptions as subs,
 )
 from pulsarctl.broker.admin.base import Noun
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.targets import each, topic_name
-from pulsarctl.errors import AlreadyExists, InvalidValue, MessageNotFound, TopicNotFound
+from pulsarctl.errors import (
+    AlreadyExists, ConsumerBusy, InvalidValue, MessageNotFound, TopicNotFound,
+)
 from pulsarctl.messages import MessageId
+
+
+def per_partition(ctx, t, what: str, command: str, advice: str = "ask one partition") -> None:
+    """Refuse, as Pulsar's admin does (405 Method Not Allowed), what only a partition has:
+    exit 2 with the partition-level command to run instead."""
+    if partitions.get(ctx, t):
+        raise InvalidValue(f"{what} on a partitioned topic is not allowed ({t})",
+                           hint=f"{advice}, e.g. `pulsarctl {command} {t.partition(0)}`")
 
 
 class Topics(Noun):
@@ -65,32 +76,64 @@ class Topics(Noun):
         return str(t)
 
     @routed
+    def delete_unless_busy(self, name) -> str:
+        """Delete a topic (every partition of a partitioned one) as Pulsar's broker decides it
+        when pulsar-admin does not force it: with its subscriptions, unless consumers are
+        connected (ConsumerBusy: Pulsar's 412). `topics delete` on the command line refuses a
+        topic with subscriptions unless --force (cascade.delete_topic)."""
+        t = topic_name(name)
+
+        def run(ctx):
+            targets = partitions.expand(ctx, t) if partitions.get(ctx, t) else [t]
+            connected = 0
+            for p in targets:
+                info = topics.lookup(ctx, p) if p != t else topics.require(ctx, t)
+                if info is None:
+                    continue
+                for c in ctx.cursors.list(ctx.txn, info.ml_id):
+                    connected += sum(1 for r in consumers.records(ctx, c)
+                                     if consumers.alive(ctx, r))
+            if connected:
+                clients = "client" if connected == 1 else "clients"
+                raise ConsumerBusy(f"Topic has {connected} {clients} connected Including "
+                                   f"{connected} consumers, 0 producers, and 0 replicators.")
+            if partitions.get(ctx, t):
+                cascade.delete_partitioned(ctx, t, True)
+            else:
+                cascade.delete_topic(ctx, t, True)
+        self._broker.write(run)
+        return str(t)
+
+    @routed
     def exists(self, name) -> bool:
         t = topic_name(name)
         return self._broker.read(lambda ctx: topics.lookup(ctx, t) is not None)
 
     # -- stats ---------------------------------------------------------------------------------
     @routed
-    def stats(self, name):
+    def stats(self, name, pulsar: bool = False):
+        """The topic's stats; pulsar: as Pulsar's admin REST answers them (stats.py)."""
         t = topic_name(name)
+        one, whole = _stats_makers(pulsar)
 
         def run(ctx):
             parts = each(ctx, t)
             if len(parts) == 1 and not partitions.get(ctx, t):
-                return stats.topic_stats(ctx, parts[0][1])
-            return stats.aggregate([stats.topic_stats(ctx, info) for _, info in parts])
+                return one(ctx, parts[0][1])
+            return whole([one(ctx, info) for _, info in parts])
         return self._broker.read(run)
 
-    def partitioned_stats(self, name, per_partition: bool = False):
+    def partitioned_stats(self, name, per_partition: bool = False, pulsar: bool = False):
         t = topic_name(name)
+        one, whole = _stats_makers(pulsar)
 
         def run(ctx):
             n = partitions.get(ctx, t)
             if not n:
                 raise TopicNotFound(f"{t} is not a partitioned topic",
                                     hint=f"use `pulsarctl topics stats {t}`")
-            every = {str(p): stats.topic_stats(ctx, info) for p, info in each(ctx, t)}
-            out = stats.aggregate(list(every.values()))
+            every = {str(p): one(ctx, info) for p, info in each(ctx, t)}
+            out = whole(list(every.values()))
             out["metadata"] = {"partitions": n}
             if per_partition:
                 out["partitions"] = every
@@ -98,16 +141,17 @@ class Topics(Noun):
         return self._broker.read(run)
 
     @routed
-    def internal_stats(self, name):
+    def internal_stats(self, name, pulsar: bool = False):
+        """stats-internal; pulsar: as Pulsar's admin REST answers them (stats.py)."""
         t = topic_name(name)
+        one = stats.pulsar_internal_stats if pulsar else stats.internal_stats
 
         def run(ctx):
             n = partitions.get(ctx, t)
             if not n:
-                return stats.internal_stats(ctx, topics.require(ctx, t))
+                return one(ctx, topics.require(ctx, t))
             return {"metadata": {"partitions": n},
-                    "partitions": {str(p): stats.internal_stats(ctx, info)
-                                   for p, info in each(ctx, t)}}
+                    "partitions": {str(p): one(ctx, info) for p, info in each(ctx, t)}}
         return self._broker.read(run)
 
     @routed
@@ -129,9 +173,7 @@ class Topics(Noun):
         t = topic_name(name)
 
         def run(ctx):
-            if partitions.get(ctx, t):
-                raise InvalidValue(f"{t} is a partitioned topic; ask one partition",
-                                   hint=f"e.g. `pulsarctl topics last-message-id {t.partition(0)}`")
+            per_partition(ctx, t, "GetLastMessageId", "topics last-message-id")
             info = topics.require(ctx, t)
             p = info.mark_position(info.last_offset)
             return MessageId(p.ledger_id, p.entry_id, t.partition_index)
@@ -163,8 +205,42 @@ class Topics(Noun):
     def examine_message(self, name, initial_position: str = "latest", n: int = 1):
         t = topic_name(name)
         cursor_admin.check_examine(initial_position, n)
-        return self._broker.read(
-            lambda ctx: cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n))
+
+        def run(ctx):
+            per_partition(ctx, t, "Examine messages", "topics examine-message")
+            return cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n)
+        return self._broker.read(run)
+
+    def entry(self, name, ledger_id: int, entry_id: int) -> list:
+        """The stored record of one entry of a topic or partition, whole (a batch is one), as
+        Pulsar's getMessageById over REST reads it."""
+        t = topic_name(name)
+
+        def run(ctx):
+            info = topics.require(ctx, t)
+            o = subs.offset_of(ctx, info, MessageId(ledger_id, entry_id, t.partition_index))
+            return codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+        return self._broker.read(run)
+
+    def examine_entry(self, name, initial_position: str = "latest", n: int = 1):
+        """examine-message over REST: the nth entry from the first (earliest) or the last
+        (latest) one, whole: (ledger id, entry id, stored record), or None when the topic has
+        none; entries are counted, a batch is one, as Pulsar's examineMessage counts them."""
+        t = topic_name(name)
+        pos = cursor_admin.check_examine(initial_position, n)
+
+        def run(ctx):
+            info = topics.require(ctx, t)
+            if info.entries <= 0:
+                return None
+            o = info.first_offset + n - 1 if pos == "earliest" else info.last_offset - n + 1
+            if not info.contains(o):
+                raise MessageNotFound(f"{t} has {info.entries} message(s); there is no "
+                                      f"message {n} from the {pos}",
+                                      hint=f"use -m 1 to -m {info.entries}")
+            p = info.position(o)
+            return p.ledger_id, p.entry_id, codec.decode(ctx.ledgers.read(ctx.txn, info, o))
+        return self._broker.read(run)
 
     @routed
     def terminate(self, name) -> MessageId | dict:
@@ -184,9 +260,7 @@ class Topics(Noun):
         t = topic_name(name)
 
         def run(ctx):
-            if partitions.get(ctx, t):
-                raise InvalidValue(f"{t} is a partitioned topic; compact each partition",
-                                   hint=f"e.g. `pulsarctl topics compact {t.partition(0)}`")
+            per_partition(ctx, t, "Compaction", "topics compact", "compact each partition")
             if not t.persistent:
                 raise InvalidValue(f"{t} is non-persistent: only persistent topics compact")
             return compaction.compact(ctx, t)
@@ -195,7 +269,11 @@ class Topics(Noun):
     @routed
     def compaction_status(self, name) -> dict:
         t = topic_name(name)
-        return self._broker.read(lambda ctx: compaction.status(ctx, topics.require(ctx, t)))
+
+        def run(ctx):
+            per_partition(ctx, t, "Compaction status", "topics compaction-status")
+            return compaction.status(ctx, topics.require(ctx, t))
+        return self._broker.read(run)
 
     # -- tiered storage ------------------------------------------------------------------------
     @routed
@@ -207,3 +285,11 @@ class Topics(Noun):
     @routed
     def offload_status(self, name: str) -> dict:
         return offload.status(self._broker, name)
+
+
+def _stats_makers(pulsar: bool):
+    """A topic's stats and the whole of a partitioned topic's: the command line's, or as
+    Pulsar's admin REST answers them."""
+    if pulsar:
+        return stats.pulsar_topic_stats, stats.pulsar_aggregate
+    return stats.topic_stats, stats.aggregate
