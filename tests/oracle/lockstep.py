@@ -426,15 +426,18 @@ class Side:
                            for n, s in st.get("subscriptions", {}).items()}, sort_keys=True)
 
     def settle(self) -> bool:
-        """Wait for known timers, then until the broker's dispatch is still: two readings of
-        its counters STILL_S apart agree. False if it never was within SETTLE_LIMIT_S."""
+        """Wait for known timers, then until the broker's dispatch is still: three readings
+        of its counters STILL_S apart agree (a loaded broker may take a gap's time to start
+        what a command asked). False if it never was within SETTLE_LIMIT_S."""
         self.wait_due()
         deadline = time.monotonic() + SETTLE_LIMIT_S
         last = self._still_view()
+        same = 0
         while time.monotonic() < deadline:
             time.sleep(STILL_S)   # the gap that defines "still"; polled, not slept on blindly
             cur = self._still_view()
-            if cur == last:
+            same = same + 1 if cur == last else 0
+            if same == 2:
                 return True
             last = cur
         return False
