@@ -223,6 +223,10 @@ class Lockstep(RuleBasedStateMachine):
                 else None
             ks = (mode, ranges, pick(data, (False, True), label="out of order"))
         args = (cname, sub, type_, earliest, queue, nack, ks)
+        # What earlier operations set going (the flow permits a receive gave back) reaches the
+        # consumers there before a new one changes who gets what (a Failover switch, a Shared
+        # or Key_Shared share): a loaded broker may otherwise still be reading for them.
+        self.settle()
         if self.both(f"subscribe {args}", "subscribe", *args) == "ok":
             self.consumers[cname] = (sub, type_)
             if type_ == "Shared" and len(self.members(sub)) > 1:
