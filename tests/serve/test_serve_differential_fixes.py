@@ -83,6 +83,27 @@ def test_a_single_active_consumer_gets_as_many_entries_as_it_has_permits(served,
                     "three messages dispatched on two permits")
 
 
+@pytest.mark.parametrize("sticky", [False, True], ids=["alone", "sticky"])
+def test_a_key_shared_consumer_gets_as_many_entries_as_it_has_permits(served, client, sticky):
+    # PersistentStickyKeyDispatcherMultipleConsumers.filterAndGroupEntriesForDispatching:
+    # "permits are for entries/batches", one taken per entry dispatched (and its replay filter
+    # the same): with 2 permits, a batch of 3 and the plain message after it both go.
+    topic = _topic("ks-permits-entries")
+    producer = client.create_producer(topic, batching_enabled=True,
+                                      batching_max_publish_delay_ms=3_600_000)
+    for tag in (b"b0", b"b1", b"b2"):
+        producer.send_async(tag, lambda res, mid: None)
+    producer.flush()
+    producer.send_async(b"p3", lambda res, mid: None)
+    producer.flush()
+    kw = {"key_shared_policy": pulsar.ConsumerKeySharedPolicy(
+        pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 65535)])} if sticky else {}
+    client.subscribe(topic, "s", consumer_type=ConsumerType.KeyShared, receiver_queue_size=2,
+                     initial_position=pulsar.InitialPosition.Earliest, **kw)
+    assert wait_for(lambda: _sub_stats(served, topic, "s")["msgOutCounter"] >= 4,
+                    "four messages (two entries) dispatched on two permits")
+
+
 
 def test_an_ack_sent_as_the_failover_consumer_changes_lands_before_the_rewind(client):
     # PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer: when a Failover

@@ -62,8 +62,12 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if max_n <= 0:
             ctx.cursors.save(ctx.txn, c)
             return []
+    # A wire consumer (whole_batches: serve) of one active consumer's subscription, or of a
+    # Key_Shared one: Pulsar's dispatcher gives it as many entries as it has permits.
+    by_entries = whole_batches and typ in (subs.EXCLUSIVE, subs.FAILOVER, subs.KEY_SHARED)
     if typ == subs.KEY_SHARED:
-        got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+        got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition,
+                               by_entries)
         if got is not None:
             if got and reached is not _NOTHING:
                 reached(len(got))
@@ -94,12 +98,12 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     # more than max_n messages (a batch goes whole, so it may end a few over).
     extra = ctx.get("msgInExtra", info.ml_id)
     per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
-    # A wire consumer of one active consumer's subscription: Pulsar's dispatcher reads as many
-    # entries as the consumer has permits (at most dispatcherMaxReadBatchSize, and as many as
-    # dispatcherMaxReadSizeBytes holds at the ledger's average entry size, at least one) and
-    # sends them all, a batch whole, so the permits may end below zero (PersistentDispatcher-
-    # SingleActiveConsumer.calculateToRead; preciseDispatcherFlowControl is off by default).
-    by_entries = whole_batches and typ in (subs.EXCLUSIVE, subs.FAILOVER)
+    # by_entries: Pulsar's dispatcher reads as many entries as the consumer has permits (at
+    # most dispatcherMaxReadBatchSize, and as many as dispatcherMaxReadSizeBytes holds at the
+    # ledger's average entry size, at least one) and sends them all, a batch whole, so the
+    # permits may end below zero (PersistentDispatcherSingleActiveConsumer.calculateToRead,
+    # preciseDispatcherFlowControl off by default; a lone Key_Shared consumer, whose keys are
+    # all its own, comes here as Shared: PersistentStickyKeyDispatcherMultipleConsumers).
     read_entries = READ_BATCH_ENTRIES
     if by_entries:
         per_entry = 1

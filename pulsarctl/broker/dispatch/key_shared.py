@@ -136,9 +136,11 @@ def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
 
 
 def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
-          partition: int) -> list | None:
+          partition: int, by_entries: bool = False) -> list | None:
     """Deliver to consumer; None when every key is its anyway (a lone consumer owning all
-    slots, nothing draining): then the Shared dispatcher does the same work without hashing."""
+    slots, nothing draining): then the Shared dispatcher does the same work without hashing.
+    by_entries: max_n counts entries, a batch one, as a wire consumer's permits do in Pulsar's
+    dispatcher ("permits are for entries/batches"); else messages."""
     selector, ks = reconcile(ctx, c, live)
     policy = ks["policy"]
     me = consumer.name
@@ -194,6 +196,9 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         out.extend(ms)
         taken.append((o, rc))
 
+    def full() -> bool:
+        return (len(taken) if by_entries else len(out)) >= max_n
+
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
     for o in due:
@@ -203,7 +208,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     unscanned = False
     for o, rc in list(redelivery_state.replay_items(ctx, cid)):
         replay_size += 1
-        if scanned >= LOOK_AHEAD or len(out) >= max_n:
+        if scanned >= LOOK_AHEAD or full():
             unscanned = True
             continue
         scanned += 1
@@ -221,10 +226,10 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
     not_due, uncovered = [], []   # read and passed over: history.held, once each
-    if len(out) < max_n and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
+    if not full() and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
         held = subs.held_offsets(ctx, c)  # nacks held past a rewind: their timers bring them
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
-            if len(out) >= max_n:
+            if full():
                 break
             c.read_position = o + 1
             if held is not None and held(o):
