@@ -163,6 +163,13 @@ class ConsumerBusy(Conflict):
     pass
 
 
+class UnsubscribeRefused(ConsumerBusy):
+    """A consumer asked to unsubscribe while another consumer is connected to its subscription:
+    Pulsar refuses it and the consumer stays connected (PersistentSubscription.doUnsubscribe's
+    ServerMetadataException, MetadataError on the wire)."""
+    hint = "close the subscription's other consumers first"
+
+
 class AlreadyExists(Conflict):
     pass
 

@@ -134,14 +134,19 @@ def plain_ranges(sizes: list, max_messages: int, max_bytes: int, limit: int,
 class Spec:
     """What a producer batches by: at most max_messages messages and max_bytes bytes of
     payload (0: only maxMessageSize bounds it) per batch; key_based: one batch per key
-    (ordering key, else partition key), so each entry's key is every message's key."""
-    __slots__ = ("max_messages", "max_bytes", "key_based")
+    (ordering key, else partition key), so each entry's key is every message's key.
+    as_sent: the messages are one batch a client sent (serve), kept a batch even of one
+    message, as Pulsar's broker stores what the client sent (the C++ client sends a lone
+    message of its batch container as a batch of one; pulsarctl's producers, as Java's, send
+    it plain)."""
+    __slots__ = ("max_messages", "max_bytes", "key_based", "as_sent")
 
     def __init__(self, max_messages: int = 1000, max_bytes: int = 128 * 1024,
-                 key_based: bool = False):
+                 key_based: bool = False, as_sent: bool = False):
         self.max_messages = max_messages
         self.max_bytes = max_bytes
         self.key_based = key_based
+        self.as_sent = as_sent
 
     def __repr__(self) -> str:
         return (f"Spec({self.max_messages}, {self.max_bytes}, "

@@ -13,7 +13,7 @@ import os
 
 from pulsarctl.broker import history, redelivery_state, subscriptions as subs, delayed
 from pulsarctl.broker.records import Consumer
-from pulsarctl.errors import ConsumerBusy, ConsumerNotFound
+from pulsarctl.errors import ConsumerBusy, ConsumerNotFound, UnsubscribeRefused
 from pulsarctl.broker.dispatch import key_shared
 from pulsarctl.broker.dispatch.failover import active
 from pulsarctl.names import partition_index
@@ -223,11 +223,17 @@ def detach(ctx, info, c, name: str) -> None:
         remove(ctx, info, c, rec)
 
 
-def unsubscribe(ctx, info, name: str, force: bool = False) -> None:
+def unsubscribe(ctx, info, name: str, force: bool = False, asker: str | None = None) -> None:
     """Delete a subscription (subs.drop), refused while consumers are connected unless force:
-    it asks who is connected (sweep), so it lives here, above subscriptions.py."""
+    it asks who is connected (sweep), so it lives here, above subscriptions.py. asker: the
+    connected consumer that asks (a client's unsubscribe), allowed only as the subscription's
+    one consumer (the dispatcher's canUnsubscribe), and then closed with it."""
     c = subs.require(ctx, info, name)
     live = sweep(ctx, info, c)
+    if asker is not None and not force:
+        if [r.name for r in live] != [asker]:
+            raise UnsubscribeRefused("Unconnected or shared consumer attempting to unsubscribe")
+        live = []
     if live and not force:
         raise ConsumerBusy(
             f"subscription '{name}' has {len(live)} connected consumer(s): "

@@ -69,7 +69,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
     last = ctx.get("producer", info.ml_id, producer_name)
     seq = -1 if last is None else last
     dedup = _dedup(ctx, info)
-    if batching is not None and len(messages) > 1:
+    if batching is not None and (len(messages) > 1 or batching.as_sent):
         return producer_name, _publish_batched(ctx, info, messages, producer_name, seq, dedup,
                                                partition, compression, batching, prod)
     entries = []
@@ -314,7 +314,8 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
             dups.extend(g)
             continue
         pushed = max(pushed, highest)
-        for part in _fitting(now, producer_name, messages, seqs, g, compression, limit):
+        for part in _fitting(now, producer_name, messages, seqs, g, compression, limit,
+                             spec.as_sent):
             entries.append(part[0])
             placed.append(part[1])
     ctx.put(max(pushed, last), "producer", info.ml_id, producer_name)
@@ -332,7 +333,7 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
                               [seqs[g[0]] for g in placed], ctx.origin)
         extra = 0
         for (lid, e), g in zip(positions, placed):
-            if len(g) == 1:
+            if len(g) == 1 and not spec.as_sent:
                 ids[g[0]] = MessageId(lid, e, partition)
                 continue
             extra += len(g) - 1
@@ -348,11 +349,12 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
     return ids
 
 
-def _fitting(now, producer_name, messages, seqs, g, compression, limit):
+def _fitting(now, producer_name, messages, seqs, g, compression, limit, as_sent=False):
     """(entry, message indexes) for group g: one batch entry, or (when the serialized batch,
     compressed, is over maxMessageSize) the group halved until each part fits; one message
-    alone is a plain entry, as Pulsar sends a batch of one."""
-    if len(g) == 1:
+    alone is a plain entry, as Pulsar's Java client sends a batch of one, unless as_sent (a
+    client sent it as a batch: Spec.as_sent)."""
+    if len(g) == 1 and not as_sent:
         m = messages[g[0]]
         packed = None
         if compression:

@@ -83,6 +83,11 @@ SCHEMA_TYPES = ("NONE", "STRING", "JSON", "PROTOBUF", "AVRO", "BOOLEAN", "INT8",
 # every type; sent to an Exclusive consumer, a count past its policy's limit makes the client ask
 # for redelivery of everything at once, over and over.
 COUNTED = ("Shared", "Key_Shared")
+# activeConsumerFailoverDelayTimeMillis: when a Failover subscription's active consumer changes
+# (to its first consumer too), Pulsar reads for the new one only this long after, so that acks
+# the old one sent meanwhile land before the rewind; a redelivery asked for in between is
+# ignored (PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer).
+FAILOVER_DELAY_S = 1.0
 WIRE_POLICY = ConsumerPolicy.from_client(negative_ack_redelivery_delay_ms=MIN_NACK_DELAY_MS)
 
 # What this broker supports of CommandConnected.feature_flags: PIP-344's partitioned metadata
@@ -93,14 +98,19 @@ FEATURE_FLAGS = api.FeatureFlags(supports_get_partitioned_metadata_without_auto_
 def _key_shared_policy(c, sub_type: str) -> dict | None:
     """A Key_Shared consumer's keySharedMeta as the broker's policy record: STICKY with its
     fixed hash ranges (checked there, as Pulsar's HashRangeExclusiveStickyKeyConsumerSelector
-    does); AUTO_SPLIT, or none, leaves the subscription's default selector."""
-    if sub_type != "Key_Shared" or not c.HasField("keySharedMeta"):
+    does); AUTO_SPLIT, or none, is what Pulsar's broker makes of it by default, consistent
+    hashing (subscriptionKeySharedUseConsistentHashing=true); and allowOutOfOrderDelivery."""
+    if sub_type != "Key_Shared":
         return None
-    meta = c.keySharedMeta
-    if meta.keySharedMode != api.STICKY:
-        return None
-    return {"keySharedPolicy": "sticky",
-            "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+    meta = c.keySharedMeta if c.HasField("keySharedMeta") else None
+    if meta is not None and meta.keySharedMode == api.STICKY:
+        out = {"keySharedPolicy": "sticky",
+               "ranges": [[r.start, r.end] for r in meta.hashRanges]}
+    else:
+        out = {"keySharedPolicy": "consistent-hashing"}
+    if meta is not None and meta.allowOutOfOrderDelivery:
+        out["allowOutOfOrderDelivery"] = True
+    return out
 
 
 def _id_data(mid: MessageId, out=None) -> api.MessageIdData:
@@ -149,7 +159,7 @@ class Producer:
 class Consumer:
     __slots__ = ("id", "topic", "sub", "name", "permits", "delivered", "task", "kick", "closed",
                  "reader", "start", "inclusive", "next", "sub_type", "priority", "epoch",
-                 "compacted", "active_sent", "ended", "base", "acked")
+                 "compacted", "active_sent", "ended", "base", "acked", "hold_until")
 
     def __init__(self, cid, topic, sub, name, reader=False, start=None):
         self.id = cid
@@ -177,6 +187,7 @@ class Consumer:
         self.ended = False        # REACHED_END_OF_TOPIC was sent
         self.base = None          # a reader: the offset it started at (None: topic unknown)
         self.acked = None         # a reader: the highest id its client acknowledged
+        self.hold_until = 0.0     # Failover: nothing is read for it before (loop time)
 
 
 class Server:
@@ -213,6 +224,8 @@ class Server:
         self._names = itertools.count()
         self._serials = itertools.count()   # connections and producers, for producer tokens
         self._in_use: set = set()
+        # Failover: (topic, subscription) -> the active consumer on this server, as last seen
+        self._failover_active: dict = {}
         # SENDs that arrive during a commit share the next one (group_commit.py).
         self.commits = GroupCommit(self.call, broker.publish_many)
 
@@ -289,15 +302,23 @@ class Server:
         except Exception as exc:  # the subscription went away meanwhile: nobody to tell
             self.log(f"failover of {sub} on {topic}: {error_text(exc)}")
             return
+        held = None
         for conn in list(self._connections):
             for o in list(conn.consumers.values()):
                 if o.reader or o.topic != topic or o.sub != sub or o.sub_type != "Failover":
                     continue
                 is_active = o.name == active
+                if is_active:
+                    held = o
                 if o.active_sent is not is_active:
                     o.active_sent = is_active
                     conn.reply(T.ACTIVE_CONSUMER_CHANGE, "active_consumer_change",
                                consumer_id=o.id, is_active=is_active)
+        if held is not None and self._failover_active.get((topic, sub)) is not held:
+            loop = asyncio.get_running_loop()
+            held.hold_until = loop.time() + FAILOVER_DELAY_S
+            loop.call_later(FAILOVER_DELAY_S, held.kick.set)
+        self._failover_active[(topic, sub)] = held
 
     def consumer_name(self, topic, sub, name):
         """Consumer names are unique per subscription in the store; two clients may pick the
@@ -778,7 +799,7 @@ class Connection:
         kwargs = {"compression": code, "publish_time": meta.publish_time,
                   "publisher": p.token}
         if batched:
-            kwargs["batching"] = Spec(len(messages), 0)
+            kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
         p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
 
@@ -950,6 +971,14 @@ class Connection:
             if c.permits <= 0:
                 c.kick.clear()
                 await c.kick.wait()
+                continue
+            hold = c.hold_until - asyncio.get_running_loop().time()
+            if hold > 0:   # a new Failover active consumer: read after the failover delay
+                c.kick.clear()
+                try:
+                    await asyncio.wait_for(c.kick.wait(), hold)
+                except asyncio.TimeoutError:
+                    pass
                 continue
             # Nothing more is fetched for a client that is not reading what it was sent.
             if not await self.drained():
@@ -1130,6 +1159,8 @@ class Connection:
         if c.reader:
             c.kick.set()
             return
+        if c.hold_until > asyncio.get_running_loop().time():
+            return   # a Failover consumer waiting for its rewind: Pulsar ignores the request
         s = self.server
         try:
             if len(r.message_ids):
@@ -1151,13 +1182,18 @@ class Connection:
             await self._drop_consumer(c)
         self.reply(T.SUCCESS, "success", request_id=cmd.close_consumer.request_id)
 
-    async def _drop_consumer(self, c: Consumer):
+    async def _drop_consumer(self, c: Consumer, in_store: bool = True):
+        """in_store False: its record is gone already, with its subscription (it unsubscribed
+        as the subscription's one consumer: nobody is left to tell of a failover)."""
         self.consumers.pop(c.id, None)
         c.closed = True
         if c.task is not None:
             c.task.cancel()
         s = self.server
         if c.reader:
+            return
+        if not in_store:
+            s._in_use.discard((c.topic, c.sub, c.name))
             return
         try:
             await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
@@ -1173,12 +1209,14 @@ class Connection:
         if c is None:
             return
         s = self.server
-        await self._drop_consumer(c)
+        # Refused unless it is the subscription's one consumer; then it goes with it, and a
+        # refused one stays connected (PersistentSubscription.doUnsubscribe).
         try:
-            await s.call(lambda: s.broker.subscription(c.topic, c.sub).unsubscribe())
+            await s.call(lambda: s.broker.subscription(c.topic, c.sub).unsubscribe(asker=c.name))
         except Exception as exc:
             self.error(u.request_id, exc)
             return
+        await self._drop_consumer(c, in_store=False)
         self.reply(T.SUCCESS, "success", request_id=u.request_id)
 
     async def on_seek(self, cmd, meta, payload):
@@ -1430,7 +1468,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     plain = frames.plain_batch(payload, count, first) if first >= 0 else None
     if plain is not None:
         return [OutgoingMessage(data, None, None, None, 0, deliver_at, seq, sv)
-                for seq, data in enumerate(plain, first)], code, count > 1
+                for seq, data in enumerate(plain, first)], code, True
     out = []
     for i, (smm, data) in enumerate(frames.split_batch(payload, count)):
         out.append(OutgoingMessage(
@@ -1441,7 +1479,8 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
             smm.sequence_id if smm.HasField("sequence_id") else meta.sequence_id + i, sv))
         out[-1].null_value = smm.null_value
         out[-1].key_b64 = smm.partition_key_b64_encoded
-    return out, code, len(out) > 1
+    # a batch even of one message: stored as the client sent it (batches.Spec.as_sent)
+    return out, code, True
 
 
 def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:

@@ -7,6 +7,7 @@ from pulsarctl.errors import (
     ChecksumMismatch, MessageTooLarge, NamespaceNotFound, NotAuthorized, NotFound, ProducerBusy,
     ProducerFenced,
     PulsarctlError, SubscriptionNotFound, TenantNotFound, TopicNotFound, TopicTerminated,
+    UnsubscribeRefused,
 )
 from pulsarctl.serve import pulsar_api_pb2 as api
 
@@ -15,7 +16,9 @@ SERVER_ERRORS = [
     (TopicNotFound, api.TopicNotFound), (SubscriptionNotFound, api.SubscriptionNotFound),
     # a topic in a namespace or tenant that does not exist is a topic not found to a client
     (NamespaceNotFound, api.TopicNotFound), (TenantNotFound, api.TopicNotFound),
-    (NotFound, api.UnknownError), (ConsumerBusy, api.ConsumerBusy),
+    (NotFound, api.UnknownError),
+    # before ConsumerBusy, its base: Pulsar's ServerMetadataException
+    (UnsubscribeRefused, api.MetadataError), (ConsumerBusy, api.ConsumerBusy),
     (ProducerFenced, api.ProducerFenced), (ProducerBusy, api.ProducerBusy),
     (TopicTerminated, api.TopicTerminatedError),
     (IncompatibleSchema, api.IncompatibleSchema), (InvalidTopicName, api.InvalidTopicName),

@@ -49,10 +49,11 @@ class Subscription:
                 ctx.cursors.save(ctx.txn, c)
         self._broker.write(run)
 
-    def unsubscribe(self, force=False):
+    def unsubscribe(self, force=False, asker: str | None = None):
+        """asker: the consumer that asks, as a client's unsubscribe does (consumers.unsubscribe)."""
         def run(ctx):
             for _p, info, _c in subscribed(ctx, self.topic, self.name):
-                consumers.unsubscribe(ctx, info, self.name, force)
+                consumers.unsubscribe(ctx, info, self.name, force, asker)
         self._broker.write(run)
 
     # -- looking inside ----------------------------------------------------------------------

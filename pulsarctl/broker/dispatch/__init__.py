@@ -13,6 +13,10 @@ from pulsarctl.messages import MessageId, message_from_entry
 
 _decode = codec.decode
 MAX_SCAN_PER_FETCH = 100_000  # entries one fetch may read past delayed ones
+# Pulsar's dispatcherMaxReadBatchSize and dispatcherMaxReadSizeBytes: the most entries, and
+# bytes, one read of the dispatcher takes.
+READ_BATCH_ENTRIES = 100
+READ_BATCH_BYTES = 5 * 1024 * 1024
 # Why a message the dispatcher read was not delivered (history.held): recorded when the read
 # position passes it, once, not at every fetch (history.py: why nothing happened).
 DELAYED_REASON = "its delivery time has not come (delayed delivery holds it until then)"
@@ -29,7 +33,8 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     """Give consumer up to max_n messages (a batch entry goes whole, so a few more may come);
     they stay pending for it until acked. whole_batches: a batch entry comes as one
     batches.Batch, not a Message per index (Shared, Exclusive and Failover; Key_Shared
-    always gives Messages); max_n still counts messages."""
+    always gives Messages); max_n still counts messages, a wire consumer's permits (serve):
+    an Exclusive or Failover one gets as many entries as it has permits, as Pulsar's."""
     if max_n <= 0:
         return []
     if c.props.get("batchQueued"):
@@ -57,8 +62,12 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if max_n <= 0:
             ctx.cursors.save(ctx.txn, c)
             return []
+    # A wire consumer (whole_batches: serve) of one active consumer's subscription, or of a
+    # Key_Shared one: Pulsar's dispatcher gives it as many entries as it has permits.
+    by_entries = whole_batches and typ in (subs.EXCLUSIVE, subs.FAILOVER, subs.KEY_SHARED)
     if typ == subs.KEY_SHARED:
-        got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition)
+        got = key_shared.fetch(ctx, info, c, consumer, live, max_n, topic_name, partition,
+                               by_entries)
         if got is not None:
             if got and reached is not _NOTHING:
                 reached(len(got))
@@ -89,12 +98,26 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     # more than max_n messages (a batch goes whole, so it may end a few over).
     extra = ctx.get("msgInExtra", info.ml_id)
     per_entry = 1 + extra / info.entries_added if extra and info.entries_added else 1
+    # by_entries: Pulsar's dispatcher reads as many entries as the consumer has permits (at
+    # most dispatcherMaxReadBatchSize, and as many as dispatcherMaxReadSizeBytes holds at the
+    # ledger's average entry size, at least one) and sends them all, a batch whole, so the
+    # permits may end below zero (PersistentDispatcherSingleActiveConsumer.calculateToRead,
+    # preciseDispatcherFlowControl off by default; a lone Key_Shared consumer, whose keys are
+    # all its own, comes here as Shared: PersistentStickyKeyDispatcherMultipleConsumers).
+    read_entries = READ_BATCH_ENTRIES
+    if by_entries:
+        per_entry = 1
+        if info.entries_added and info.bytes_added:
+            average = info.bytes_added / info.entries_added
+            read_entries = max(1, min(read_entries, int(READ_BATCH_BYTES // average)))
     taken = None  # offsets chosen by earlier rounds of this fetch
     not_due: list = []  # delayed messages this fetch read and held back (history: held)
     while got < max_n:
         want = max_n - got
         if per_entry > 1:
             want = max(1, int(want / per_entry))
+        elif by_entries:
+            want = min(want, read_entries)
         chosen = select(ctx, info, c, consumer, live, want)
         if not chosen:
             break

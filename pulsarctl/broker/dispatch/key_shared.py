@@ -39,15 +39,32 @@ def policy_of(rec) -> str:
     return (rec.policy or {}).get("keySharedPolicy", DEFAULT_POLICY)
 
 
+def out_of_order(rec) -> bool:
+    """The consumer (records.Consumer) allows out of order delivery (KeySharedPolicy's
+    allowOutOfOrderDelivery): no draining hashes, no key held behind its replayed messages."""
+    return bool((rec.policy or {}).get("allowOutOfOrderDelivery"))
+
+
 def check_policy(c, live: list, rec) -> None:
-    """All consumers of a Key_Shared subscription use one selector, as in Pulsar."""
+    """All consumers of a Key_Shared subscription use one selector and agree on out of order
+    delivery, as in Pulsar (AbstractSubscription's
+    checkForConsumerCompatibilityErrorWithDispatcher)."""
     mine = policy_of(rec)
     for other in live:
-        if other.name != rec.name and policy_of(other) != mine:
+        if other.name == rec.name:
+            continue
+        if policy_of(other) != mine:
             raise ConsumerBusy(
                 f"subscription '{c.name}' uses Key_Shared policy {policy_of(other)}; a consumer "
                 f"with policy {mine} cannot join it",
                 hint=f"use --key-shared-policy {policy_of(other)}")
+        if out_of_order(other) != out_of_order(rec):
+            theirs, mine_ = (("allows", "does not") if out_of_order(other)
+                             else ("does not allow", "does"))
+            raise ConsumerBusy(
+                f"Subscription is of different type. Active subscription {theirs} out of order "
+                f"delivery while the connecting consumer {mine_}",
+                hint="give every consumer of the subscription the same allowOutOfOrderDelivery")
 
 
 def reconcile(ctx, c, live: list):
@@ -123,13 +140,21 @@ def _held_elsewhere(ctx, info, c, selector, policy, live) -> dict:
 
 
 def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
-          partition: int) -> list | None:
+          partition: int, by_entries: bool = False) -> list | None:
     """Deliver to consumer; None when every key is its anyway (a lone consumer owning all
-    slots, nothing draining): then the Shared dispatcher does the same work without hashing."""
+    slots, nothing draining): then the Shared dispatcher does the same work without hashing.
+    by_entries: max_n counts entries, a batch one, as a wire consumer's permits do in Pulsar's
+    dispatcher ("permits are for entries/batches"); else messages."""
     selector, ks = reconcile(ctx, c, live)
     policy = ks["policy"]
     me = consumer.name
     blocked: dict = {}
+    # allowOutOfOrderDelivery: no key waits for its consumer's predecessor to drain, nor
+    # behind its own messages in the replay set (Pulsar's drainingHashesRequired is false and
+    # its replay filter lets every position through)
+    ooo = any(out_of_order(r) for r in live)
+    if ooo:
+        ks["draining"] = False
     if ks.get("draining"):
         blocked = _held_elsewhere(ctx, info, c, selector, policy, live)
         if not blocked:
@@ -175,6 +200,9 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         out.extend(ms)
         taken.append((o, rc))
 
+    def full() -> bool:
+        return (len(taken) if by_entries else len(out)) >= max_n
+
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
     for o in due:
@@ -184,7 +212,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     unscanned = False
     for o, rc in list(redelivery_state.replay_items(ctx, cid)):
         replay_size += 1
-        if scanned >= LOOK_AHEAD or len(out) >= max_n:
+        if scanned >= LOOK_AHEAD or full():
             unscanned = True
             continue
         scanned += 1
@@ -197,15 +225,15 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         if selector.select(s) == me and s not in blocked and s not in waiting:
             take(o, rec, rc, True)
             replay_size -= 1
-        else:
+        elif not ooo:
             waiting.add(s)
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
     not_due, uncovered = [], []   # read and passed over: history.held, once each
-    if len(out) < max_n and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
+    if not full() and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
         held = subs.held_offsets(ctx, c)  # nacks held past a rewind: their timers bring them
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
-            if len(out) >= max_n:
+            if full():
                 break
             c.read_position = o + 1
             if held is not None and held(o):
@@ -224,7 +252,8 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             else:
                 # Someone else's key, or a key that must wait: its owner takes it from replay.
                 replay_add(ctx, cid, o)
-                waiting.add(s)
+                if not ooo:
+                    waiting.add(s)
                 replay_size += 1
                 if replay_size >= LOOK_AHEAD * max(1, len(live)):
                     break
