@@ -41,10 +41,10 @@ from pulsarctl.names import (
     parse_topic, parse_namespace, check_subscription,
 )
 from store.ledger import LedgerInfo
+from pulsarctl.replay import REPLAY_COUNT, replay_row
 from pulsarctl.broker.routing import PartitionRouter
 
 SUBSCRIPTION = "pulsarctl-dlq"
-REPLAY_COUNT = "REPLAY_COUNT"
 REPLAY_PRODUCER = "pulsarctl-dlq-replay"
 DEFAULT_MAX_REPLAYS = 3
 # `dlq stats` age buckets, by time since the message landed in the DLQ (its publish time there).
@@ -409,13 +409,6 @@ def _sorted(counts: dict) -> dict:
 
 
 # -- dlq replay -------------------------------------------------------------------------------
-def replay_count(m) -> int:
-    try:
-        return max(0, int((m.properties_ or {}).get(REPLAY_COUNT, "0")))
-    except ValueError:
-        return 0
-
-
 def _retry_topic(ctx, origin: TopicName, subscription: str) -> TopicName:
     """The retry letter topic of a subscription of the origin (it must exist, retry enabled)."""
     for p in partitions.expand(ctx, origin):
@@ -502,13 +495,10 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         if max_failures is not None and failed >= max_failures:
             break
         props = dict(m.properties_ or {})
-        rc = replay_count(m)
-        r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
-             "replayCount": rc, "reason": None}
+        r = replay_row(m, max_replays, dry_run)
+        rc = r["replayCount"]
         results.append(r)
-        if rc >= max_replays:
-            r["action"] = "would-skip" if dry_run else "skipped"
-            r["reason"] = f"{REPLAY_COUNT} {rc} reached --max-replays {max_replays}"
+        if r["action"]:
             continue
         origin = to_t
         if origin is None:

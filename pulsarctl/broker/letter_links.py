@@ -32,10 +32,8 @@ from pulsarctl.names import (
     DELAY_TIME, DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RECONSUMETIMES,
     RETRY_SUFFIX, topic_name,
 )
+from pulsarctl.replay import REPLAY_COUNT  # a replay's copy carries it
 from store import codec, keys
-
-REPLAY_COUNT = "REPLAY_COUNT"  # dlq.REPLAY_COUNT: a replay's copy (dlq.py imports this module's
-                               # callers, so the name is repeated here rather than imported)
 
 
 def copies(messages) -> list | None:

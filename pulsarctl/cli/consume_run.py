@@ -12,7 +12,9 @@ def _idle_ms(idle_timeout):
     return parse_duration_ms(idle_timeout, "--idle-timeout") if idle_timeout else None
 
 
-def _finish(count: int, fail_if_empty: bool) -> int:
+def finish(count: int, fail_if_empty: bool) -> int:
+    """consume's, receive's and read's exit status (remote targets' too): 0, or NothingToDo
+    (exit 3) with --fail-if-empty when nothing came."""
     if count == 0 and fail_if_empty:
         raise NothingToDo("no message was received", hint="nothing was waiting; try again later")
     return 0
@@ -78,7 +80,7 @@ def run_consume(st, opts) -> int:
             except Timeout:
                 break
             if exec_cmd is not None:
-                results[_exec_one(consumer, exec_cmd, m, retry, retry_delay)] += 1
+                results[exec_one(consumer, exec_cmd, m, retry, retry_delay)] += 1
                 count += 1
                 continue
             with guard:
@@ -99,7 +101,7 @@ def run_consume(st, opts) -> int:
             render.err(f"handled {count} message(s): {results[ACKED]} acked, "
                        f"{results[NACKED]} nacked"
                        + (f", {results[LATER]} reconsumed later" if retry else ""))
-    return _finish(count, opts.fail_if_empty)
+    return finish(count, opts.fail_if_empty)
 
 
 # Messages printed and acked together when the receiver queue holds them (a batch entry goes
@@ -110,11 +112,12 @@ EX_TEMPFAIL = 75
 ACKED, NACKED, LATER = "acked", "nacked", "later"
 
 
-def _exec_one(consumer, cmd: str, m, retry: bool, retry_delay) -> str:
+def exec_one(consumer, cmd: str, m, retry: bool, retry_delay) -> str:
     """Hand one message to the --exec command and settle it by the exit status: 0 acks, 75
     (EX_TEMPFAIL) reconsumes later with retry enabled, anything else nacks, and so does a
     message that cannot be handed over at all (the command cannot start): that is said in one
-    line on stderr, and the next message is handed over as usual."""
+    line on stderr, and the next message is handed over as usual. The same for a remote
+    target's consumer (cli/remote_run.py): the real client's consumer has the same calls."""
     try:
         outcome = spawn_exec(cmd, m)
     except (OSError, ValueError) as exc:
@@ -252,8 +255,15 @@ def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_
     reader = st.client().create_reader(topic, start, inclusive)
     if until_end:
         reader.stop_at_last()
-    count = 0
     show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)
+    return finish(read_into(reader, out, num, until_end, idle, show), fail_if_empty)
+
+
+def read_into(reader, out, num: int, until_end: bool, idle, show: dict) -> int:
+    """Print what the reader reads (num messages, 0: all; until_end: stop at the last one
+    there was when it started; idle: how long to wait for the next) and say how many. A
+    remote target's reader (cli/remote_run.py) has the same calls."""
+    count = 0
     render.begin_messages(out, many=num != 1)
     while num == 0 or count < num:
         if until_end and not reader.has_message_available():
@@ -265,4 +275,4 @@ def run_read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_
         render.message(m, out, **show)
         render.flush()
         count += 1
-    return _finish(count, fail_if_empty)
+    return count

@@ -3,30 +3,12 @@ from __future__ import annotations
 
 import sys
 
-from pulsarctl import clock as clocks
 from pulsarctl.cli import render
+from pulsarctl.cli.pacing import paced
 from pulsarctl.client import produce as p
 from pulsarctl.errors import InvalidValue, UsageError
 
 CHUNK = 5000  # messages per transaction for -m/-f with a large -n
-
-
-def _paced(msgs, rate: float):
-    """Group messages so that no more than rate per second go out (real time)."""
-    if not rate:
-        for i in range(0, len(msgs), CHUNK):
-            yield msgs[i:i + CHUNK]
-        return
-    start = clocks.monotonic()
-    i = 0
-    while i < len(msgs):
-        due = int((clocks.monotonic() - start) * rate) + 1
-        if due <= i:
-            clocks.sleep(max(0.0, (i + 1) / rate - (clocks.monotonic() - start)))
-            continue
-        j = min(due, len(msgs), i + CHUNK)
-        yield msgs[i:j]
-        i = j
 
 
 CLI_DELAY_MS = 1  # pulsar-client (Java): batchingMaxPublishDelay 1 ms
@@ -101,7 +83,7 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
             seq += len(msgs)
         # Every size is checked before anything is written.
         producer.check_sizes(msgs)
-        for group in _paced(msgs, rate):
+        for group in paced(msgs, rate, CHUNK):
             emit(producer.send_many(group, batching=batch_bodies))
     def emit_runs(runs):
         nonlocal sent
@@ -152,7 +134,7 @@ def run_produce(producer, template, bodies, num, sequence_id, rate, from_stdin, 
                         m.sequence_id = seq
                         seq += 1
                 lineno += len(lines)
-                for group in _paced(msgs, rate):
+                for group in paced(msgs, rate, CHUNK):
                     emit(producer.send_many(group))
         finally:
             progress.close()

@@ -13,7 +13,8 @@ import sys
 
 from pulsarctl import clock as clocks
 from pulsarctl.cli import render
-from pulsarctl.errors import LocalOnly, NothingToDo, Timeout, UsageError
+from pulsarctl.cli.pacing import paced
+from pulsarctl.errors import LocalOnly, Timeout, UsageError
 
 _COMPRESSION = {0: "NONE", 1: "LZ4", 2: "ZLib", 3: "ZSTD", 4: "SNAPPY"}
 
@@ -109,7 +110,7 @@ def produce(st, topic, out, *, template, bodies, num_produce, rate, from_stdin, 
                 msgs = p.build(template, bodies, num_produce, seq)
                 if seq is not None:
                     seq += len(msgs)
-                for group in _paced(msgs, rate):
+                for group in paced(msgs, rate, CHUNK):
                     emit(producer.send_many(group))
             if from_stdin:
                 lineno = 0
@@ -124,7 +125,7 @@ def produce(st, topic, out, *, template, bodies, num_produce, rate, from_stdin, 
                         for m in msgs:
                             m.sequence_id = seq
                             seq += 1
-                    for group in _paced(msgs, rate):
+                    for group in paced(msgs, rate, CHUNK):
                         emit(producer.send_many(group))
         finally:
             if progress is not None:
@@ -143,24 +144,6 @@ def produce(st, topic, out, *, template, bodies, num_produce, rate, from_stdin, 
 
 
 CHUNK = 1000  # messages sent before waiting for their receipts
-
-
-def _paced(msgs, rate: float):
-    """Groups of messages, at most rate per second (real time)."""
-    if not rate:
-        for i in range(0, len(msgs), CHUNK):
-            yield msgs[i:i + CHUNK]
-        return
-    start = clocks.monotonic()
-    i = 0
-    while i < len(msgs):
-        due = int((clocks.monotonic() - start) * rate) + 1
-        if due <= i:
-            clocks.sleep(max(0.0, (i + 1) / rate - (clocks.monotonic() - start)))
-            continue
-        j = min(due, len(msgs), i + CHUNK)
-        yield msgs[i:j]
-        i = j
 
 
 # -- consume -----------------------------------------------------------------------------------
@@ -218,7 +201,8 @@ def consume(st, opts) -> int:
         return read(st, opts.topic, start, False, opts.num, False, opts.idle_timeout,
                     opts.fail_if_empty, opts.hide_content, opts.hex_, opts.metadata, opts.out)
     # lazy: loaded when the command runs, not when the command tree is built
-    from pulsarctl.cli.consume_run import ACKED, LATER, NACKED, _PrintThenAck
+    from pulsarctl.cli.consume_run import (
+        ACKED, LATER, NACKED, _PrintThenAck, exec_one, finish)
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.remote.data import Connection, retry_config
 
@@ -250,7 +234,7 @@ def consume(st, opts) -> int:
                 except Timeout:
                     break
                 if opts.exec_cmd is not None:
-                    results[_exec_one(consumer, opts.exec_cmd, m, retry, delay)] += 1
+                    results[exec_one(consumer, opts.exec_cmd, m, retry, delay)] += 1
                     count += 1
                     continue
                 with guard:
@@ -265,39 +249,14 @@ def consume(st, opts) -> int:
                 render.err(f"handled {count} message(s): {results[ACKED]} acked, "
                            f"{results[NACKED]} nacked"
                            + (f", {results[LATER]} reconsumed later" if retry else ""))
-    return _finish(count, opts.fail_if_empty)
-
-
-def _exec_one(consumer, cmd: str, m, retry, delay_ms) -> str:
-    # lazy: loaded when the command runs, not when the command tree is built
-    from pulsarctl.cli.consume_run import ACKED, EX_TEMPFAIL, LATER, NACKED, spawn_exec
-
-    try:
-        outcome = spawn_exec(cmd, m)
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        render.err(render.safe(f"warning: message {m.id} could not be handed to the --exec "
-                               f"command ({reason}); it was nacked"))
-        outcome = None
-    if outcome == 0:
-        consumer.acknowledge(m)
-        return ACKED
-    if outcome == EX_TEMPFAIL and retry:
-        consumer.reconsume_later(m, delay_ms)
-        return LATER
-    consumer.negative_acknowledge(m)
-    return NACKED
-
-
-def _finish(count: int, fail_if_empty: bool) -> int:
-    if count == 0 and fail_if_empty:
-        raise NothingToDo("no message was received", hint="nothing was waiting; try again later")
-    return 0
+    return finish(count, opts.fail_if_empty)
 
 
 # -- read ----------------------------------------------------------------------------------------
 def read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empty,
          hide_content, hex_, metadata, out) -> int:
+    # lazy: loaded when the command runs, not when the command tree is built
+    from pulsarctl.cli.consume_run import finish, read_into
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.messages import parse_message_id
     # lazy: loaded when the command runs, not when the command tree is built
@@ -311,20 +270,9 @@ def read(st, topic, start, inclusive, num, until_end, idle_timeout, fail_if_empt
     sid = parse_message_id(start)
     with Connection(st.remote) as conn:
         reader = conn.reader(str(parse_topic(topic)), sid, inclusive)
-        count = 0
         show = dict(hide_content=hide_content, hex_=hex_, metadata=metadata, with_id=True)
-        render.begin_messages(out, many=num != 1)
         try:
-            while num == 0 or count < num:
-                if until_end and not reader.has_message_available():
-                    break
-                try:
-                    m = reader.read_next(idle)
-                except Timeout:
-                    break
-                render.message(m, out, **show)
-                render.flush()
-                count += 1
+            count = read_into(reader, out, num, until_end, idle, show)
         finally:
             reader.close()
-    return _finish(count, fail_if_empty)
+    return finish(count, fail_if_empty)

@@ -28,9 +28,9 @@ from pulsarctl.names import (
     DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RECONSUMETIMES, DELAY_TIME,
     parse_topic, retry_topic,
 )
+from pulsarctl.replay import REPLAY_COUNT, replay_row
 
 SUBSCRIPTION = "pulsarctl-dlq"
-REPLAY_COUNT = "REPLAY_COUNT"
 IDLE_MS = 3000       # a run ends after this long without a message (all handled already)
 LOCK_RETRY_S = 1.0   # how often a waiting command asks for the subscription again
 ALL = 1 << 62
@@ -48,13 +48,6 @@ def _wanted(m, ids) -> bool:
                 i.batch_index < 0 or i.batch_index == m.id.batch_index):
             return True
     return False
-
-
-def _replay_count(m) -> int:
-    try:
-        return max(0, int((m.properties_ or {}).get(REPLAY_COUNT, "0")))
-    except ValueError:
-        return 0
 
 
 class RemoteDlq:
@@ -261,13 +254,10 @@ class RemoteDlq:
             if max_failures is not None and failed >= max_failures:
                 break
             props = dict(m.properties_ or {})
-            rc = _replay_count(m)
-            r = {"messageId": str(m.id), "action": None, "target": None, "newMessageId": None,
-                 "replayCount": rc, "reason": None}
+            r = replay_row(m, max_replays, dry_run)
+            rc = r["replayCount"]
             results.append(r)
-            if rc >= max_replays:
-                r["action"] = "would-skip" if dry_run else "skipped"
-                r["reason"] = f"{REPLAY_COUNT} {rc} reached --max-replays {max_replays}"
+            if r["action"]:
                 self._fetched.pop(i, None)
                 continue
             origin = to_t
