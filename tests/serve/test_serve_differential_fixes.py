@@ -3,6 +3,8 @@ on real Apache Pulsar and on serve) found serve doing otherwise than Pulsar, eac
 with the real Python client against a real serve, so it stays fixed without the oracle lane."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import uuid
 
 import pulsar
@@ -103,6 +105,37 @@ def test_a_key_shared_consumer_gets_as_many_entries_as_it_has_permits(served, cl
     assert wait_for(lambda: _sub_stats(served, topic, "s")["msgOutCounter"] >= 4,
                     "four messages (two entries) dispatched on two permits")
 
+
+
+def test_a_delayed_entry_uses_up_a_key_shared_read_slot(served, client):
+    # Found by the differential tests in CI (seed 28): Pulsar's Key_Shared dispatcher reads as
+    # many entries as the consumer has permits, then drops the delayed ones it read, so 5
+    # permits over [batch of 3, delayed, batch of 2, plain, delayed, ...] send 3 entries (6
+    # messages) and stop; serve read on past the delayed entries and sent 5.
+    topic = _topic("ks-delayed-slots")
+    batched = client.create_producer(topic, batching_enabled=True,
+                                     batching_max_publish_delay_ms=3_600_000)
+    plain = client.create_producer(topic, batching_enabled=False)
+
+    def batch(*tags):
+        for tag in tags:
+            batched.send_async(tag, lambda res, mid: None)
+        batched.flush()
+    batch(b"m0", b"m1", b"m2")
+    plain.send(b"d0", deliver_after=timedelta(minutes=10))
+    batch(b"m3", b"m4")
+    plain.send(b"m5")
+    plain.send(b"d1", deliver_after=timedelta(minutes=10))
+    batch(b"m6", b"m7", b"m8")
+    batch(b"m9", b"m10")
+    client.subscribe(topic, "s", consumer_type=ConsumerType.KeyShared, receiver_queue_size=5,
+                     initial_position=pulsar.InitialPosition.Earliest,
+                     key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+                         pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 65535)]))
+    assert wait_for(lambda: _sub_stats(served, topic, "s")["msgOutCounter"] >= 6,
+                    "the first read's messages dispatched")
+    # one fetch, one transaction: the permits (5, now -1) allow no second one
+    assert _sub_stats(served, topic, "s")["msgOutCounter"] == 6
 
 
 def test_an_ack_sent_as_the_failover_consumer_changes_lands_before_the_rewind(client):

@@ -200,8 +200,12 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         out.extend(ms)
         taken.append((o, rc))
 
+    not_due, uncovered = [], []   # read and passed over: history.held, once each
+
     def full() -> bool:
-        return (len(taken) if by_entries else len(out)) >= max_n
+        # by_entries: Pulsar reads as many entries as there are permits and then drops the
+        # delayed ones it read (trackDelayedDelivery), so a delayed entry uses up a read slot.
+        return (len(taken) + len(not_due) if by_entries else len(out)) >= max_n
 
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
@@ -229,7 +233,6 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
             waiting.add(s)
     # 2. New entries from the read position — only when every waiting message was looked at,
     # or a newer message of a key could overtake an older one still in the replay set.
-    not_due, uncovered = [], []   # read and passed over: history.held, once each
     if not full() and not unscanned and replay_size < LOOK_AHEAD * max(1, len(live)):
         held = subs.held_offsets(ctx, c)  # nacks held past a rewind: their timers bring them
         for o in ctx.cursors.unacked(txn, c, c.read_position, info.next_offset):
