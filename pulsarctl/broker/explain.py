@@ -11,7 +11,7 @@ published event that names it (a copy of a copy too: a retry, then the dead lett
 from __future__ import annotations
 
 from store import codec
-from pulsarctl.broker import policies, topics
+from pulsarctl.broker import partitions, policies, topics
 from pulsarctl.broker.history import as_doc, events_of, retention_ms, with_entry
 from pulsarctl.entries import batch_size, is_batch
 from pulsarctl.errors import MessageNotFound, SubscriptionNotFound, UsageError
@@ -22,15 +22,8 @@ from pulsarctl.names import topic_name
 _FOLLOW_LIMIT = 16  # copies of copies followed back (a retry of a retry... then the DLQ)
 
 
-def ledger_topic(ctx, ledger_id: int) -> str | None:
-    """The topic (partition) that ledger belongs to in this store, or None."""
-    ml = ctx.ledgers.owner(ctx.txn, ledger_id)
-    if ml is None:
-        return None
-    try:
-        return ctx.ledgers.info(ctx.txn, ml).name
-    except KeyError:
-        return None
+# The topic (partition) a ledger belongs to in this store, or None.
+ledger_topic = partitions.owner_topic
 
 
 def explain(ctx, topic, mid, sub: str | None = None, elsewhere: str | None = None) -> dict:
