@@ -65,6 +65,17 @@ def pytest_collection_modifyitems(config, items):
             if layer in parts[-3:-1]:
                 item.add_marker(getattr(pytest.mark, layer))
                 break
+        # The README runs the suite on two workers (pytest-xdist, --dist loadgroup). A group
+        # runs whole on one worker: a module keeps its module-scoped fixtures (a serve, a
+        # store) in one process, and the Spark folder shares one Spark session (one JVM).
+        item.add_marker(pytest.mark.xdist_group(_worker_group(item)))
+    # The Spark folder is the longest group (a JVM start, then two minutes of jobs): it goes
+    # first, so one worker runs it while the other takes every other module.
+    items.sort(key=lambda item: _worker_group(item) != "spark")
+
+
+def _worker_group(item) -> str:
+    return "spark" if "spark" in item.path.parts[-3:-1] else item.nodeid.split("::", 1)[0]
 
 
 @pytest.fixture
