@@ -6,7 +6,7 @@ import signal
 
 from pulsarctl.errors import PulsarctlError
 from pulsarctl.serve import limits
-from pulsarctl.serve.server import Server
+from pulsarctl.serve.listener import Server
 from pulsarctl.serve.settings import ServeSettings
 from pulsarctl.serve.timers import Timers
 

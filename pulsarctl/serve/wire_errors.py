@@ -1,5 +1,5 @@
 """pulsarctl's errors as Pulsar's ServerError codes and texts, for every command's error
-response (server.py's ERROR and SEND_ERROR, schema_commands.py's error_code fields)."""
+response (the connection's ERROR and SEND_ERROR, schema_commands.py's error_code fields)."""
 from __future__ import annotations
 
 from pulsarctl.errors import (

@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from pulsarctl.broker import Broker, batches
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames
-from pulsarctl.serve.server import batch_frame, whole_batch_frame
+from pulsarctl.serve.command_sender import batch_frame, whole_batch_frame
 
 LEASE = 600_000
 INDEX_LEVEL = "acknowledgmentAtBatchIndexLevelEnabled"
