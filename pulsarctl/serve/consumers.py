@@ -19,7 +19,9 @@ from pulsarctl.errors import NotFound, SubscriptionNotFound, TopicNotFound
 from pulsarctl.messages import MessageId
 from pulsarctl.serve import schema_commands
 from pulsarctl.serve import pulsar_api_pb2 as api
-from pulsarctl.serve.command_sender import batch_frame, message_frame, message_id_of, whole_batch_frame
+from pulsarctl.serve.command_sender import (
+    batch_frame, message_frame, message_id_of, whole_batch_frame,
+)
 from pulsarctl.serve.wire_errors import error_text
 
 T = api.BaseCommand
