@@ -93,31 +93,46 @@ def _client_publish_time(client_ms, now_ms: int) -> int:
 
 
 def _publish_jobs(ctx, jobs) -> list:
-    """Broker.publish_many's transaction body: each job in its own nested transaction, with its
-    own Ctx (nothing a failed job cached is seen by the next). A store failure (a full map
-    included, which write() grows and runs again) ends them all."""
+    """Broker.publish_many's transaction body: each job in its own nested transaction (_nested),
+    at its client's publish time."""
+    def one(jc, name, messages, producer_name, kwargs):
+        return _publish(jc, name, messages, producer_name, **kwargs)
     out = []
     for name, messages, producer_name, kwargs in jobs:
         kwargs = dict(kwargs)
         now = _client_publish_time(kwargs.pop("publish_time", None), ctx.now)
-
-        inner: list = []
-
-        def job(txn, name=name, messages=messages, producer_name=producer_name, kwargs=kwargs,
-                now=now, inner=inner):
-            jc = Ctx(ctx.broker, txn, now, True)
-            jc.hseq = ctx.hseq
-            inner[:] = [jc]
-            return _publish(jc, name, messages, producer_name, **kwargs)
-        try:
-            out.append(ctx.env.nested(ctx.txn, job))
-            if inner:
-                _adopt(ctx, inner[0])
-        except (StoreError, LedgerError, MapFullError):
-            raise
-        except Exception as exc:
-            out.append(exc)
+        out.append(_nested(ctx, now, one, name, messages, producer_name, kwargs))
     return out
+
+
+def _ack_jobs(ctx, jobs) -> list:
+    """Broker.ack_many's transaction body: each (topics, subscription, ids, cumulative) ack in
+    its own nested transaction (_nested)."""
+    ack = _consuming().ack
+    return [_nested(ctx, ctx.now, ack, names, sub, list(ids), cumulative)
+            for names, sub, ids, cumulative in jobs]
+
+
+def _nested(ctx, now, fn, *args):
+    """fn(job's Ctx, *args) in a transaction nested in ctx's, with its own Ctx (nothing a
+    failed job cached is seen by the next): its result, or its exception, undone alone. A
+    store failure (a full map included, which write() grows and runs again) ends them all."""
+    inner: list = []
+
+    def job(txn):
+        jc = Ctx(ctx.broker, txn, now, True)
+        jc.hseq = ctx.hseq
+        inner[:] = [jc]
+        return fn(jc, *args)
+    try:
+        got = ctx.env.nested(ctx.txn, job)
+    except (StoreError, LedgerError, MapFullError):
+        raise
+    except Exception as exc:
+        return exc
+    if inner:
+        _adopt(ctx, inner[0])
+    return got
 
 
 def _adopt(ctx, inner) -> None:
@@ -387,6 +402,19 @@ class Broker:
         _client_publish_time).
         Returns, in job order, what publish would have returned, or the job's exception.
         Jobs run in the order given: one producer's ids increase in its send order."""
+        return self._group_commit(jobs, _publish_jobs, lambda r: True)
+
+    def ack_many(self, jobs) -> list:
+        """Group commit of acks: each a (topics, subscription, ids, cumulative) job, as ack()
+        takes them, in one write transaction per store, each nested so that one that fails
+        (an id that names no message) is undone alone. Returns, in job order, what ack would
+        have returned, or the job's exception."""
+        return self._group_commit(jobs, _ack_jobs, lambda n: n != 0)
+
+    def _group_commit(self, jobs, body, woke) -> list:
+        """body(ctx, jobs of one store) in one write transaction per store (this one, the
+        non-persistent topics'); each store's consumers are woken when a job's result
+        says something became deliverable (woke)."""
         results: list = [None] * len(jobs)
         owners: dict[int, tuple] = {}
         for i, (name, *_rest) in enumerate(jobs):
@@ -398,12 +426,12 @@ class Broker:
             owners.setdefault(id(owner), (owner, []))[1].append(i)
         for owner, idx in owners.values():
             try:
-                got = owner.write(_publish_jobs, [jobs[i] for i in idx])
+                got = owner.write(body, [jobs[i] for i in idx])
             except Exception as exc:  # the transaction itself failed: every job of it did
                 got = [exc] * len(idx)
             for i, r in zip(idx, got):
                 results[i] = r
-            if any(not isinstance(r, Exception) for r in got):
+            if any(not isinstance(r, Exception) and woke(r) for r in got):
                 notify(owner.wake_path)
         return results
 

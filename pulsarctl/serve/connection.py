@@ -65,6 +65,7 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
         self.recently_closed: dict[int, float] = {}
         # (topic, subscription) of a reader closed by its seek -> (message id, or offset)
         self.reader_resume: dict[tuple, tuple] = {}
+        self.acks_in_flight: set = set()   # ACKs in the group commit (pending_acks.py)
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:

@@ -338,6 +338,7 @@ class ConsumerCommands:
         if not in_store:
             s._in_use.discard((c.topic, c.sub, c.name))
             return
+        await self.acks_landed()   # what it acked before it left stays acked
         try:
             await s.call(s.broker.close_consumer, c.topic, c.sub, c.name)
         except Exception as exc:

@@ -72,6 +72,9 @@ class Server:
         self._failover_active: dict = {}
         # SENDs that arrive during a commit share the next one (group_commit.py).
         self.commits = GroupCommit(self.call, broker.publish_many)
+        # ACKs likewise: they never wait in a connection's read loop, and those that arrive
+        # during a commit share the next one (pending_acks.py).
+        self.acks = GroupCommit(self.call, broker.ack_many)
 
         self.pid, self.pid_start = this_process()
 
@@ -122,6 +125,7 @@ class Server:
         if self._tls_server is not None:
             await self._tls_server.wait_closed()
         await self.commits.close()
+        await self.acks.close()
         self._pool.shutdown(wait=True)
 
     async def _watch_wake(self):

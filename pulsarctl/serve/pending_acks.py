@@ -80,18 +80,34 @@ class PendingAcks:
                     c.delivered.pop(key, None)
             else:
                 ids += self._ids_of(c, d, ack=True)
-        fut = s.call(s.broker.ack, c.topic, c.sub, ids, cumulative=cumulative)
+        # The ack joins the next group commit; the connection reads on meanwhile. The client's
+        # receipt (ACK_RESPONSE) goes out once it committed.
+        fut = s.acks.submit(c.topic, c.sub, ids, cumulative)
         rid = a.request_id if a.HasField("request_id") else None
-        try:
-            await fut
-        except Exception as exc:
-            s.log(f"ack on {c.topic} ({c.sub}): {error_text(exc)}")
-            if rid is not None:
-                self.reply(T.ACK_RESPONSE, "ackResponse", consumer_id=c.id, request_id=rid,
-                           error=server_error(exc), message=error_text(exc))
+        self.acks_in_flight.add(fut)
+        fut.add_done_callback(lambda f: self._acked(c, rid, f))
+
+    def _acked(self, c: Consumer, rid: int | None, fut: asyncio.Future) -> None:
+        self.acks_in_flight.discard(fut)
+        if fut.cancelled():   # the server stopped before it committed
             return
+        exc = fut.exception()
+        if exc is None:
+            # ack() counts what it acknowledged; Pulsar answers an ack of nothing new alike
+            if rid is not None:
+                self.reply(T.ACK_RESPONSE, "ackResponse", consumer_id=c.id, request_id=rid)
+            return
+        self.server.log(f"ack on {c.topic} ({c.sub}): {error_text(exc)}")
         if rid is not None:
-            self.reply(T.ACK_RESPONSE, "ackResponse", consumer_id=c.id, request_id=rid)
+            self.reply(T.ACK_RESPONSE, "ackResponse", consumer_id=c.id, request_id=rid,
+                       error=server_error(exc), message=error_text(exc))
+
+    async def acks_landed(self) -> None:
+        """Wait for this connection's acks still committing: what the client asks next of
+        its subscription (a redelivery, a seek, closing a consumer, stats) sees them, as the
+        one ordered stream of commands it sent."""
+        if self.acks_in_flight:
+            await asyncio.wait(list(self.acks_in_flight))
 
     async def on_redeliver(self, cmd, meta, payload):
         r = cmd.redeliverUnacknowledgedMessages
@@ -103,6 +119,7 @@ class PendingAcks:
             return
         if c.hold_until > asyncio.get_running_loop().time():
             return   # a Failover consumer waiting for its rewind: Pulsar ignores the request
+        await self.acks_landed()
         s = self.server
         try:
             if len(r.message_ids):

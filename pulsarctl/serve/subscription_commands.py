@@ -20,6 +20,7 @@ class SubscriptionCommands:
         c = self._consumer(u.consumer_id, u.request_id)
         if c is None:
             return
+        await self.acks_landed()
         s = self.server
         # Refused unless it is the subscription's one consumer; then it goes with it, and a
         # refused one stays connected (PersistentSubscription.doUnsubscribe).
@@ -41,6 +42,7 @@ class SubscriptionCommands:
         c = self._consumer(k.consumer_id, k.request_id)
         if c is None:
             return
+        await self.acks_landed()
         s = self.server
         mid = message_id_of(k.message_id) if k.HasField("message_id") else None
         if c.reader:
@@ -89,6 +91,7 @@ class SubscriptionCommands:
         out.request_id = q.request_id
         c = self.consumers.get(q.consumer_id)
         st = None
+        await self.acks_landed()
         if c is not None and not c.reader:
             s = self.server
             try:
@@ -121,6 +124,7 @@ class SubscriptionCommands:
         c = self._consumer(g.consumer_id, g.request_id)
         if c is None:
             return
+        await self.acks_landed()
         s = self.server
         try:
             mid = await s.call(s.broker.topics.last_message_id, c.topic)

@@ -120,3 +120,32 @@ def test_a_clients_publish_time_is_kept_when_the_store_clock_allows_it(broker):
     got, _next, _last = broker.read_entries("t", 0, 10)
     assert [(m.data(), m.publish_time) for m in got] == [
         (b"recent", now - 3), (b"future", now), (b"ancient", now), (b"unset", now)]
+
+
+# -- Broker.ack_many: serve's group commit of ACKs ------------------------------------------------
+def _delivered(broker, topic, sub, n):
+    broker.subscribe(topic, sub, "c", "Shared", "Earliest")
+    broker.publish(topic, msgs(*[f"m{i}" for i in range(n)]), "p")
+    return [m.id for m in broker.fetch(topic, sub, "c", n)]
+
+
+def test_acks_of_several_subscriptions_commit_together_and_a_bad_one_fails_alone(broker):
+    a = _delivered(broker, "ta", "s", 3)
+    b = _delivered(broker, "tb", "s", 2)
+    bogus = type(a[0])(a[0].ledger_id, 9_999, -1)
+    results = broker.ack_many([
+        ("ta", "s", [a[0]], False),
+        ("tb", "s", [b[0], b[1]], False),
+        ("ta", "s", [bogus], False),          # names no message: undone alone
+        ("ta", "s", [a[1], a[2]], True),      # cumulative on Shared: refused, alone
+        ("ta", "s", [a[1], a[2]], False),
+    ])
+    assert results[0] == 1 and results[1] == 2 and results[4] == 2
+    assert isinstance(results[2], Exception) and isinstance(results[3], Exception)
+    assert broker.topics.stats("ta")["subscriptions"]["s"]["msgBacklog"] == 0
+    assert broker.topics.stats("tb")["subscriptions"]["s"]["msgBacklog"] == 0
+
+
+def test_acks_on_a_non_persistent_topic_go_to_its_own_store(broker):
+    ids = _delivered(broker, "non-persistent://public/default/np-ack", "s", 2)
+    assert broker.ack_many([("non-persistent://public/default/np-ack", "s", ids, False)]) == [2]
