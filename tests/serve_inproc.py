@@ -22,11 +22,16 @@ class InProcess:
     def port(self) -> int:
         return self.server.port
 
+    def connections(self) -> list:
+        """The listener's open connections (read from the test's thread: a snapshot)."""
+        return list(self.server._connections)
+
 
 @contextlib.contextmanager
-def serving(store_path: str, wrap=None):
+def serving(store_path: str, wrap=None, **server_kwargs):
     """An InProcess server over a new store. wrap(broker): called before the server starts,
-    to replace Broker methods the test watches (the server binds them at start)."""
+    to replace Broker methods the test watches (the server binds them at start).
+    server_kwargs: the listener's settings (Server's keyword arguments)."""
     broker = Broker(store_path)
     if wrap is not None:
         wrap(broker)
@@ -37,7 +42,8 @@ def serving(store_path: str, wrap=None):
     def run():
         asyncio.set_event_loop(loop)
         log: list[str] = []
-        server = Server(broker, "127.0.0.1", 0, log=log.append, keep_alive_s=0)
+        server = Server(broker, "127.0.0.1", 0, log=log.append,
+                        **{"keep_alive_s": 0, **server_kwargs})
         loop.run_until_complete(server.start())
         holder["it"] = InProcess(broker, server, loop)
         holder["it"].log = log

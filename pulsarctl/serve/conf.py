@@ -6,7 +6,8 @@ from pulsarctl.config import BROKER_DEFAULTS, coerce_setting
 from pulsarctl.errors import InvalidValue
 
 PORTS = ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls")
-INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds")
+INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds",
+                "maxPendingSendRequests")
 BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecureConnection",
          "authenticationEnabled", "authorizationEnabled")
 LISTS = ("authenticationProviders", "superUserRoles", "advertisedListeners")

@@ -66,6 +66,9 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
         # (topic, subscription) of a reader closed by its seek -> (message id, or offset)
         self.reader_resume: dict[tuple, tuple] = {}
         self.acks_in_flight: set = set()   # ACKs in the group commit (pending_acks.py)
+        self.sends_in_flight = 0           # SENDs whose receipt has not gone out (producers.py)
+        self.reads_resumed = asyncio.Event()   # set while the connection may be read
+        self.reads_resumed.set()
 
     # -- writing -------------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -105,6 +108,9 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
             self._keeper = asyncio.create_task(self._keep_alive(self.server.keep_alive_s))
         try:
             while not self.closed:
+                if not self.reads_resumed.is_set():   # too many sends in flight: wait
+                    await self.reads_resumed.wait()
+                    continue
                 try:
                     frame = await self._read_frame()
                 except ChecksumMismatch as exc:
@@ -169,6 +175,9 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
                 why = f"no CONNECT within {interval:g} s (keepAliveIntervalSeconds)"
             elif self.refused:
                 why = f"refused at CONNECT and nothing asked within {interval:g} s"
+            elif self.awaiting_pong and not self.reads_resumed.is_set():
+                # Not read while its sends wait for the store: its PONG is in the socket.
+                continue
             elif self.awaiting_pong:
                 why = f"no answer to PING within {interval:g} s (keepAliveIntervalSeconds)"
             else:
@@ -187,6 +196,7 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
         if self.closed:
             return
         self.closed = True
+        self.reads_resumed.set()   # a read loop paused by flow control sees it closed
         if self._keeper is not None and self._keeper is not asyncio.current_task():
             self._keeper.cancel()
         for c in list(self.consumers.values()):

@@ -40,9 +40,13 @@ class Server:
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
                  max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
                  ssl=None, authentication=None, authorization=None, advertised=None,
-                 listeners=None, keep_alive_s: int = 30):
+                 listeners=None, keep_alive_s: int = 30, max_pending_sends: int = 1000):
         self.broker = broker
         self.keep_alive_s = keep_alive_s  # keepAliveIntervalSeconds; 0: no checks
+        # maxPendingSendRequests: a connection with this many SENDs awaiting their receipts is
+        # not read until half of them went out (ServerCnx's autoRead off, back on at half).
+        # 0: no window (Pulsar's counter never meets 0 either).
+        self.max_pending_sends = max_pending_sends
         self.host = host
         # the host lookups and printed URLs name (advertisedAddress): a client cannot dial 0.0.0.0
         self.advertised = advertised or advertised_host(host)

@@ -210,7 +210,23 @@ class ProducerCommands:
         if batched:
             kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
+        self._send_started()
         p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
+
+    def _send_started(self) -> None:
+        """One more SEND awaits its receipt; at maxPendingSendRequests the connection is not
+        read any further (ServerCnx.startSendOperation turns autoRead off): a client that
+        sends faster than the store commits waits in its own socket, not in serve's memory."""
+        self.sends_in_flight += 1
+        if 0 < self.server.max_pending_sends <= self.sends_in_flight:
+            self.reads_resumed.clear()
+
+    def _send_done(self) -> None:
+        """A SEND's receipt (or error) went out; reading resumes once half of the window is
+        free again (ServerCnx.completedSendOperation's resumeReadsThreshold)."""
+        self.sends_in_flight -= 1
+        if self.sends_in_flight <= self.server.max_pending_sends // 2:
+            self.reads_resumed.set()
 
     async def _receipts(self, p: Producer):
         """SEND_RECEIPTs in the order of the sends, each once its publish committed."""
@@ -226,11 +242,13 @@ class ProducerCommands:
             except Exception as exc:
                 self.reply(T.SEND_ERROR, "send_error", producer_id=p.id, sequence_id=seq,
                            error=server_error(exc), message=error_text(exc))
+                self._send_done()
                 continue
             first = ids[0]
             mid = MessageId(first.ledger_id, first.entry_id, first.partition)
             self.reply(T.SEND_RECEIPT, "send_receipt", producer_id=p.id, sequence_id=seq,
                        message_id=id_data(mid), highest_sequence_id=highest)
+            self._send_done()
             await self.drained()
 
     def _refuse_send(self, send) -> None:
@@ -248,6 +266,7 @@ class ProducerCommands:
         fut = asyncio.get_running_loop().create_future()
         fut.set_exception(exc)
         fut.exception()   # retrieved: no "never retrieved" warning if the connection ends first
+        self._send_started()
         p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut))
 
     async def on_close_producer(self, cmd, meta, payload):

@@ -70,7 +70,8 @@ async def _main(broker, settings: ServeSettings, listening, log):
                     tls_port=settings.tls_port, ssl=settings.ssl,
                     authentication=settings.authentication, authorization=settings.authorization,
                     advertised=settings.advertised, listeners=settings.listeners,
-                    keep_alive_s=settings.keep_alive_s)
+                    keep_alive_s=settings.keep_alive_s,
+                    max_pending_sends=settings.max_pending_sends)
     try:
         url = await server.start()
     except OSError as exc:

@@ -29,6 +29,7 @@ class ServeSettings:
     authorization: Authorization | None = None   # None: authorizationEnabled=false
     cluster: str = "standalone"
     keep_alive_s: int = 30
+    max_pending_sends: int = 1000   # maxPendingSendRequests (0: no window, as in Pulsar)
     dynamic: dict = field(default_factory=dict)   # dynamic settings' defaults (conf.DYNAMIC)
     listeners: dict = field(default_factory=dict)  # advertisedListeners: name -> pulsar:// URL
 
@@ -45,6 +46,7 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
         max_message_size=v.get("maxMessageSize", DEFAULT_MAX_MESSAGE_SIZE),
         cluster=v.get("clusterName") or "standalone",
         keep_alive_s=v.get("keepAliveIntervalSeconds", 30),
+        max_pending_sends=v.get("maxPendingSendRequests", 1000),
         dynamic=dict(v.get("dynamic", {})),
         listeners=listeners(v.get("advertisedListeners", ())),
     )
