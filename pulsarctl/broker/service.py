@@ -323,6 +323,13 @@ class Broker(ConnectionReads):
 
         return Chores(self)
 
+    @functools.cached_property
+    def offloader(self):
+        # lazy: one-shot produce never needs it
+        from pulsarctl.broker.admin.offloader import Offloader
+
+        return Offloader(self)
+
     def subscription(self, topic, name: str):
         """A handle on one subscription of topic (broker/admin/subscription.py)."""
         # lazy: one-shot produce never needs it

@@ -175,7 +175,7 @@ def test_a_failed_commit_leaves_the_store_whole(filled, tmp_path, monkeypatch):
 
     def boom(fn, *a, **k):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(b, "write", boom)
+    monkeypatch.setattr(b, "_write", boom)
     with pytest.raises(OSError):
         b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     monkeypatch.undo()
