@@ -330,6 +330,13 @@ class Broker(ConnectionReads):
 
         return Offloader(self)
 
+    @functools.cached_property
+    def scans(self):
+        # lazy: only the Spark source reads in bulk
+        from pulsarctl.broker.admin.scans import Scans
+
+        return Scans(self)
+
     def subscription(self, topic, name: str):
         """A handle on one subscription of topic (broker/admin/subscription.py)."""
         # lazy: one-shot produce never needs it
