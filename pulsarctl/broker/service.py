@@ -5,9 +5,8 @@ The Broker does what a client's connection does: publish (and the producer's acc
 subscribe, fetch (flow), ack, nack, reconsume-later, redeliver-unacked, close, and a reader's
 read. Administration is on small noun objects it hands out (pulsarctl/broker/admin/):
 broker.tenants, broker.namespaces, broker.topics, broker.subscription(topic, name),
-broker.dlq(topic), broker.policies, broker.schemas, broker.clock and broker.chores. What a
-client's connection reads besides (the clock, authorization, consumer stats, mark-delete
-positions) is in connection_reads.py. Transactions are private: callers use these.
+broker.dlq(topic), broker.policies, broker.schemas, broker.clock, broker.chores,
+broker.offloader and broker.scans. Transactions are private: callers use these.
 
 A call naming non-persistent topics runs on a second Broker over their tmpfs store: each such
 method is decorated @routed (nonpersistent.py), which asks owner_of."""
@@ -23,7 +22,6 @@ from store import (
 from pulsarctl import clock as clocks
 from pulsarctl import offload
 from pulsarctl.broker import access, history, nonpersistent, partitions, producers, tenants
-from pulsarctl.broker.connection_reads import ConnectionReads
 from pulsarctl.broker.context import Ctx
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.routing import PartitionRouter
@@ -142,7 +140,7 @@ def _store_failure(exc: StoreError):
     return StoreUnavailable(str(exc))
 
 
-class Broker(ConnectionReads):
+class Broker:
     def __init__(self, path: str, clock: clocks.Clock | None = None, *, readonly: bool = False,
                  create: bool = True, map_size: int | None = None):
         try:
@@ -364,6 +362,16 @@ class Broker(ConnectionReads):
 
         return self._read(snapshot.take, namespace)
 
+    def allowed(self, role: str | None, topic: str, action: str, settings,
+                missing: bool = False) -> bool:
+        """Whether role may do action on topic under the authorization settings
+        (auth/authorization.allowed; missing: the answer when the topic's namespace does not
+        exist). Not routed: permissions are namespace policies, and the namespaces of both
+        kinds of topic are this store's."""
+        from pulsarctl.auth import authorization  # lazy: only a server with authorization
+
+        return self._read(authorization.allowed, role, topic, action, settings, missing)
+
     # -- producing ---------------------------------------------------------------------------
     def check_sizes(self, messages, compression=0, chunking=False):
         if chunking:  # any size goes, in chunks
@@ -448,6 +456,12 @@ class Broker(ConnectionReads):
             pname = producer_name or producers.new_producer_name(ctx)
             return pname, access.add(ctx, t, pname, mode, who, topic_epoch)
         return self._write(run)
+
+    @routed
+    def last_sequence_id(self, name, producer_name: str) -> int:
+        """The sequence id a producer of that name goes on from (PRODUCER_SUCCESS's
+        last_sequence_id): the highest stored while deduplication is on, -1 otherwise."""
+        return self._read(producers.last_sequence_id, topic_name(name), producer_name)
 
     @routed
     @wakes

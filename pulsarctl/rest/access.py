@@ -80,7 +80,7 @@ def middleware(authentication, settings, run):
         cn = common_name(request.transport.get_extra_info("peercert")
                          if request.transport is not None else None)
         header = request.headers.get("Authorization")
-        role = await run(lambda b: authentication.http_role(header, cn, b.now()))
+        role = await run(lambda b: authentication.http_role(header, cn, b.clock.now()))
         request[ROLE] = role
         if settings is not None:
             action, target = required(request)

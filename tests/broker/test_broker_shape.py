@@ -6,7 +6,8 @@ import inspect
 from pulsarctl.broker import service
 from pulsarctl.broker.service import Broker
 
-NOUNS = ("tenants", "namespaces", "topics", "policies", "schemas", "clock", "chores")
+NOUNS = ("tenants", "namespaces", "topics", "policies", "schemas", "clock", "chores", "offloader",
+         "scans")
 
 
 def public(cls):

@@ -9,8 +9,17 @@ from pulsarctl.errors import InvalidValue, PulsarctlError
 from pulsarctl.wake import wakes
 
 
+def _now(ctx) -> int:
+    return ctx.now
+
+
 class StoreClock(Noun):
     __slots__ = ()
+
+    def now(self) -> int:
+        """The store's clock in ms, a simulated one included (what a token's expiry is checked
+        against)."""
+        return self._broker._read(_now)
 
     def state(self) -> dict:
         b = self._broker

@@ -16,6 +16,13 @@ from pulsarctl.messages import MessageId, iso_ms, parse_message_id
 from pulsarctl.names import retry_topic
 from pulsarctl.wake import wakes
 
+def _consuming():
+    # lazy: broker/consuming.py imports dispatch and the rest, which one-shot produce never needs
+    from pulsarctl.broker import consuming
+
+    return consuming
+
+
 # What the cursor commands add up over the partitions of a partitioned topic.
 _COUNTS = ("skipped", "cleared", "expired", "msgBacklog")
 
@@ -57,6 +64,28 @@ class Subscription:
         self._broker._write(run)
 
     # -- looking inside ----------------------------------------------------------------------
+    # What a client's connection asks of its subscription (Pulsar's ServerCnx), on this topic
+    # alone: the Broker that made the handle owns it, non-persistent included.
+    def consumer_stats(self, consumer_name: str) -> dict | None:
+        """CONSUMER_STATS's answer: the subscription's stats with the one consumer's record
+        under "consumer"; None when there is no such subscription."""
+        return self._broker._read(_consuming().consumer_stats, self.topic, self.name,
+                                  consumer_name)
+
+    def mark_delete_position(self) -> MessageId:
+        """GET_LAST_MESSAGE_ID's consumer_mark_delete_position."""
+        return self._broker._read(_consuming().mark_delete_position, self.topic, self.name)
+
+    def failover_active_name(self) -> str | None:
+        """The consumer a Failover subscription's cursor names active (None: no such
+        subscription)."""
+        return self._broker._read(_consuming().failover_active_name, self.topic, self.name)
+
+    def reached_end(self) -> bool:
+        """Whether the subscription has read all its terminated topic will ever hold
+        (REACHED_END_OF_TOPIC)."""
+        return self._broker._read(_consuming().reached_end, self.topic, self.name)
+
     def policy(self) -> dict:
         """The policy stored with the subscription ({} when it does not exist)."""
         def run(ctx):

@@ -189,6 +189,32 @@ class Topics(Noun):
             return MessageId(p.ledger_id, p.entry_id, t.partition_index)
         return self._broker._read(run)
 
+    # -- a reader's positions (what its connection asks: Pulsar's ServerCnx) -------------------
+    @routed
+    def reader_mark_delete_position(self, name, next_offset: int | None = None, start=None,
+                                    inclusive: bool = False) -> MessageId:
+        """GET_LAST_MESSAGE_ID's consumer_mark_delete_position for a reader: the position just
+        before what it reads next (its next offset, else where its start message id puts it)."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.mark_delete_position, topic_name(name), None,
+                                  next_offset, start, inclusive)
+
+    @routed
+    def reader_reached_end(self, name, next_offset: int) -> bool:
+        """Whether a reader at next_offset has read all a terminated topic will ever hold."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.reached_end, topic_name(name), None, next_offset)
+
+    @routed
+    def offset_for_publish_time(self, name, time_ms: int) -> int:
+        """A reader's seek(timestamp): the offset of the first message published at or after
+        time_ms (the topic's end when there is none)."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.offset_for_publish_time, topic_name(name), time_ms)
+
     @routed
     def get_message_by_id(self, name, ledger_id: int, entry_id: int):
         t = topic_name(name)
