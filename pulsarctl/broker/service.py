@@ -398,7 +398,7 @@ class Broker:
         publisher: the token of a producer attached with producer_acquire (its publishes are
         counted for its stats); None for a producer of this one transaction."""
         return self._write(_publish, name, messages, producer_name, route, compression, schema,
-                          chunking, batching, publisher)
+                           chunking, batching, publisher)
 
     @routed
     @wakes
@@ -410,7 +410,7 @@ class Broker:
         entry)]), or None when publish must do it (a partitioned topic, a payload or batch
         over maxMessageSize, key-based batching): then nothing was written."""
         return self._write(_publish_payloads, name, payloads, producer_name, compression,
-                          batching, breaks, publisher)
+                           batching, breaks, publisher)
 
     def publish_many(self, jobs) -> list:
         """Group commit: publish several producers' sends, each a (topic, messages, producer
@@ -481,16 +481,16 @@ class Broker:
         settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
         try:
             return self._write(_consuming().subscribe, names, subscription, consumer_name,
-                              sub_type, position, priority=priority, pid=pid,
-                              pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
-                              policy=policy, settings=settings)
+                               sub_type, position, priority=priority, pid=pid,
+                               pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
+                               policy=policy, settings=settings)
         except (ConsumerBusy, ConsumerAssignError) as exc:
             # Refused: the subscribe rolled back whole. Why the consumer got nothing goes in
             # the message history after it, in a write of its own (history.refused); failing
             # to write it changes nothing of the refusal.
             try:
                 self._write(_consuming().refused, names, subscription, consumer_name,
-                           type(exc).__name__, exc.message)
+                            type(exc).__name__, exc.message)
             except PulsarctlError:
                 pass
             raise
@@ -503,7 +503,7 @@ class Broker:
         transaction for both. whole_batches: a batch entry comes as one batches.Batch, not a
         Message per index (serve forwards it as it is)."""
         return self._write(_consuming().fetch, names, subscription, consumer_name, max_n, acks,
-                          renew, start, whole_batches)
+                           renew, start, whole_batches)
 
     @routed
     @wakes
@@ -525,7 +525,7 @@ class Broker:
         """Move messages to the retry letter topic (or the DLQ past the limit) and ack them, in
         one transaction. Ids may be on the topics or on their retry topic."""
         return self._write(_consuming().reconsume_later, names, subscription, list(ids),
-                          delay_ms, properties, level, increment)
+                           delay_ms, properties, level, increment)
 
     @routed
     @wakes
@@ -534,7 +534,7 @@ class Broker:
         go back now, counted as redeliveries; with ids (a client's nack once its own delay ran
         out), only those the consumer holds. Returns how many."""
         return self._write(_consuming().redeliver_unacked, names, subscription, consumer_name,
-                          None if ids is None else list(ids))
+                           None if ids is None else list(ids))
 
     @routed
     def requeue(self, names, subscription, consumer_name, ids) -> int:
@@ -583,4 +583,4 @@ class Broker:
         transaction. Returns (messages, next offset, last offset). compacted: the compacted
         view (latest message per key up to the compaction horizon)."""
         return self._read(_consuming().read_entries, topic_name(name), start_offset, limit,
-                         after_id, inclusive, compacted)
+                          after_id, inclusive, compacted)

@@ -51,7 +51,8 @@ def test_mark_delete_position_of_a_non_persistent_subscription(broker):
     broker.subscribe(NP, "s", "c1", "Exclusive")
     ids = _publish(broker, NP, b"a", b"b", b"c")
     # nothing acked: the position before the first entry of the tmpfs store's ledger
-    assert broker.subscription(NP, "s").mark_delete_position() == MessageId(ids[0].ledger_id, -1, -1)
+    assert broker.subscription(NP, "s").mark_delete_position() == \
+        MessageId(ids[0].ledger_id, -1, -1)
     assert ids[0].ledger_id >= 0
     msgs = broker.fetch(NP, "s", "c1", 10)
     broker.ack(NP, "s", [msgs[1].message_id()], cumulative=True)
@@ -104,7 +105,8 @@ def test_reached_end_of_a_terminated_topic(broker):
     assert broker.topics.reader_reached_end(T, 1)
     assert not broker.topics.reader_reached_end(T, 0)
     broker.subscribe(NP, "s", "c1", "Exclusive")
-    assert not broker.subscription(NP, "s").reached_end()  # a non-persistent topic is never terminated
+    # a non-persistent topic is never terminated
+    assert not broker.subscription(NP, "s").reached_end()
 
 
 def test_last_sequence_id_is_minus_one_without_deduplication(broker):

@@ -809,10 +809,12 @@ def facade_violations(relpath: str, tree: ast.AST) -> list[str]:
     if (not relpath.startswith("pulsarctl/") or relpath.startswith("pulsarctl/broker/")
             or relpath.startswith(FACADE_EXCEPTIONS)):
         return []
-    defs = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    defs = {n.name for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     ours = set()  # names bound to pulsarctl modules or to functions imported from them
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and _resolve_from(node, relpath).startswith("pulsarctl"):
+        if (isinstance(node, ast.ImportFrom)
+                and _resolve_from(node, relpath).startswith("pulsarctl")):
             ours |= {a.asname or a.name for a in node.names}
         elif isinstance(node, ast.Import):
             ours |= {a.asname or a.name.split(".")[0] for a in node.names

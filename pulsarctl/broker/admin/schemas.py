@@ -38,13 +38,13 @@ class Schemas(Noun):
         """Register a schema (a producer's, or pulsar-admin schemas upload): its version, new
         or existing; IncompatibleSchema when the compatibility strategy refuses it."""
         return self._broker._write(lambda ctx: schemas.register(ctx, topic_name(name), typ,
-                                                               definition, properties))
+                                                                definition, properties))
 
     @routed
     def check(self, name, typ: str, definition="") -> str | None:
         """Whether a schema would be accepted: None, or why not (schemas compatibility)."""
         return self._broker._read(lambda ctx: schemas.check(ctx, topic_name(name), typ,
-                                                           definition))
+                                                            definition))
 
     @routed
     def delete(self, name) -> bool:

@@ -16,6 +16,7 @@ from pulsarctl.messages import MessageId, iso_ms, parse_message_id
 from pulsarctl.names import retry_topic
 from pulsarctl.wake import wakes
 
+
 def _consuming():
     # lazy: broker/consuming.py imports dispatch and the rest, which one-shot produce never needs
     from pulsarctl.broker import consuming
