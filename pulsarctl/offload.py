@@ -226,6 +226,88 @@ def partitions_of(ctx, topic: TopicName) -> list[tuple]:
     return found
 
 
+def plan(ctx, topic: TopicName, size_threshold: int | None, older_than_ms: int | None) -> list:
+    """[(partition name, managed ledger id, ledger rows to offload)] (broker.offloader.plan)."""
+    return [(str(t), info.ml_id, candidates(ctx, info, size_threshold, older_than_ms))
+            for t, info in partitions_of(ctx, topic)]
+
+
+def table_of(ctx, t: TopicName, ml_id: int, ledger_id: int):
+    """(table, (first, last publish time)) of one ledger still in the store, or None when the
+    topic was recreated or the ledger trimmed or offloaded meanwhile
+    (broker.offloader.ledger_table)."""
+    info = topics.lookup(ctx, t)
+    if info is None or info.ml_id != ml_id:
+        return None
+    cur = next((r for r in ledger_rows(info)[:-1] if r.ledger_id == ledger_id), None)
+    if cur is None or cur.offloaded:
+        return None  # trimmed or offloaded meanwhile
+    return ledger_table(ctx, info, t, cur)
+
+
+def commit_files(ctx, written: list) -> list[dict]:
+    """The ledgers' rows name their files and their entries leave LMDB, for each written
+    (partition name, ml id, row, path, first, last publish time) still as it was
+    (broker.offloader.commit)."""
+    done = []
+    for name, ml_id, row, path, lo, hi in written:
+        info = topics.lookup(ctx, parse_topic(name))
+        if info is None or info.ml_id != ml_id:
+            continue
+        try:
+            if ctx.ledgers.offload(ctx.txn, info, row.ledger_id, row.entries, path):
+                done.append({"topic": name, "ledgerId": row.ledger_id,
+                             "entries": row.entries, "size": row.size, "file": path,
+                             "firstPublishTime": lo, "lastPublishTime": hi})
+        except Exception:  # noqa: BLE001 - trimmed meanwhile: the file is spare
+            continue
+    return done
+
+
+def status_of(ctx, topic: TopicName) -> list[dict]:
+    """Per partition: offloaded ledgers and what stays local (broker.offloader.status)."""
+    out = []
+    for t, info in partitions_of(ctx, topic):
+        every = ledger_rows(info)
+        off = [{"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size,
+                "file": r.location} for r in every if r.offloaded]
+        local = [r for r in every if not r.offloaded]
+        out.append({"topic": str(t), "offloadedLedgers": off,
+                    "offloadedEntries": sum(o["entries"] for o in off),
+                    "offloadedSize": sum(o["size"] for o in off),
+                    "localLedgers": len(local), "localSize": sum(r.size for r in local)})
+    return out
+
+
+def manifest_doc(ctx, name: str, directory: str) -> dict | None:
+    """The manifest of one topic partition's files in directory, from the store's rows
+    (broker.offloader.manifest); None when the topic is gone."""
+    t = parse_topic(name)
+    info = topics.lookup(ctx, t)
+    if info is None:
+        return None
+    rows = [r for r in ledger_rows(info) if r.offloaded
+            and os.path.dirname(r.location) == directory]
+    return {"topic": name, "partition": t.partition_index, "store": ctx.broker.path,
+            "managedLedgerId": info.ml_id, "format": "parquet", "version": 1,
+            "visibleColumn": "__visible",
+            "ledgers": [{"ledgerId": r.ledger_id, "firstOffset": r.first_offset,
+                         "entries": r.entries, "size": r.size,
+                         "file": os.path.basename(r.location)} for r in rows]}
+
+
+def offloaded_files(ctx, part_names: list[str]) -> dict:
+    """{partition name: [(ledger id, first offset, entries, file)]} (broker.offloader.files)."""
+    out = {}
+    for name in part_names:
+        info = topics.lookup(ctx, parse_topic(name))
+        if info is not None:
+            out[name] = [(r.ledger_id, r.first_offset, r.entries, r.location)
+                         for r in ledger_rows(info) if r.offloaded]
+    return out
+
+
+# -- the commands: each transaction is one of broker.offloader's (broker/admin/offloader.py) --
 def offload(broker, topic: str, to: str, size_threshold: int | None = None,
             older_than_ms: int | None = None) -> dict:
     """Offload a topic's (every partition's) chosen ledgers to Parquet under `to`. Returns
@@ -243,27 +325,16 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
     if os.path.exists(root) and not os.path.isdir(root):
         raise InvalidValue(f"{to} is not a directory", hint="give --to a directory")
     t0 = parse_topic(topic)
+    offloader = broker.offloader
 
     # 1. Write the files, one read transaction per ledger (no transaction spans the writing).
-    plan = broker.read(lambda ctx: [
-        (str(t), info.ml_id,
-         candidates(ctx, info, size_threshold, older_than_ms))
-        for t, info in partitions_of(ctx, t0)])
+    chosen = offloader.plan(t0, size_threshold, older_than_ms)
     written = []
-    for name, ml_id, rows in plan:
+    for name, ml_id, rows in chosen:
         t = parse_topic(name)
         directory = topic_dir(root, t)
         for row in rows:
-            def build(ctx, t=t, ml_id=ml_id, row=row):
-                info = topics.lookup(ctx, t)
-                if info is None or info.ml_id != ml_id:
-                    return None
-                cur = next((r for r in ledger_rows(info)[:-1]
-                            if r.ledger_id == row.ledger_id), None)
-                if cur is None or cur.offloaded:
-                    return None  # trimmed or offloaded meanwhile
-                return ledger_table(ctx, info, t, cur)
-            got = broker.read(build)
+            got = offloader.ledger_table(t, ml_id, row.ledger_id)
             if got is None:
                 continue
             table, (lo, hi) = got
@@ -277,24 +348,10 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
             written.append((name, ml_id, row, path, lo, hi))
 
     # 2. One write transaction: the rows name their files, the entries leave LMDB.
-    def commit(ctx):
-        done = []
-        for name, ml_id, row, path, lo, hi in written:
-            info = topics.lookup(ctx, parse_topic(name))
-            if info is None or info.ml_id != ml_id:
-                continue
-            try:
-                if ctx.ledgers.offload(ctx.txn, info, row.ledger_id, row.entries, path):
-                    done.append({"topic": name, "ledgerId": row.ledger_id,
-                                 "entries": row.entries, "size": row.size, "file": path,
-                                 "firstPublishTime": lo, "lastPublishTime": hi})
-            except Exception:  # noqa: BLE001 - trimmed meanwhile: the file is spare
-                continue
-        return done
-    done = broker.write(commit) if written else []
+    done = offloader.commit(t0, written) if written else []
 
     # 3. Manifests, from what the store now holds.
-    for name, _ml_id, _rows in plan:
+    for name, _ml_id, _rows in chosen:
         manifest(broker, name, root)
     return {"topic": str(t0), "directory": root, "ledgers": done,
             "entries": sum(d["entries"] for d in done), "bytes": sum(d["size"] for d in done)}
@@ -303,40 +360,13 @@ def offload(broker, topic: str, to: str, size_threshold: int | None = None,
 def status(broker, topic: str) -> dict:
     """Per partition: offloaded ledgers (id, entries, size, file) and what stays local."""
     t0 = parse_topic(topic)
-
-    def run(ctx):
-        out = []
-        for t, info in partitions_of(ctx, t0):
-            every = ledger_rows(info)
-            off = [{"ledgerId": r.ledger_id, "entries": r.entries, "size": r.size,
-                    "file": r.location} for r in every if r.offloaded]
-            local = [r for r in every if not r.offloaded]
-            out.append({"topic": str(t), "offloadedLedgers": off,
-                        "offloadedEntries": sum(o["entries"] for o in off),
-                        "offloadedSize": sum(o["size"] for o in off),
-                        "localLedgers": len(local), "localSize": sum(r.size for r in local)})
-        return out
-    return {"topic": str(t0), "partitions": broker.read(run)}
+    return {"topic": str(t0), "partitions": broker.offloader.status(t0)}
 
 
 def manifest(broker, name: str, root: str) -> str | None:
     """Write the manifest of one topic partition's directory under root from the store."""
-    t = parse_topic(name)
-    directory = topic_dir(root, t)
-
-    def run(ctx):
-        info = topics.lookup(ctx, t)
-        if info is None:
-            return None
-        rows = [r for r in ledger_rows(info) if r.offloaded
-                and os.path.dirname(r.location) == directory]
-        return {"topic": name, "partition": t.partition_index, "store": broker.path,
-                "managedLedgerId": info.ml_id, "format": "parquet", "version": 1,
-                "visibleColumn": "__visible",
-                "ledgers": [{"ledgerId": r.ledger_id, "firstOffset": r.first_offset,
-                             "entries": r.entries, "size": r.size,
-                             "file": os.path.basename(r.location)} for r in rows]}
-    doc = broker.read(run)
+    directory = topic_dir(root, parse_topic(name))
+    doc = broker.offloader.manifest(name, directory)
     if doc is None or not os.path.isdir(directory):
         return None
     return write_manifest(directory, doc)
@@ -344,12 +374,4 @@ def manifest(broker, name: str, root: str) -> str | None:
 
 def files_of(broker, part_names: list[str]) -> dict:
     """{partition name: [(ledger id, first offset, entries, file)]} of offloaded ledgers."""
-    def run(ctx):
-        out = {}
-        for name in part_names:
-            info = topics.lookup(ctx, parse_topic(name))
-            if info is not None:
-                out[name] = [(r.ledger_id, r.first_offset, r.entries, r.location)
-                             for r in ledger_rows(info) if r.offloaded]
-        return out
-    return broker.read(run)
+    return broker.offloader.files(part_names)

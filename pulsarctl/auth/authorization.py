@@ -54,7 +54,7 @@ def allowed(ctx, role: str | None, topic: str, action: str,
             settings: Settings = Settings(), missing: bool = False) -> bool:
     """Whether role may do action (produce, consume, lookup, functions, ..., or admin) on topic
     (a topic name; for admin, a namespace `tenant/ns` or a tenant name also does). ctx is a
-    broker read context (Broker.read(allowed, role, topic, action, settings)). missing is the
+    broker read context (Broker.allowed runs it). missing is the
     answer for a topic whose namespace does not exist (the server lets the operation fail with
     TopicNotFound, as Pulsar's lookup answers: it can create nothing there)."""
     if action != ADMIN and action not in TOPIC_ACTIONS:

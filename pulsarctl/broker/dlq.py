@@ -559,7 +559,7 @@ def list_all(broker, namespace: str | None = None) -> list[dict]:
     """Every dead letter topic (of a namespace), with what waits in it (Broker.dlqs)."""
     if namespace:
         parse_namespace(namespace)
-    return broker.read(list_dlqs, namespace)
+    return broker._read(list_dlqs, namespace)
 
 
 class Dlq:
@@ -575,7 +575,7 @@ class Dlq:
     def stats(self, by_property: str | None = None, missing_ok: bool = False) -> dict:
         """Counts of the waiting dead letters (messages, not entries)."""
         t = self.topic
-        return self._broker.read(
+        return self._broker._read(
             lambda ctx: stats(ctx, t, *open_dlq(ctx, t, missing_ok), by_property))
 
     def peek(self, n: int = 10, filters=None, missing_ok: bool = False) -> list:
@@ -586,13 +586,13 @@ class Dlq:
             info, c = open_dlq(ctx, t, missing_ok)
             # n=0: no limit (not the entry count: a batch entry holds many messages)
             return select(ctx, info, t, c, -1, n or ALL, filters)[0]
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def check(self, missing_ok: bool = False) -> bool:
         """Whether the DLQ exists: a missing one is TopicNotFound (exit 3), or False with
         missing_ok; a partitioned topic's name is InvalidValue. Creates nothing."""
         t = self.topic
-        return self._broker.read(lambda ctx: open_dlq(ctx, t, missing_ok)[0].ml_id != MISSING)
+        return self._broker._read(lambda ctx: open_dlq(ctx, t, missing_ok)[0].ml_id != MISSING)
 
     def count(self, filters=None, ids=None, older_than_ms: int | None = None,
               missing_ok: bool = False) -> int:
@@ -604,7 +604,7 @@ class Dlq:
             info, c = open_dlq(ctx, t, missing_ok)
             cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
             return count(ctx, info, t, c, filters, ids, cutoff)
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def subscribe(self) -> bool:
         """Create pulsarctl-dlq at Earliest if it is missing. Returns whether it was created."""
@@ -615,7 +615,7 @@ class Dlq:
             if c is None:
                 ensure_subscription(ctx, info)
             return c is None
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     def fetch(self, after: int = -1, limit: int = 100, filters=None, ids=None,
               older_than_ms: int | None = None) -> dict:
@@ -628,7 +628,7 @@ class Dlq:
             cutoff = ctx.now - older_than_ms if older_than_ms is not None else None
             msgs, last, done = select(ctx, info, t, c, after, limit, filters, ids, cutoff)
             return {"messages": msgs, "after": last, "done": done}
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def ack(self, ids) -> int:
         """Acknowledge dead letters on pulsarctl-dlq (they are handled). Returns how many."""
@@ -655,7 +655,7 @@ class Dlq:
             rest = chunks.earlier(ctx, info, offsets)
             n = subs.ack(ctx, info, c, sorted(set(offsets) | set(rest)))[0]
             return n - len(rest) if rest else n
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     def replay(self, ids, *, to=None, subscription: str | None = None,
                max_replays: int = DEFAULT_MAX_REPLAYS, dry_run: bool = False,
@@ -671,7 +671,7 @@ class Dlq:
             raise InvalidValue(f"cannot replay {t} into itself", hint="give another --to TOPIC")
         if subscription is not None:
             check_subscription(subscription)
-        run = (self._broker.read if dry_run else self._broker.write)
+        run = (self._broker._read if dry_run else self._broker._write)
         return run(replay, t, ids, to, subscription, max_replays, dry_run, max_failures)
 
     def lock(self, wait: bool = True):

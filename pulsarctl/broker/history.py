@@ -24,7 +24,7 @@ letter or retry copy a client made is linked to its original by letter_links.py;
 reads a message's life back.
 
 --explain: with watch() on (the CLI's global flag), each write transaction's events are also
-kept in memory and handed to the caller after it commits (Broker.write calls committed())."""
+kept in memory and handed to the caller after it commits (Broker._write calls committed())."""
 from __future__ import annotations
 
 import bisect
@@ -74,7 +74,7 @@ def watched() -> list:
 
 
 def committed(events: list | None) -> None:
-    """Broker.write, after its transaction committed: its events are now true."""
+    """Broker._write, after its transaction committed: its events are now true."""
     if _WATCH is not None and events:
         _WATCH.extend(events)
 

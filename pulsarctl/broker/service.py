@@ -5,7 +5,8 @@ The Broker does what a client's connection does: publish (and the producer's acc
 subscribe, fetch (flow), ack, nack, reconsume-later, redeliver-unacked, close, and a reader's
 read. Administration is on small noun objects it hands out (pulsarctl/broker/admin/):
 broker.tenants, broker.namespaces, broker.topics, broker.subscription(topic, name),
-broker.dlq(topic), broker.policies, broker.schemas, broker.clock and broker.chores.
+broker.dlq(topic), broker.policies, broker.schemas, broker.clock, broker.chores,
+broker.offloader and broker.scans. Transactions are private: callers use these.
 
 A call naming non-persistent topics runs on a second Broker over their tmpfs store: each such
 method is decorated @routed (nonpersistent.py), which asks owner_of."""
@@ -190,9 +191,9 @@ class Broker:
         self.cursors = Cursors(self.env)
         if not self.readonly:
             # Write only when there is something to set up: a write commit costs an fsync.
-            if self.read(self._needs_init):
-                self.write(tenants.ensure_defaults)
-            self.ledgers.rollover_entries = self.read(
+            if self._read(self._needs_init):
+                self._write(tenants.ensure_defaults)
+            self.ledgers.rollover_entries = self._read(
                 lambda ctx: ctx.setting("managedLedgerMaxEntriesPerLedger"))
 
     @staticmethod
@@ -205,7 +206,11 @@ class Broker:
             return self._clock
         return clocks.from_state(self.env.get(txn, "meta", b"clock"))
 
-    def write(self, fn, *args, **kwargs):
+    # Transactions are the Broker's own business: callers outside pulsarctl/broker use its
+    # named methods and nouns, so a call naming a non-persistent topic cannot miss the routing
+    # to the Broker that owns it (a transaction body run here would read this store's copy:
+    # none). tests/cli/test_layers.py checks that nothing outside pulsarctl/broker calls these.
+    def _write(self, fn, *args, **kwargs):
         made = []  # the last Ctx (write() runs body again when it grows the map)
 
         def body(txn):
@@ -222,16 +227,16 @@ class Broker:
         except StoreError as exc:
             raise _store_failure(exc) from None
 
-    def read(self, fn, *args, **kwargs):
-        return self._read(False, fn, args, kwargs)
+    def _read(self, fn, *args, **kwargs):
+        return self._run_read(False, fn, args, kwargs)
 
-    def read_in_place(self, fn, *args, **kwargs):
-        """read(), in a transaction whose values are memoryviews into the store's map (no
+    def _read_in_place(self, fn, *args, **kwargs):
+        """_read(), in a transaction whose values are memoryviews into the store's map (no
         copy): valid only while fn runs, so fn must copy whatever it returns. For bulk readers
-        that copy the entries once anyway (the Spark source)."""
-        return self._read(True, fn, args, kwargs)
+        that copy the entries once anyway (the Spark source's scans, admin/scans.py)."""
+        return self._run_read(True, fn, args, kwargs)
 
-    def _read(self, buffers: bool, fn, args, kwargs):
+    def _run_read(self, buffers: bool, fn, args, kwargs):
         try:
             with self.env.read(buffers=buffers) as txn:
                 ctx = Ctx(self, txn, self._clock_for(txn).now_ms(), False)
@@ -326,6 +331,20 @@ class Broker:
 
         return Chores(self)
 
+    @functools.cached_property
+    def offloader(self):
+        # lazy: one-shot produce never needs it
+        from pulsarctl.broker.admin.offloader import Offloader
+
+        return Offloader(self)
+
+    @functools.cached_property
+    def scans(self):
+        # lazy: only the Spark source reads in bulk
+        from pulsarctl.broker.admin.scans import Scans
+
+        return Scans(self)
+
     def subscription(self, topic, name: str):
         """A handle on one subscription of topic (broker/admin/subscription.py)."""
         # lazy: one-shot produce never needs it
@@ -351,7 +370,17 @@ class Broker:
         (broker/snapshot.py; rates come from two of them, snapshot.rates)."""
         from pulsarctl.broker import snapshot  # lazy: one-shot produce never needs it
 
-        return self.read(snapshot.take, namespace)
+        return self._read(snapshot.take, namespace)
+
+    def allowed(self, role: str | None, topic: str, action: str, settings,
+                missing: bool = False) -> bool:
+        """Whether role may do action on topic under the authorization settings
+        (auth/authorization.allowed; missing: the answer when the topic's namespace does not
+        exist). Not routed: permissions are namespace policies, and the namespaces of both
+        kinds of topic are this store's."""
+        from pulsarctl.auth import authorization  # lazy: only a server with authorization
+
+        return self._read(authorization.allowed, role, topic, action, settings, missing)
 
     # -- producing ---------------------------------------------------------------------------
     def check_sizes(self, messages, compression=0, chunking=False):
@@ -360,12 +389,12 @@ class Broker:
         sizes = None
         if compression:
             sizes = [len(compress(compression, m.payload)) for m in messages]
-        return self.read(producers.check_sizes, messages, sizes)
+        return self._read(producers.check_sizes, messages, sizes)
 
     @routed
     def partitions_of(self, name) -> int:
         t = topic_name(name)
-        return self.read(partitions.get, t)
+        return self._read(partitions.get, t)
 
     @routed
     @wakes
@@ -378,8 +407,8 @@ class Broker:
         batching: a batches.Spec: the messages go into batch entries, per partition.
         publisher: the token of a producer attached with producer_acquire (its publishes are
         counted for its stats); None for a producer of this one transaction."""
-        return self.write(_publish, name, messages, producer_name, route, compression, schema,
-                          chunking, batching, publisher)
+        return self._write(_publish, name, messages, producer_name, route, compression, schema,
+                           chunking, batching, publisher)
 
     @routed
     @wakes
@@ -390,8 +419,8 @@ class Broker:
         message. Returns (producer name, [(ledger id, entry id, partition, messages in the
         entry)]), or None when publish must do it (a partitioned topic, a payload or batch
         over maxMessageSize, key-based batching): then nothing was written."""
-        return self.write(_publish_payloads, name, payloads, producer_name, compression,
-                          batching, breaks, publisher)
+        return self._write(_publish_payloads, name, payloads, producer_name, compression,
+                           batching, breaks, publisher)
 
     def publish_many(self, jobs) -> list:
         """Group commit: publish several producers' sends, each a (topic, messages, producer
@@ -426,7 +455,7 @@ class Broker:
             owners.setdefault(id(owner), (owner, []))[1].append(i)
         for owner, idx in owners.values():
             try:
-                got = owner.write(body, [jobs[i] for i in idx])
+                got = owner._write(body, [jobs[i] for i in idx])
             except Exception as exc:  # the transaction itself failed: every job of it did
                 got = [exc] * len(idx)
             for i, r in zip(idx, got):
@@ -449,13 +478,19 @@ class Broker:
             producers.refuse_terminated(ctx, t)
             pname = producer_name or producers.new_producer_name(ctx)
             return pname, access.add(ctx, t, pname, mode, who, topic_epoch)
-        return self.write(run)
+        return self._write(run)
+
+    @routed
+    def last_sequence_id(self, name, producer_name: str) -> int:
+        """The sequence id a producer of that name goes on from (PRODUCER_SUCCESS's
+        last_sequence_id): the highest stored while deduplication is on, -1 otherwise."""
+        return self._read(producers.last_sequence_id, topic_name(name), producer_name)
 
     @routed
     @wakes
     def producer_release(self, name, producer_name, token) -> list:
         """Detach the producer; returns the queued producers that took the topic."""
-        return self.write(access.remove, topic_name(name), producer_name, token)
+        return self._write(access.remove, topic_name(name), producer_name, token)
 
 
     # -- consuming (broker/consuming.py) -----------------------------------------------------
@@ -468,17 +503,17 @@ class Broker:
         up to that many messages in the same transaction. Returns (topic names, messages).
         settings: the consumer's ConsumerPolicy (or its stored dict); policy: Key_Shared's."""
         try:
-            return self.write(_consuming().subscribe, names, subscription, consumer_name,
-                              sub_type, position, priority=priority, pid=pid,
-                              pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
-                              policy=policy, settings=settings)
+            return self._write(_consuming().subscribe, names, subscription, consumer_name,
+                               sub_type, position, priority=priority, pid=pid,
+                               pid_start=pid_start, lease_ms=lease_ms, fetch=fetch,
+                               policy=policy, settings=settings)
         except (ConsumerBusy, ConsumerAssignError) as exc:
             # Refused: the subscribe rolled back whole. Why the consumer got nothing goes in
             # the message history after it, in a write of its own (history.refused); failing
             # to write it changes nothing of the refusal.
             try:
-                self.write(_consuming().refused, names, subscription, consumer_name,
-                           type(exc).__name__, exc.message)
+                self._write(_consuming().refused, names, subscription, consumer_name,
+                            type(exc).__name__, exc.message)
             except PulsarctlError:
                 pass
             raise
@@ -490,21 +525,21 @@ class Broker:
         messages to the consumer from its topics, starting at topic index start — one
         transaction for both. whole_batches: a batch entry comes as one batches.Batch, not a
         Message per index (serve forwards it as it is)."""
-        return self.write(_consuming().fetch, names, subscription, consumer_name, max_n, acks,
-                          renew, start, whole_batches)
+        return self._write(_consuming().fetch, names, subscription, consumer_name, max_n, acks,
+                           renew, start, whole_batches)
 
     @routed
     @wakes
     def ack(self, names, subscription, ids, cumulative=False):
         """Acknowledge message ids. Any id that names no message: nothing is acked (exit 3)."""
-        return self.write(_consuming().ack, names, subscription, list(ids), cumulative)
+        return self._write(_consuming().ack, names, subscription, list(ids), cumulative)
 
     @routed
     @wakes
     def nack(self, names, subscription, ids) -> int:
         """Negatively acknowledge message ids: each is redelivered after the nack delay (or
         backoff), or dead-lettered past maxRedeliverCount. Returns how many were nacked."""
-        return self.write(_consuming().nack, names, subscription, list(ids))
+        return self._write(_consuming().nack, names, subscription, list(ids))
 
     @routed
     @wakes
@@ -512,8 +547,8 @@ class Broker:
                         level: int | None = None, increment: bool = False) -> dict:
         """Move messages to the retry letter topic (or the DLQ past the limit) and ack them, in
         one transaction. Ids may be on the topics or on their retry topic."""
-        return self.write(_consuming().reconsume_later, names, subscription, list(ids),
-                          delay_ms, properties, level, increment)
+        return self._write(_consuming().reconsume_later, names, subscription, list(ids),
+                           delay_ms, properties, level, increment)
 
     @routed
     @wakes
@@ -521,8 +556,8 @@ class Broker:
         """redeliverUnacknowledgedMessages: a consumer's (or every consumer's) pending messages
         go back now, counted as redeliveries; with ids (a client's nack once its own delay ran
         out), only those the consumer holds. Returns how many."""
-        return self.write(_consuming().redeliver_unacked, names, subscription, consumer_name,
-                          None if ids is None else list(ids))
+        return self._write(_consuming().redeliver_unacked, names, subscription, consumer_name,
+                           None if ids is None else list(ids))
 
     @routed
     def requeue(self, names, subscription, consumer_name, ids) -> int:
@@ -531,14 +566,14 @@ class Broker:
         ids = list(ids)
         if not ids:
             return 0
-        return self.write(_consuming().requeue, names, subscription, consumer_name, ids)
+        return self._write(_consuming().requeue, names, subscription, consumer_name, ids)
 
     @routed
     @wakes
     def close_consumer(self, names, subscription, consumer_name, acks=()):
         """Apply the last acks and disconnect: what the consumer received comes back, what it
         nacked stays held until its nack timer fires (nacks.py)."""
-        self.write(_consuming().close_consumer, names, subscription, consumer_name, acks)
+        self._write(_consuming().close_consumer, names, subscription, consumer_name, acks)
 
     @routed
     def seek(self, name, subscription, message_id=None, time_ms=None) -> dict:
@@ -558,10 +593,10 @@ class Broker:
         if topic is None:
             # Ledger ids are unique in a store; the non-persistent topics' store counts its own.
             np = self.non_persistent_if_open()
-            other = None if np is None else np.read(life.ledger_topic, message_id.ledger_id)
-            return self.read(life.explain, None, message_id, subscription, other)
+            other = None if np is None else np._read(life.ledger_topic, message_id.ledger_id)
+            return self._read(life.explain, None, message_id, subscription, other)
         owner = self.owner_of(topic)
-        return owner.read(life.explain, topic, message_id, subscription)
+        return owner._read(life.explain, topic, message_id, subscription)
 
     # -- reading (non-durable) -----------------------------------------------------------------
     @routed
@@ -570,5 +605,5 @@ class Broker:
         """For readers: up to limit messages from an offset (or from a message id), in a read
         transaction. Returns (messages, next offset, last offset). compacted: the compacted
         view (latest message per key up to the compaction horizon)."""
-        return self.read(_consuming().read_entries, topic_name(name), start_offset, limit,
-                         after_id, inclusive, compacted)
+        return self._read(_consuming().read_entries, topic_name(name), start_offset, limit,
+                          after_id, inclusive, compacted)

@@ -51,7 +51,7 @@ def _check_creatable(ctx, topic: TopicName) -> None:
         raise PulsarctlError(f"topic {topic} belongs in the other store",  # a routing slip
                              hint="report this as a bug")
     if parent is not None:  # namespaces live in the persistent store
-        parent.read(tenants.get_namespace, topic.namespace)
+        parent._read(tenants.get_namespace, topic.namespace)
     else:
         tenants.get_namespace(ctx, topic.namespace)
 

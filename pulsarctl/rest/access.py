@@ -18,8 +18,6 @@ Authorization, when authorizationEnabled (PulsarAuthorizationProvider's rules, p
 A refused request is 401 with Pulsar's reason and nothing else: no topic names, no data."""
 from __future__ import annotations
 
-import operator
-
 from aiohttp import web
 
 from pulsarctl.auth import authorization
@@ -82,7 +80,7 @@ def middleware(authentication, settings, run):
         cn = common_name(request.transport.get_extra_info("peercert")
                          if request.transport is not None else None)
         header = request.headers.get("Authorization")
-        role = await run(lambda b: authentication.http_role(header, cn, b.read(operator.attrgetter("now"))))
+        role = await run(lambda b: authentication.http_role(header, cn, b.clock.now()))
         request[ROLE] = role
         if settings is not None:
             action, target = required(request)
@@ -100,5 +98,5 @@ def _allowed(broker, role, action, target, settings) -> bool:
     if action == SUPER:
         return authorization.is_super_user(settings, role if role is not None
                                            else settings.anonymous_user_role)
-    return broker.read(authorization.allowed, role, target, action, settings)
+    return broker.allowed(role, target, action, settings)
 

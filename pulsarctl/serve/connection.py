@@ -17,9 +17,7 @@ CONNECT is answered as unauthenticated.py says."""
 from __future__ import annotations
 
 import asyncio
-import operator
 
-from pulsarctl.auth import authorization
 from pulsarctl.auth.service import common_name
 from pulsarctl.errors import AuthenticationFailed, ChecksumMismatch, InvalidTopicName, ProtocolError
 from pulsarctl.serve import frames, schema_commands, unauthenticated
@@ -247,7 +245,7 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
             s = self.server
             try:
                 # the store's clock (a simulated one included) says whether a token expired
-                now = await s.call(s.broker.read, operator.attrgetter("now"))
+                now = await s.call(s.broker.clock.now)
                 self.role = auth.connect_role(method, c.auth_data, peer_cn, now)
             except AuthenticationFailed as exc:
                 # Refused: Pulsar's ERROR before CONNECTED to a client that reads it; a C++
@@ -273,7 +271,7 @@ class Connection(ProducerCommands, ConsumerCommands, PendingAcks, SubscriptionCo
         if s.authorization is None:
             return True
         try:
-            return await s.call(s.broker.read, authorization.allowed, self.role, topic, action,
+            return await s.call(s.broker.allowed, self.role, topic, action,
                                 s.authorization, True)
         except (InvalidTopicName, ValueError):
             return False

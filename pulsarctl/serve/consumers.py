@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
-from pulsarctl.broker import consuming
 from pulsarctl.broker.batches import Batch
-from pulsarctl.broker.targets import topic_name
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import NotFound, SubscriptionNotFound, TopicNotFound
 from pulsarctl.messages import MessageId
@@ -269,8 +267,9 @@ class ConsumerCommands:
     async def _reached_end(self, c: Consumer) -> bool:
         s = self.server
         try:
-            return await s.call(s.broker.read, consuming.reached_end, topic_name(c.topic),
-                                None if c.reader else c.sub, c.next)
+            if c.reader:
+                return await s.call(s.broker.topics.reader_reached_end, c.topic, c.next)
+            return await s.call(lambda: s.broker.subscription(c.topic, c.sub).reached_end())
         except Exception:   # a topic deleted meanwhile: the next fetch says so
             return False
 

@@ -12,9 +12,7 @@ import socket
 from concurrent.futures import ThreadPoolExecutor
 
 from pulsarctl.auth.service import Authentication
-from pulsarctl.broker import consuming
 from pulsarctl.broker.consumers import this_process
-from pulsarctl.broker.targets import topic_name
 from pulsarctl.serve.connection import Connection
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -149,8 +147,8 @@ class Server:
         whose standing changed (and to a new one at once), as Pulsar's dispatcher notifies
         them: the active consumer is the one the store's cursor names."""
         try:
-            active = await self.call(self.broker.read, consuming.failover_active_name,
-                                     topic_name(topic), sub)
+            active = await self.call(
+                lambda: self.broker.subscription(topic, sub).failover_active_name())
         except Exception as exc:  # the subscription went away meanwhile: nobody to tell
             self.log(f"failover of {sub} on {topic}: {error_text(exc)}")
             return

@@ -12,11 +12,8 @@ import asyncio
 import struct
 
 from pulsarctl import compression
-from pulsarctl.broker import topics
 from pulsarctl.broker.access import FENCED, READY, SHARED
 from pulsarctl.broker.batches import Spec
-from pulsarctl.broker.producers import last_sequence_id
-from pulsarctl.broker.targets import topic_name
 from pulsarctl.errors import ChecksumMismatch, ProtocolError, PulsarctlError
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.serve import frames, schema_commands
@@ -143,7 +140,7 @@ class ProducerCommands:
         try:
             # With deduplication, where this producer name left off (Pulsar's
             # getLastPublishedSequenceId): the client goes on from it.
-            last = await s.call(s.broker.read, last_sequence_id, topic_name(p.topic), p.name)
+            last = await s.call(s.broker.last_sequence_id, p.topic, p.name)
         except Exception as exc:
             await self._drop_producer(p)
             self.error(request_id, exc)
@@ -307,7 +304,7 @@ def ensure_topic(broker, name: str) -> None:
     """Pulsar creates a topic when a producer attaches to it (allowAutoTopicCreation), not at
     its first message: a reader, a regex consumer or a lookup sees it at once."""
     if not broker.topics.exists(name):
-        broker.owner_of(name).write(topics.ensure, topic_name(name))
+        broker.topics.ensure(name)
 
 
 def _props(kvs) -> dict | None:

@@ -2,8 +2,6 @@
 CONSUMER_STATS and GET_LAST_MESSAGE_ID."""
 from __future__ import annotations
 
-from pulsarctl.broker import consuming
-from pulsarctl.broker.targets import topic_name
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.command_sender import id_data, message_id_of
@@ -48,8 +46,7 @@ class SubscriptionCommands:
         if c.reader:
             try:
                 nxt = None if mid is not None else await s.call(
-                    s.broker.read, consuming.offset_for_publish_time, topic_name(c.topic),
-                    k.message_publish_time)
+                    s.broker.topics.offset_for_publish_time, c.topic, k.message_publish_time)
             except Exception as exc:
                 self.error(k.request_id, exc)
                 return
@@ -95,8 +92,8 @@ class SubscriptionCommands:
         if c is not None and not c.reader:
             s = self.server
             try:
-                st = await s.call(s.broker.read, consuming.consumer_stats, topic_name(c.topic),
-                                  c.sub, c.name)
+                st = await s.call(lambda: s.broker.subscription(c.topic, c.sub)
+                                  .consumer_stats(c.name))
             except Exception as exc:
                 out.error_code, out.error_message = server_error(exc), error_text(exc)
                 self.send(frames.command(r))
@@ -130,11 +127,11 @@ class SubscriptionCommands:
             mid = await s.call(s.broker.topics.last_message_id, c.topic)
             if c.reader:
                 mdp = c.acked or await s.call(
-                    s.broker.read, consuming.mark_delete_position, topic_name(c.topic), None,
-                    c.base, c.start, c.inclusive)
+                    s.broker.topics.reader_mark_delete_position, c.topic, c.base, c.start,
+                    c.inclusive)
             else:
-                mdp = await s.call(s.broker.read, consuming.mark_delete_position,
-                                   topic_name(c.topic), c.sub)
+                mdp = await s.call(lambda: s.broker.subscription(c.topic, c.sub)
+                                   .mark_delete_position())
         except Exception as exc:
             self.error(g.request_id, exc)
             return

@@ -9,31 +9,27 @@ Offsets are the managed ledger's entry indexes (store/ledger.py): they count fro
 ledgers of a topic partition, never change for an entry, and survive trimming. Plans and
 streaming checkpoints hold offsets; users see and give message ids.
 
-Reads go through `Broker.read(fn)` (one read transaction per chunk, so no read transaction stays
-open while Spark works on a batch) and use the transaction context's ledgers directly, because
-the Broker has no bulk scan that returns raw records (read_entries builds a Message per entry,
-which costs more than the rest of the read). Entries are decoded with store.codec here and
-nowhere else in pulsarctl/spark.
+Reads go through the Broker's bulk reads, `broker.scans` (broker/admin/scans.py: one read
+transaction per chunk, so no read transaction stays open while Spark works on a batch, and raw
+records rather than a Message per entry); publishing and acknowledging through the Broker's own
+methods. Nothing here runs code inside a Broker transaction.
 """
 from __future__ import annotations
 
-import gc
 import os
 import re
 from dataclasses import dataclass, field
 
 import json
 from datetime import datetime, timezone
-from store import codec
-from store.ledger import values_of
-from store.ledger_row import rows as ledger_rows
-from pulsarctl.broker.scan import IdColumns, whole_messages
-from pulsarctl.entries import F_COMPRESSION
-from pulsarctl.errors import (
+# IdColumns and DataLoss are what scan_chunk hands out and raises: the source and the tests
+# take them from here.
+from pulsarctl.broker.scan import IdColumns  # noqa: F401
+from pulsarctl.errors import (  # noqa: F401
     AlreadyExists, DataLoss, InvalidValue, MessageNotFound, TopicNotFound,
 )
 from pulsarctl.messages import MessageId, parse_message_id
-from pulsarctl.names import TopicName, parse_topic
+from pulsarctl.names import parse_topic
 
 # -- Broker handles, one per worker process and store ------------------------------------------
 # Spark reuses a Python worker for many tasks, possibly of different jobs on different stores,
@@ -211,31 +207,6 @@ class Part:
     offloaded: list = field(default_factory=list)
 
 
-def _all_names(ctx) -> list[str]:
-    """Every topic partition and non-partitioned topic of the store (full names)."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import tenants, topics
-
-    out = []
-    for tenant in tenants.list_tenants(ctx):
-        for ns in tenants.list_namespaces(ctx, tenant):
-            out += topics.list_topics(ctx, ns)
-    return out
-
-
-def _part(ctx, t: TopicName):
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import topics
-
-    info = topics.lookup(ctx, t)
-    if info is None:
-        return None
-    return Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
-                [list(r[:3]) for r in info.ledgers],
-                [(r.ledger_id, r.first_offset, r.entries, r.location)
-                 for r in ledger_rows(info) if r.offloaded])
-
-
 def without_offloaded(part: Part, start: int, end: int) -> list[tuple[int, int]]:
     """[start, end) minus the offsets of the part's offloaded ledgers."""
     out, s = [], start
@@ -253,29 +224,11 @@ def without_offloaded(part: Part, start: int, end: int) -> list[tuple[int, int]]
 
 def resolve_parts(b, kind: str, spec, missing_ok: bool = False) -> list[Part]:
     """The topic partitions a read covers, sorted by name, with their offsets now."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import partitions
-
-    def run(ctx):
-        found: dict[str, Part] = {}
-        if kind == "names":
-            for t in spec:
-                names = partitions.expand(ctx, t)
-                got = [p for p in (_part(ctx, n) for n in names) if p is not None]
-                if not got and not missing_ok:
-                    raise TopicNotFound(f"topic {t} does not exist")
-                for p in got:
-                    found[p.name] = p
-        else:
-            for name in _all_names(ctx):
-                t = parse_topic(name)
-                if spec.fullmatch(name) or (t.is_partition and
-                                            spec.fullmatch(str(t.partitioned_topic_name))):
-                    p = _part(ctx, t)
-                    if p is not None:
-                        found[p.name] = p
-        return [found[k] for k in sorted(found)]
-    return b.read(run)
+    if kind == "names":
+        rows = b.scans.parts(spec, missing_ok)
+    else:
+        rows = b.scans.parts_matching(spec)
+    return [Part(*r) for r in rows]
 
 
 # -- positions -----------------------------------------------------------------------------
@@ -336,136 +289,61 @@ def check_offset_keys(spec, parts: list[Part], what: str) -> None:
                                "topicsPattern too")
 
 
-def _publish_time(ctx, info, offset: int) -> int:
-    raw = ctx.ledgers.read(ctx.txn, info, offset)
-    return codec.decode(raw)[0]
-
-
 def first_at_or_after(b, part: Part, lo: int, hi: int, ms: int) -> int:
     """The first offset in [lo, hi) whose publish time is >= ms (hi if none). Publish times do
     not go down along a topic, so a binary search over a few entries finds it."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import topics
-
     if lo >= hi:
         return hi
-
-    def run(ctx):
-        info = topics.lookup(ctx, parse_topic(part.name))
-        if info is None or info.ml_id != part.ml_id:
-            return hi
-        a, z = max(lo, info.first_offset), min(hi, info.next_offset)
-        while a < z:
-            mid = (a + z) // 2
-            if _publish_time(ctx, info, mid) < ms:
-                a = mid + 1
-            else:
-                z = mid
-        return a
-    return b.read(run)
+    return b.scans.first_at_or_after(part.name, part.ml_id, lo, hi, ms)
 
 
 # -- scanning ------------------------------------------------------------------------------
-def chunk_entries(info, offset: int, max_entries: int, max_bytes: int) -> int:
-    """How many entries from offset make a chunk: max_entries, fewer when the ledger there
-    holds large entries (so a chunk stays near max_bytes of payload)."""
-    for row in info.ledgers:
-        lid, first, n, size = row[0], row[1], row[2], row[3]
-        if first <= offset < first + n:
-            avg = size / n if n else 0
-            if avg > 0:
-                return max(1, min(max_entries, int(max_bytes // avg)))
-            break
-    return max_entries
+class _Columns:
+    """Decodes a chunk's entries straight into spark/_columnar.py's columns (fields, types),
+    for Broker.scans.chunk: None where it cannot (the chunk is then decoded record by
+    record)."""
+    __slots__ = ("fields", "types")
+
+    def __init__(self, fields, types):
+        self.fields, self.types = fields, types
+
+    def pieces(self, pieces):
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
+        from pulsarctl.spark import _columnar
+
+        return _columnar.decode_pieces(pieces, self.fields, self.types)
+
+    def values(self, values):
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
+        from pulsarctl.spark import _columnar
+
+        return _columnar.decode(values, self.fields, self.types)
+
+    def batched(self, runs, recs):
+        # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
+        from pulsarctl.spark import _batched
+
+        return _batched.decode(runs, recs, self.fields, self.types)
 
 
 def scan_chunk(b, name: str, ml_id: int, start: int, end: int, max_entries: int,
                max_bytes: int, fail_on_loss: bool, columnar=None):
     """One chunk of the offsets [start, end) in one read transaction: up to max_entries
-    entries, fewer when they are large (see chunk_entries). Returns (next offset, rows,
-    records): rows are (offset, ledger id, entry id, raw) and records the decoded entries,
-    [publishTime, producer, sequenceId, payload, properties, key, orderingKey, eventTime, ...]
-    (pulsarctl/messages.py's layout) with payloads as readers see them (broker/scan.py's
-    whole_messages).
+    entries, fewer when they are large (broker/admin/scans.chunk_entries). Returns (next
+    offset, rows, records): rows are (offset, ledger id, entry id, raw) and records the decoded
+    entries, [publishTime, producer, sequenceId, payload, properties, key, orderingKey,
+    eventTime, ...] (pulsarctl/messages.py's layout) with payloads as readers see them
+    (broker/scan.py's whole_messages).
     With columnar, (fields, types) for spark/_columnar.py, records may instead be a
     arrow_columns.Columns of those fields, when every entry of the chunk is a plain one."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import topics
-
-    t = parse_topic(name)
-
-    def run(ctx):
-        info = topics.lookup(ctx, t)
-        if info is None or info.ml_id != ml_id:
-            if fail_on_loss:
-                raise DataLoss(f"topic {name} was deleted while it was being read")
-            return end, [], []
-        s = start
-        if s < info.first_offset:
-            if fail_on_loss:
-                raise DataLoss(f"entries {start}..{min(end, info.first_offset) - 1} of {name} "
-                               "are gone")
-            s = info.first_offset
-        stop = min(end, s + chunk_entries(info, s, max_entries, max_bytes), info.next_offset)
-        if stop <= s:
-            # Offsets never go down on a managed ledger: a topic shorter than planned is a
-            # recreated one (caught above), so there is nothing left to read.
-            return end, [], []
-        runs, pieces = ctx.ledgers.scan_pieces(ctx.txn, info, s, stop)
-        # The transaction hands out views into the map: what is kept past it is copied.
-        values = None
-        if columnar is not None:
-            # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-            from pulsarctl.spark import _columnar
-
-            if 2 * len(pieces) < stop - s:  # mostly blocks: read from their bytes whole
-                cols = _columnar.decode_pieces(pieces, *columnar)
-            else:
-                values = [bytes(v) for v in values_of(pieces)]
-                cols = _columnar.decode(values, *columnar)
-            if cols is not None:
-                return stop, IdColumns(runs), cols
-        if values is None:
-            values = [bytes(v) for v in values_of(pieces)]
-        enabled = gc.isenabled()
-        gc.disable()  # a chunk allocates many small lists; the collector only slows it down
-        try:
-            recs = codec.decode_many(values)
-        finally:
-            if enabled:
-                gc.enable()
-        if recs and max(map(len, recs)) > F_COMPRESSION:  # compressed, chunked or batched
-            if columnar is not None:
-                # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-                from pulsarctl.spark import _batched
-
-                cols = _batched.decode(runs, recs, *columnar)
-                if cols is not None:
-                    return stop, IdColumns(runs), cols
-            rows, o = [], s
-            for lid, e0, k in runs:
-                for e in range(e0, e0 + k):
-                    rows.append((o, lid, e, values[o - s]))
-                    o += 1
-            rows, recs = whole_messages(ctx, info, rows, recs)
-            return stop, rows, recs
-        return stop, IdColumns(runs), recs
-    return b.read_in_place(run)
+    decoder = None if columnar is None else _Columns(*columnar)
+    return b.scans.chunk(name, ml_id, start, end, max_entries, max_bytes, fail_on_loss,
+                         decoder)
 
 
 def current(b, names_ml: dict) -> dict:
     """{name: (first, next)} now for topics whose managed ledger is still ml_id."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import topics
-
-    def run(ctx):
-        out = {}
-        for name, ml in names_ml.items():
-            info = topics.lookup(ctx, parse_topic(name))
-            if info is not None and info.ml_id == ml:
-                out[name] = (info.first_offset, info.next_offset)
-        return out
-    return b.read(run)
+    return b.scans.current(names_ml)
 
 
 # -- writing --------------------------------------------------------------------------------
@@ -549,20 +427,5 @@ def dlq_waiting(b, dlq: str) -> tuple[Part, list[tuple[int, int]]]:
     """The DLQ's partition snapshot and the runs [start, end) of offsets its pulsarctl-dlq
     subscription has not acknowledged (everything while the subscription is missing), as the
     `dlq` commands count them."""
-    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.broker import dlq as dead
-
-    t = parse_topic(dlq)
-
-    def run(ctx):
-        info, c = dead.open_dlq(ctx, t)
-        runs: list[list[int]] = []
-        for o in dead.unhandled(ctx, info, c):
-            if runs and runs[-1][1] == o:
-                runs[-1][1] = o + 1
-            else:
-                runs.append([o, o + 1])
-        part = Part(str(t), t.partition_index, info.ml_id, info.first_offset, info.next_offset,
-                    [list(r[:3]) for r in info.ledgers])
-        return part, [tuple(r) for r in runs]
-    return b.read(run)
+    part, runs = b.scans.dlq_waiting(parse_topic(dlq))
+    return Part(*part), runs

@@ -21,7 +21,7 @@ def b(tmp_path):
 
 
 def may(b, role, topic, action, settings=SUPER):
-    return b.read(authz.allowed, role, topic, action, settings)
+    return b.allowed(role, topic, action, settings)
 
 
 def test_grants_are_stored_with_the_namespace_policies(b):
@@ -57,7 +57,7 @@ def test_produce_and_consume_need_the_granted_action(b):
     assert not may(b, "app", "persistent://public/default/t", "produce")
     assert not may(b, "app", "acme/missing/t", "produce")
     with pytest.raises(NotAuthorized):
-        b.read(authz.check, "app", t, "consume", SUPER)
+        b._read(authz.check, "app", t, "consume", SUPER)
 
 
 def test_super_users_tenant_admins_and_the_anonymous_role(b):

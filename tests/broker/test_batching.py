@@ -59,7 +59,7 @@ def entry(broker, topic, mid: MessageId) -> list:
     def run(ctx):
         info = topics.require(ctx, parse_topic(topic))
         return codec.decode(ctx.ledgers.read(ctx.txn, info, subs.offset_of(ctx, info, mid)))
-    return broker.read(run)
+    return broker._read(run)
 
 
 # -- the entry and its ids -------------------------------------------------------------------

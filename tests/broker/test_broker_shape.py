@@ -6,7 +6,8 @@ import inspect
 from pulsarctl.broker import service
 from pulsarctl.broker.service import Broker
 
-NOUNS = ("tenants", "namespaces", "topics", "policies", "schemas", "clock", "chores")
+NOUNS = ("tenants", "namespaces", "topics", "policies", "schemas", "clock", "chores", "offloader",
+         "scans")
 
 
 def public(cls):
@@ -49,7 +50,7 @@ def test_non_persistent_calls_run_on_the_other_store(broker):
     assert broker.owner_of("persistent://public/default/p") is broker
     broker.topics.create(np_topic)
     assert broker.topics.exists(np_topic)
-    assert broker.read(lambda ctx: ctx.ledgers.names(ctx.txn)) is not None
-    persistent_names = broker.read(lambda ctx: [n for n, _ in ctx.ledgers.names(ctx.txn)])
+    assert broker._read(lambda ctx: ctx.ledgers.names(ctx.txn)) is not None
+    persistent_names = broker._read(lambda ctx: [n for n, _ in ctx.ledgers.names(ctx.txn)])
     assert not any("np" in str(n) for n in persistent_names)
     assert np_topic in broker.topics.list("public/default")

@@ -21,7 +21,7 @@ def _entries(broker, topic):
         info = topics.require(ctx, parse_topic(topic))
         return [codec.decode(raw) for _o, _l, _e, raw in
                 ctx.ledgers.scan(ctx.txn, info, info.first_offset, info.next_offset)]
-    return broker.read(run)
+    return broker._read(run)
 
 
 def _ids(runs) -> list[str]:

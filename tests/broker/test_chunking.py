@@ -30,7 +30,7 @@ def entries(broker, topic=T):
         info = topics.require(ctx, parse_topic(topic))
         return [codec.decode(raw) for _o, _l, _e, raw in
                 ctx.ledgers.scan(ctx.txn, info, info.first_offset, info.next_offset)]
-    return broker.read(run)
+    return broker._read(run)
 
 
 def put_chunks(broker, pieces, topic=T):
@@ -44,7 +44,7 @@ def put_chunks(broker, pieces, topic=T):
                               chunk=([f"{prod}-{seq}", cid, n, total], data, 0, total))
             ctx.ledgers.append(ctx.txn, info, [codec.encode(rec)], ctx.now)
         chunks.mark(ctx, t)
-    broker.write(run)
+    broker._write(run)
 
 
 def plain(broker, payload, topic=T):
@@ -341,7 +341,7 @@ def test_chunks_sent_one_by_one_share_a_sequence_id_and_only_the_last_is_dedupli
     assert [chunks_meta[-1] for chunks_meta in entries(broker)] == [
         ["c-5", 0, 2, len(BODY)], ["c-5", 1, 2, len(BODY)]]
     # the last chunk recorded the sequence id; a client told it goes on from there
-    assert broker.read(producers.last_sequence_id, parse_topic(T), "c") == (5 if dedup else -1)
+    assert broker.last_sequence_id(T, "c") == (5 if dedup else -1)
     again = [broker.publish(T, [_chunk_msg(5, i, 2, h, len(BODY), "c-5")], "c")[1][0]
              for i, h in enumerate(halves)]
     assert again[0].entry_id >= 0   # a chunk other than the last is let through

@@ -93,7 +93,7 @@ def test_an_entry_that_cannot_be_decompressed_is_a_clear_error(broker, cli):
         rec = build_entry(ctx.now, "p", 0, OutgoingMessage(b"x" * 100),
                           (comp.ZSTD, b"definitely not zstd"))
         ctx.ledgers.append(ctx.txn, info, [codec.encode(rec)], ctx.now)
-    broker.write(put)
+    broker._write(put)
     r = cli("read", "t", "-m", "earliest")
     assert_error(r, 1)
     assert "cannot decompress" in r.stderr and "ZSTD" in r.stderr

@@ -29,7 +29,7 @@ def stored(broker, topic) -> list[tuple[bytes, list]]:
         info = topics.require(ctx, parse_topic(topic))
         return [(bytes(raw), codec.decode(raw)) for _o, _l, _e, raw in
                 ctx.ledgers.scan(ctx.txn, info, info.first_offset, info.next_offset)]
-    return broker.read(run)
+    return broker._read(run)
 
 
 def assert_round_trip(raw: bytes, rec: list) -> None:
@@ -132,7 +132,7 @@ def test_every_entry_of_a_store_written_by_0_1_0_round_trips_byte_for_byte(tmp_p
                 out += [(bytes(raw), codec.decode(raw)) for _o, _l, _e, raw in
                         ctx.ledgers.scan(ctx.txn, info, info.first_offset, info.next_offset)]
             return out
-        entries = b.read(run)
+        entries = b._read(run)
     finally:
         b.close()
     lengths = {len(rec) for _raw, rec in entries}

@@ -110,7 +110,7 @@ def test_non_persistent_jobs_go_to_their_own_store(broker):
 def test_a_clients_publish_time_is_kept_when_the_store_clock_allows_it(broker):
     """A wire producer stamps its messages (Pulsar keeps that time; seeks by time read it);
     one from the last 10 s of the store's clock is kept, any other gets the store's."""
-    now = broker.read(lambda ctx: ctx.now)
+    now = broker.clock.now()
     broker.publish_many([
         ("t", msgs("recent"), "p", {"publish_time": now - 3}),
         ("t", msgs("future"), "p", {"publish_time": now + 60_000}),

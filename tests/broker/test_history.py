@@ -142,12 +142,12 @@ def test_an_aborted_transaction_leaves_no_event(broker, clock):
         assert history.events_of(ctx, ctx.ledgers.lookup(ctx.txn, FULL + "t"), 0)[-1][0] == "acked"
         raise RuntimeError("crash before commit")
     with pytest.raises(RuntimeError):
-        broker.write(fails)
+        broker._write(fails)
     assert [e["event"] for e in broker.explain("t", ids[0])["events"]] == ["published"]
 
 
 def test_off_switch(broker, clock):
-    broker.write(lambda ctx: ctx.put(False, "setting", "messageHistoryEnabled"))
+    broker._write(lambda ctx: ctx.put(False, "setting", "messageHistoryEnabled"))
     _p, ids = broker.publish("t", msgs(1))
     assert broker.explain("t", ids[0])["events"] == []
 
@@ -166,7 +166,7 @@ def test_retention_trims_the_history_of_trimmed_ledgers(store_path, clock):
     backlog clear passed keeps that range event. After the retention, explain knows neither."""
     b = Broker(store_path, clock)
     try:
-        b.write(lambda ctx: ctx.put(10, "setting", "managedLedgerMaxEntriesPerLedger"))
+        b._write(lambda ctx: ctx.put(10, "setting", "managedLedgerMaxEntriesPerLedger"))
         b.ledgers.rollover_entries = 10
         _p, ids = b.publish("t", msgs(25))
         sub(b, "t", "s", "c1")
@@ -178,7 +178,7 @@ def test_retention_trims_the_history_of_trimmed_ledgers(store_path, clock):
             ["published", "delivered", "acked"]
         assert [e["event"] for e in b.explain("t", ids[1])["events"]] == ["cleared"]
         clock.advance(8 * 24 * 3600 * 1000)
-        b.write(lambda ctx: retention.trim(ctx, topics.require(ctx, parse_topic("t"))))
+        b._write(lambda ctx: retention.trim(ctx, topics.require(ctx, parse_topic("t"))))
         for mid in ids[:2]:
             with pytest.raises(MessageNotFound):
                 b.explain("t", mid)
@@ -202,7 +202,7 @@ def test_watch_hands_out_committed_events_only(broker, clock, monkeypatch):
 def _history_records(broker) -> int:
     def count(ctx):
         return sum(1 for _ in ctx.env.cursor(ctx.txn, "history"))
-    return broker.read(count)
+    return broker._read(count)
 
 
 def test_moving_the_cursor_over_many_is_one_range_event(broker):

@@ -62,7 +62,7 @@ def test_what_the_broker_stores_reads_back_byte_for_byte(broker, clock):
 
     def raw(ctx):
         return [bytes(v) for _k, v in ctx.env.cursor(ctx.txn, "history")]
-    values = broker.read(raw)
+    values = broker._read(raw)
     kinds = set()
     for v in values:
         e = Event.from_stored(codec.decode(v))
@@ -80,7 +80,7 @@ def test_a_message_life_is_named_events(broker, clock):
     def events(ctx):
         info = ctx.ledgers.lookup(ctx.txn, "persistent://public/default/t")
         return history.events_of(ctx, info, ids[1].entry_id)
-    got = broker.read(events)
+    got = broker._read(events)
     assert got and all(type(e) is Event and e.span is None for e in got)
     assert [e.kind for e in got][:3] == ["delivered", "nacked", "redelivered"]
     assert got[2].subscription == "s" and got[2].reason.startswith("nacked at")

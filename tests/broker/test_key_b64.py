@@ -35,7 +35,7 @@ def stored(broker, topic) -> list[tuple[bytes, list]]:
         info = topics.require(ctx, parse_topic(topic))
         return [(bytes(raw), codec.decode(raw)) for _o, _l, _e, raw in
                 ctx.ledgers.scan(ctx.txn, info, info.first_offset, info.next_offset)]
-    return broker.read(run)
+    return broker._read(run)
 
 
 def _null(m):

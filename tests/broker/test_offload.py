@@ -175,7 +175,7 @@ def test_a_failed_commit_leaves_the_store_whole(filled, tmp_path, monkeypatch):
 
     def boom(fn, *a, **k):
         raise OSError(28, "No space left on device")
-    monkeypatch.setattr(b, "write", boom)
+    monkeypatch.setattr(b, "_write", boom)
     with pytest.raises(OSError):
         b.topics.offload(T, str(tmp_path / "tier"), size_threshold=0)
     monkeypatch.undo()
@@ -239,7 +239,7 @@ def test_partitioned_topic_offloads_every_partition(broker, tmp_path):
     st = broker.topics.offload_status("pt")
     assert len(st["partitions"]) == 2
     t = parse_topic("pt-partition-0")
-    assert broker.read(lambda ctx: topics.lookup(ctx, t).first_offset) == 0
+    assert broker._read(lambda ctx: topics.lookup(ctx, t).first_offset) == 0
 
 
 def test_batched_entries_offload_and_read_back_exactly(broker, tmp_path):

@@ -116,7 +116,7 @@ def estimated_backlog(broker, topic="t", s="s"):
         info = topics.require(ctx, parse_topic(topic))
         c = subs.get(ctx, info, s)
         return backlog_quota.backlog_bytes(info, c.mark_delete + 1)
-    return broker.read(run)
+    return broker._read(run)
 
 
 def entry_size(broker, topic="t"):

@@ -72,7 +72,7 @@ def stored_count(broker, topic, s, mid):
         info = topics.lookup(ctx, parse_topic(topic))
         c = subs.get(ctx, info, s)
         return redelivery.get(ctx, c.id, subs.offset_of(ctx, info, mid))
-    return broker.read(run)
+    return broker._read(run)
 
 
 def dlq_producer_re(topic, s, consumer):

@@ -24,9 +24,9 @@ def test_an_untyped_subscription_reads_exclusive_and_shows_none(broker):
         c = ctx.cursors.get(ctx.txn, info.ml_id, "s")
         return state.stored_type(c), state.type_of(c), state.shown_type(c), \
             state.single_active(c)
-    assert broker.read(look) == (None, "Exclusive", "None", True)
+    assert broker._read(look) == (None, "Exclusive", "None", True)
     broker.subscribe("t", "s", "c1", "Shared", "Earliest", lease_ms=LEASE, fetch=0)
-    assert broker.read(look) == ("Shared", "Shared", "Shared", False)
+    assert broker._read(look) == ("Shared", "Shared", "Shared", False)
 
 
 def test_no_module_reads_the_type_property_itself():

@@ -80,7 +80,7 @@ def test_the_scan_and_the_message_path_see_the_same_messages(broker):
                     continue
             via_messages += unpack.messages(rec, lid, eid, -1, "t", pieces=pieces)
         return rows, recs, via_messages
-    rows, recs, ms = broker.read(run)
+    rows, recs, ms = broker._read(run)
     assert [r[F_PAYLOAD] for r in recs] == [m.data() for m in ms]
     assert [m.data() for m in ms] == [b"plain", TEXT, b"b0", b"b1", b"b2", b"b3", TEXT * 2]
     assert [len(r) > 4 and r[4] for r in rows][2:6] == [0, 1, 2, 3]

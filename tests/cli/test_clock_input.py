@@ -73,7 +73,7 @@ def test_clock_show_says_what_is_wrong_with_a_bad_saved_clock(cli, store_path):
     from pulsarctl.broker import Broker
 
     b = Broker(store_path)
-    b.write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock",
+    b._write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock",
                                   {"mode": "simulated", "at": 99999999999999999}))
     b.close()
     line = assert_error(cli("clock", "show"), 1)
@@ -85,7 +85,7 @@ def test_clock_show_says_what_is_wrong_with_a_bad_saved_clock(cli, store_path):
     ok(cli("clock", "simulate", "--at", AT))
     assert ok(cli("clock", "show")).stdout == "simulated 2026-01-01T00:00:00.000Z\n"
     b = Broker(store_path)
-    b.write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock",
+    b._write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock",
                                   {"mode": "simulated", "at": 99999999999999999}))
     b.close()
     ok(cli("clock", "real"))

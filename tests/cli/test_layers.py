@@ -9,6 +9,10 @@
 - nothing outside pulsarctl/cli/render.py prints or writes to sys.stdout / sys.stderr;
 - every exception class is in pulsarctl/errors.py (store's in store/errors.py);
 - only pulsarctl/names.py builds -DLQ, -RETRY and -partition-N names.
+- the Broker's transactions are its own: nothing outside pulsarctl/broker calls read, write or
+  read_in_place (or their private names) on a Broker with a body to run in the transaction, so
+  every call naming a non-persistent topic goes through the Broker's routing (issue 29 item 2;
+  pulsarctl/serve is a temporary exception until its split is wired to the named methods);
 - the broker side (pulsarctl/broker, pulsarctl/client, offload.py, daemon.py) never imports
   pulsarctl.spark or pulsarctl.cli, local imports included; import_graph and import_cycles
   measure the cycles among all modules (imports inside functions count); there are none.
@@ -769,3 +773,133 @@ def test_the_lazy_import_check_catches(tmp_path, monkeypatch):
         "def g():\n    import lz4.frame  # lazy: optional\n    return lz4\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert lazy_imports_without_a_reason() == ["pulsarctl/m.py:2: import json"]
+
+
+# -- the Broker's facade (issue 29 item 2) -----------------------------------------------------
+# Transactions are the Broker's own business: a body run in one from outside skips the routing
+# of non-persistent topics to the Broker that holds them (serve's CONSUMER_STATS read None for a
+# non-persistent consumer that way). Callers use the Broker's named methods and nouns.
+TRANSACTION_METHODS = {"read", "write", "read_in_place", "_read", "_write", "_read_in_place"}
+# What the code calls a Broker handle.
+BROKER_NAMES = {"broker", "b", "_broker", "np", "owner", "parent"}
+# Wrappers that make a transaction body of a function.
+BODY_MAKERS = {"attrgetter", "itemgetter", "methodcaller", "partial"}
+# No exception: serve too calls the named methods (issue 29 item 2).
+FACADE_EXCEPTIONS: tuple = ()
+
+
+def _tail_name(node) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Call):
+        return _tail_name(node.func)
+    return None
+
+
+def facade_violations(relpath: str, tree: ast.AST) -> list[str]:
+    """Calls outside pulsarctl/broker that run a body in a Broker transaction: read, write or
+    read_in_place (or the private _read, _write, _read_in_place) on a handle named as a Broker
+    is, or given a body: a lambda, a function of the module, a function of pulsarctl imported
+    by name or through its module, or one wrapped by attrgetter/partial. (A file's f.write(text)
+    or os.read(fd, n) passes none of these.)"""
+    if (not relpath.startswith("pulsarctl/") or relpath.startswith("pulsarctl/broker/")
+            or relpath.startswith(FACADE_EXCEPTIONS)):
+        return []
+    defs = {n.name for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    ours = set()  # names bound to pulsarctl modules or to functions imported from them
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.ImportFrom)
+                and _resolve_from(node, relpath).startswith("pulsarctl")):
+            ours |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            ours |= {a.asname or a.name.split(".")[0] for a in node.names
+                     if a.name.startswith("pulsarctl")}
+
+    def body(arg, local: set) -> bool:
+        if isinstance(arg, ast.Lambda):
+            return True
+        if isinstance(arg, ast.Name):
+            return arg.id not in local and (arg.id in defs or arg.id in ours)
+        if isinstance(arg, ast.Attribute):
+            base = arg.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            return isinstance(base, ast.Name) and base.id in ours and base.id not in local
+        if isinstance(arg, ast.Call):
+            return _tail_name(arg.func) in BODY_MAKERS
+        return False
+
+    out = []
+
+    def visit(node, local: set) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # a function's parameters and the names it assigns shadow the module's
+            a = node.args
+            local = local | {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+            local |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+            local |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)
+                      and isinstance(n.ctx, ast.Store)}
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in TRANSACTION_METHODS):
+            attr, handle = node.func.attr, node.func.value
+            own = isinstance(handle, ast.Name) and handle.id in ("self", "cls")
+            if ((attr.startswith("_") and not own) or _tail_name(handle) in BROKER_NAMES
+                    or (node.args and body(node.args[0], local))):
+                out.append(f"{relpath}:{node.lineno}: .{attr}(...) runs a body in a Broker "
+                           "transaction: call a named method of the Broker or its nouns")
+        for child in ast.iter_child_nodes(node):
+            visit(child, local)
+    visit(tree, set())
+    return out
+
+
+def test_nothing_outside_the_broker_runs_a_body_in_its_transactions():
+    found = _all(facade_violations)
+    assert found == [], "\n".join(found)
+
+
+def test_the_broker_has_no_public_transaction_methods():
+    from pulsarctl.broker import Broker
+
+    assert not {"read", "write", "read_in_place"} & set(dir(Broker))
+    assert FACADE_EXCEPTIONS == ()
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/offload.py", "def f(broker):\n    return broker.read(lambda ctx: 1)"),
+    ("pulsarctl/offload.py", "def f(broker):\n    def run(ctx):\n        pass\n"
+                             "    return broker.write(run)"),
+    ("pulsarctl/spark/_access.py", "def f(b):\n    return b.read_in_place(g)"),
+    ("pulsarctl/spark/_access.py", "def f(state):\n    return state.handle._read(g)"),
+    ("pulsarctl/rest/access.py", "import operator\ndef f(x):\n"
+                                 "    return x.read(operator.attrgetter('now'))"),
+    ("pulsarctl/dashboard.py", "from pulsarctl.auth import authorization\ndef f(s):\n"
+                               "    return s.store.read(authorization.allowed, 'r')"),
+    ("pulsarctl/cli/top_cmd.py", "from pulsarctl.broker.producers import last_sequence_id\n"
+                                 "def f(h, t):\n    return h.read(last_sequence_id, t, 'p')"),
+    ("pulsarctl/cli/top_cmd.py", "def f(state):\n    return state.broker().write(g)"),
+    ("pulsarctl/rest/app.py", "def f(self):\n    return self._broker.read(g)"),
+    ("pulsarctl/serve/connection.py", "def f(s):\n    return s.broker.read(g)"),
+])
+def test_facade_check_catches(relpath, code):
+    assert _check(facade_violations, relpath, code)
+
+
+@pytest.mark.parametrize("relpath, code", [
+    ("pulsarctl/config.py", "def f(path):\n    with open(path) as f:\n        return f.read()"),
+    ("pulsarctl/cli/dlq_cmd.py", "def f(fh, text):\n    fh.write(text)\n    fh.write(b'x')"),
+    ("pulsarctl/client/produce.py", "import os\ndef f(fd):\n    return os.read(fd, 1 << 16)"),
+    ("pulsarctl/cli/serve_cmd.py", "from pulsarctl.serve import conf\ndef f(config):\n"
+                                   "    return conf.read(config)"),
+    ("pulsarctl/broker/admin/topics.py", "def f(self):\n    return self._broker._read(run)"),
+    ("pulsarctl/offload.py", "def f(broker, t):\n    return broker.offloader.status(t)"),
+    ("pulsarctl/cli/render.py", "import sys\ndef data(obj):\n    pass\n"
+                                "def out_bytes(data):\n    sys.stdout.buffer.write(data)"),
+    ("pulsarctl/client/reading.py", "class R:\n    def read(self, n):\n"
+                                    "        return self._read(n)"),
+])
+def test_facade_check_allows(relpath, code):
+    assert _check(facade_violations, relpath, code) == []

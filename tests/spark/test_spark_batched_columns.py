@@ -112,7 +112,7 @@ def _expected(path: str) -> list:
                         "__redeliveryCount": None})
                 o += 1
         return rows
-    return b.read(run)
+    return b._read(run)
 
 
 def _read(path: str, schema=source.SCHEMA, chunk: int = 16) -> list:

@@ -42,12 +42,12 @@ class Chores(Noun):
 
     def timers_due(self) -> int:
         return self._store_wide(
-            lambda b: b.read(lambda ctx: timers.count(ctx, due_by=ctx.now)))
+            lambda b: b._read(lambda ctx: timers.count(ctx, due_by=ctx.now)))
 
     def timer_counts(self) -> dict:
         """Store-wide: timersScheduled (every timer: nack delays, ack timeouts) and timersDue
         (those of them due by now, which the next command or daemon tick fires)."""
-        return self._store_wide(lambda b: b.read(
+        return self._store_wide(lambda b: b._read(
             lambda ctx: {"timersScheduled": timers.count(ctx),
                          "timersDue": timers.count(ctx, due_by=ctx.now)}))
 
@@ -68,7 +68,7 @@ def _fire_due(b, by_kind):
                 if by_kind:
                     fired.tally(ctx, c, before, kinds)
         return kinds if by_kind else n
-    return b.write(run)
+    return b._write(run)
 
 
 @wakes
@@ -82,7 +82,7 @@ def _sweep_consumers(b) -> int:
                 if before:
                     n += before - len(consumers.sweep(ctx, info, c))
         return n
-    return b.write(run)
+    return b._write(run)
 
 
 def _enforce_policies(b) -> dict:
@@ -95,4 +95,4 @@ def _enforce_policies(b) -> dict:
             retention.trim(ctx, info)
             trimmed += before - len(info.ledgers)
         return {"expired": expired, "trimmedLedgers": trimmed}
-    return b.write(run)
+    return b._write(run)

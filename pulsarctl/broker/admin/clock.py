@@ -9,8 +9,17 @@ from pulsarctl.errors import InvalidValue, PulsarctlError
 from pulsarctl.wake import wakes
 
 
+def _now(ctx) -> int:
+    return ctx.now
+
+
 class StoreClock(Noun):
     __slots__ = ()
+
+    def now(self) -> int:
+        """The store's clock in ms, a simulated one included (what a token's expiry is checked
+        against)."""
+        return self._broker._read(_now)
 
     def state(self) -> dict:
         b = self._broker
@@ -26,7 +35,7 @@ class StoreClock(Noun):
                     hint="go back to the real clock with `pulsarctl clock real`, or set a time "
                     "with `pulsarctl clock simulate --at TIME`")
             return {"mode": mode, "now": ctx.now}
-        return b.read(run)
+        return b._read(run)
 
     def simulate(self, at_ms: int | None):
         b = self._broker
@@ -39,7 +48,7 @@ class StoreClock(Noun):
                                    hint="give a time with --at (ISO 8601 or epoch milliseconds)")
             b.env.put(ctx.txn, "meta", b"clock", {"mode": "simulated", "at": at})
             return at
-        return b.write(run)
+        return b._write(run)
 
     @wakes
     def advance(self, ms: int, by_kind: bool = False):
@@ -63,7 +72,7 @@ class StoreClock(Noun):
             # What the move makes deliverable, counted as the clock moves (in this transaction).
             ctx.now = at
             return at, (fired.came_due(ctx, ms) if by_kind else None)
-        at, came = b.write(run)
+        at, came = b._write(run)
         # As a daemon tick would: consumers whose lease ended are disconnected, what became due
         # fires now, TTL and retention apply.
         chores = b.chores
@@ -77,4 +86,4 @@ class StoreClock(Noun):
 
     def real(self):
         b = self._broker
-        b.write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock", {"mode": "real"}))
+        b._write(lambda ctx: b.env.put(ctx.txn, "meta", b"clock", {"mode": "real"}))

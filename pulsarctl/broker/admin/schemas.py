@@ -26,45 +26,45 @@ class Schemas(Noun):
             return {"version": pick["version"], "schemaInfo": {
                 "name": t.local_name, "schema": pick["schema"], "type": pick["type"],
                 "properties": pick["properties"], "timestamp": pick["timestamp"]}}
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     @routed
     def versions(self, name) -> list[dict]:
         """Every version of the topic's schema, oldest first (pulsar-admin schemas get --all)."""
-        return self._broker.read(lambda ctx: schemas.versions(ctx, topic_name(name)))
+        return self._broker._read(lambda ctx: schemas.versions(ctx, topic_name(name)))
 
     @routed
     def register(self, name, typ: str, definition="", properties=None) -> int:
         """Register a schema (a producer's, or pulsar-admin schemas upload): its version, new
         or existing; IncompatibleSchema when the compatibility strategy refuses it."""
-        return self._broker.write(lambda ctx: schemas.register(ctx, topic_name(name), typ,
-                                                               definition, properties))
+        return self._broker._write(lambda ctx: schemas.register(ctx, topic_name(name), typ,
+                                                                definition, properties))
 
     @routed
     def check(self, name, typ: str, definition="") -> str | None:
         """Whether a schema would be accepted: None, or why not (schemas compatibility)."""
-        return self._broker.read(lambda ctx: schemas.check(ctx, topic_name(name), typ,
-                                                           definition))
+        return self._broker._read(lambda ctx: schemas.check(ctx, topic_name(name), typ,
+                                                            definition))
 
     @routed
     def delete(self, name) -> bool:
-        return self._broker.write(lambda ctx: schemas.delete(ctx, topic_name(name)))
+        return self._broker._write(lambda ctx: schemas.delete(ctx, topic_name(name)))
 
     @routed
     def strategy(self, name) -> str:
         """The compatibility strategy in force on the topic (its namespace's, or the setting)."""
-        return self._broker.read(lambda ctx: schemas.strategy(ctx, topic_name(name)))
+        return self._broker._read(lambda ctx: schemas.strategy(ctx, topic_name(name)))
 
     @routed
     def version(self, name, number: int | None = None) -> dict | None:
         """One version of the topic's schema (the latest when number is None), or None."""
-        return self._broker.read(lambda ctx: schemas.version(ctx, topic_name(name), number))
+        return self._broker._read(lambda ctx: schemas.version(ctx, topic_name(name), number))
 
     @routed
     def for_typed_consumer(self, name, typ: str, definition="", properties=None):
         """A typed consumer's schema: registered on a topic without one, else checked
         (IncompatibleSchema); broker/schemas.for_typed_consumer."""
-        return self._broker.write(lambda ctx: schemas.for_typed_consumer(
+        return self._broker._write(lambda ctx: schemas.for_typed_consumer(
             ctx, topic_name(name), typ, definition, properties))
 
     @routed
@@ -74,4 +74,4 @@ class Schemas(Noun):
         def run(ctx):
             for p in expand(ctx, names):
                 schemas.for_consumer(ctx, p, typ)
-        self._broker.read(run)
+        self._broker._read(run)

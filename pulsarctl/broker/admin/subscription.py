@@ -16,6 +16,14 @@ from pulsarctl.messages import MessageId, iso_ms, parse_message_id
 from pulsarctl.names import retry_topic
 from pulsarctl.wake import wakes
 
+
+def _consuming():
+    # lazy: broker/consuming.py imports dispatch and the rest, which one-shot produce never needs
+    from pulsarctl.broker import consuming
+
+    return consuming
+
+
 # What the cursor commands add up over the partitions of a partitioned topic.
 _COUNTS = ("skipped", "cleared", "expired", "msgBacklog")
 
@@ -47,16 +55,38 @@ class Subscription:
                 # (its subscription has no dispatcher); the first consumer sets it.
                 subs.clear_type(c)
                 ctx.cursors.save(ctx.txn, c)
-        self._broker.write(run)
+        self._broker._write(run)
 
     def unsubscribe(self, force=False, asker: str | None = None):
         """asker: the consumer that asks, as a client's unsubscribe does (consumers.unsubscribe)."""
         def run(ctx):
             for _p, info, _c in subscribed(ctx, self.topic, self.name):
                 consumers.unsubscribe(ctx, info, self.name, force, asker)
-        self._broker.write(run)
+        self._broker._write(run)
 
     # -- looking inside ----------------------------------------------------------------------
+    # What a client's connection asks of its subscription (Pulsar's ServerCnx), on this topic
+    # alone: the Broker that made the handle owns it, non-persistent included.
+    def consumer_stats(self, consumer_name: str) -> dict | None:
+        """CONSUMER_STATS's answer: the subscription's stats with the one consumer's record
+        under "consumer"; None when there is no such subscription."""
+        return self._broker._read(_consuming().consumer_stats, self.topic, self.name,
+                                  consumer_name)
+
+    def mark_delete_position(self) -> MessageId:
+        """GET_LAST_MESSAGE_ID's consumer_mark_delete_position."""
+        return self._broker._read(_consuming().mark_delete_position, self.topic, self.name)
+
+    def failover_active_name(self) -> str | None:
+        """The consumer a Failover subscription's cursor names active (None: no such
+        subscription)."""
+        return self._broker._read(_consuming().failover_active_name, self.topic, self.name)
+
+    def reached_end(self) -> bool:
+        """Whether the subscription has read all its terminated topic will ever hold
+        (REACHED_END_OF_TOPIC)."""
+        return self._broker._read(_consuming().reached_end, self.topic, self.name)
+
     def policy(self) -> dict:
         """The policy stored with the subscription ({} when it does not exist)."""
         def run(ctx):
@@ -66,7 +96,7 @@ class Subscription:
                 if c is not None:
                     return dict(c.props.get("policy") or {})
             return {}
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def describe(self) -> dict:
         """Type, the effective policy, the derived dead letter and retry topic names, and the
@@ -106,7 +136,7 @@ class Subscription:
                 doc[key] = sum(x[key] for x in each.values())
             doc["partitions"] = each
             return doc
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def pending(self) -> list[dict]:
         """Delivered, unacknowledged messages: consumer, idle time, redelivery count and the
@@ -130,7 +160,7 @@ class Subscription:
                         "nextRedelivery": iso_ms(nxt) if nxt is not None else None,
                     })
             return out
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def cursor_view(self, around=None, n: int = pictures.DEFAULT_WINDOW):
         """The picture of the cursor (`topics cursor`): a window of n entries, around the
@@ -138,7 +168,7 @@ class Subscription:
         state; one read transaction, O(n) (broker/cursor_view.py). A cursor_view.Views."""
         if isinstance(around, str):
             around = parse_message_id(around)
-        return self._broker.read(pictures.views, self.topic, self.name, around, n)
+        return self._broker._read(pictures.views, self.topic, self.name, around, n)
 
     def consumers(self):
         def run(ctx):
@@ -149,7 +179,7 @@ class Subscription:
                         r["topic"] = str(p)
                     out.append(r)
             return out
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def peek(self, n: int = 1):
         """peek-messages: from after mark-delete, skipping acked ones; changes nothing. On a
@@ -170,7 +200,7 @@ class Subscription:
                         pos.entry_id, p.partition_index, str(p), rc,
                         skip=batches.acked_indexes(ctx, c, o))[:n - len(out)])
             return out
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def peek_entry(self, n: int):
         """The nth entry (from 1) after the mark-delete position that is not acknowledged, whole
@@ -190,7 +220,7 @@ class Subscription:
                     return pos.ledger_id, pos.entry_id, codec.decode(
                         ctx.ledgers.read(ctx.txn, info, o))
             return None
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     # -- consumers -----------------------------------------------------------------------------
     @wakes
@@ -212,7 +242,7 @@ class Subscription:
             if not found:
                 consumers.require(ctx, every[0][2], consumer_name)
             return returned
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     # -- cursor administration (pulsar-admin topics skip/clear-backlog/reset-cursor/expire) ----
     def _each_partition(self, fn, message_id=None):
@@ -238,7 +268,7 @@ class Subscription:
                     out[k] = sum(d.get(k, 0) for d in docs.values())
             out["partitions"] = docs
             return out
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     def skip(self, n: int) -> dict:
         def run(ctx, t):

@@ -31,14 +31,14 @@ class Topics(Noun):
     def list(self, namespace):
         """The namespace's topics, persistent and (when its store exists) non-persistent."""
         b = self._broker
-        names = b.read(topics.list_topics, namespace)
+        names = b._read(topics.list_topics, namespace)
         np = b.non_persistent_if_open()
         if np is not None:
-            names += np.read(topics.list_np_topics, namespace)
+            names += np._read(topics.list_np_topics, namespace)
         return names
 
     def list_partitioned(self, namespace):
-        return self._broker.read(partitions.list_partitioned, namespace)
+        return self._broker._read(partitions.list_partitioned, namespace)
 
     @routed
     def create(self, name):
@@ -48,20 +48,20 @@ class Topics(Noun):
             if partitions.get(ctx, t):
                 raise AlreadyExists(f"{t} already exists as a partitioned topic")
             topics.create_topic(ctx, t)
-        self._broker.write(run)
+        self._broker._write(run)
         return str(t)
 
     def create_partitioned(self, name, n: int):
         t = topic_name(name)
-        self._broker.write(partitions.create, t, n)
+        self._broker._write(partitions.create, t, n)
         return str(t)
 
     def update_partitioned(self, name, n: int):
-        return self._broker.write(cascade.update_partitions, topic_name(name), n)
+        return self._broker._write(cascade.update_partitions, topic_name(name), n)
 
     def partitioned_metadata(self, name) -> dict:
         t = topic_name(name)
-        return self._broker.read(lambda ctx: {"partitions": partitions.get(ctx, t)})
+        return self._broker._read(lambda ctx: {"partitions": partitions.get(ctx, t)})
 
     @routed
     def delete(self, name, force=False):
@@ -72,7 +72,7 @@ class Topics(Noun):
                 cascade.delete_partitioned(ctx, t, force)
             else:
                 cascade.delete_topic(ctx, t, force)
-        self._broker.write(run)
+        self._broker._write(run)
         return str(t)
 
     @routed
@@ -101,13 +101,13 @@ class Topics(Noun):
                 cascade.delete_partitioned(ctx, t, True)
             else:
                 cascade.delete_topic(ctx, t, True)
-        self._broker.write(run)
+        self._broker._write(run)
         return str(t)
 
     @routed
     def exists(self, name) -> bool:
         t = topic_name(name)
-        return self._broker.read(lambda ctx: topics.lookup(ctx, t) is not None)
+        return self._broker._read(lambda ctx: topics.lookup(ctx, t) is not None)
 
     # -- stats ---------------------------------------------------------------------------------
     @routed
@@ -121,7 +121,7 @@ class Topics(Noun):
             if len(parts) == 1 and not partitions.get(ctx, t):
                 return one(ctx, parts[0][1])
             return whole([one(ctx, info) for _, info in parts])
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def partitioned_stats(self, name, per_partition: bool = False, pulsar: bool = False):
         t = topic_name(name)
@@ -138,7 +138,7 @@ class Topics(Noun):
             if per_partition:
                 out["partitions"] = every
             return out
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     @routed
     def internal_stats(self, name, pulsar: bool = False):
@@ -152,7 +152,7 @@ class Topics(Noun):
                 return one(ctx, topics.require(ctx, t))
             return {"metadata": {"partitions": n},
                     "partitions": {str(p): one(ctx, info) for p, info in each(ctx, t)}}
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     @routed
     def subscriptions(self, name):
@@ -165,9 +165,19 @@ class Topics(Noun):
                     if c.name not in names:
                         names.append(c.name)
             return names
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     # -- messages --------------------------------------------------------------------------------
+    @routed
+    def ensure(self, name) -> None:
+        """Create the topic if it is missing, as a producer's attach does in Pulsar
+        (allowAutoTopicCreation: TopicNotFound when that is off)."""
+        t = topic_name(name)
+
+        def run(ctx):
+            topics.ensure(ctx, t)
+        self._broker._write(run)
+
     @routed
     def last_message_id(self, name) -> MessageId:
         t = topic_name(name)
@@ -177,7 +187,33 @@ class Topics(Noun):
             info = topics.require(ctx, t)
             p = info.mark_position(info.last_offset)
             return MessageId(p.ledger_id, p.entry_id, t.partition_index)
-        return self._broker.read(run)
+        return self._broker._read(run)
+
+    # -- a reader's positions (what its connection asks: Pulsar's ServerCnx) -------------------
+    @routed
+    def reader_mark_delete_position(self, name, next_offset: int | None = None, start=None,
+                                    inclusive: bool = False) -> MessageId:
+        """GET_LAST_MESSAGE_ID's consumer_mark_delete_position for a reader: the position just
+        before what it reads next (its next offset, else where its start message id puts it)."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.mark_delete_position, topic_name(name), None,
+                                  next_offset, start, inclusive)
+
+    @routed
+    def reader_reached_end(self, name, next_offset: int) -> bool:
+        """Whether a reader at next_offset has read all a terminated topic will ever hold."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.reached_end, topic_name(name), None, next_offset)
+
+    @routed
+    def offset_for_publish_time(self, name, time_ms: int) -> int:
+        """A reader's seek(timestamp): the offset of the first message published at or after
+        time_ms (the topic's end when there is none)."""
+        from pulsarctl.broker import consuming  # lazy: one-shot produce never needs it
+
+        return self._broker._read(consuming.offset_for_publish_time, topic_name(name), time_ms)
 
     @routed
     def get_message_by_id(self, name, ledger_id: int, entry_id: int):
@@ -199,7 +235,7 @@ class Topics(Noun):
             # A message has a redelivery count per subscription, not one of its own.
             m.redelivery_count_ = stats.redelivery_counts(ctx, info, o)
             return m
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     @routed
     def examine_message(self, name, initial_position: str = "latest", n: int = 1):
@@ -209,7 +245,7 @@ class Topics(Noun):
         def run(ctx):
             per_partition(ctx, t, "Examine messages", "topics examine-message")
             return cursor_admin.examine(ctx, topics.require(ctx, t), t, initial_position, n)
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def entry(self, name, ledger_id: int, entry_id: int) -> list:
         """The stored record of one entry of a topic or partition, whole (a batch is one), as
@@ -220,7 +256,7 @@ class Topics(Noun):
             info = topics.require(ctx, t)
             o = subs.offset_of(ctx, info, MessageId(ledger_id, entry_id, t.partition_index))
             return codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     def examine_entry(self, name, initial_position: str = "latest", n: int = 1):
         """examine-message over REST: the nth entry from the first (earliest) or the last
@@ -240,7 +276,7 @@ class Topics(Noun):
                                       hint=f"use -m 1 to -m {info.entries}")
             p = info.position(o)
             return p.ledger_id, p.entry_id, codec.decode(ctx.ledgers.read(ctx.txn, info, o))
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     @routed
     def terminate(self, name) -> MessageId | dict:
@@ -251,7 +287,7 @@ class Topics(Noun):
             if partitions.get(ctx, t):
                 return {str(p): cursor_admin.terminate(ctx, p) for p in partitions.expand(ctx, t)}
             return cursor_admin.terminate(ctx, t)
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     # -- compaction (broker/compaction.py) -----------------------------------------------------
     @routed
@@ -264,7 +300,7 @@ class Topics(Noun):
             if not t.persistent:
                 raise InvalidValue(f"{t} is non-persistent: only persistent topics compact")
             return compaction.compact(ctx, t)
-        return self._broker.write(run)
+        return self._broker._write(run)
 
     @routed
     def compaction_status(self, name) -> dict:
@@ -273,7 +309,7 @@ class Topics(Noun):
         def run(ctx):
             per_partition(ctx, t, "Compaction status", "topics compaction-status")
             return compaction.status(ctx, topics.require(ctx, t))
-        return self._broker.read(run)
+        return self._broker._read(run)
 
     # -- tiered storage ------------------------------------------------------------------------
     @routed
