@@ -544,13 +544,14 @@ def routes() -> list:
 
 def make_app(broker_factory, *, service_url: str, web_url: str, cluster: str = "standalone",
              service_url_tls: str = "", authentication=None,
-             authorization=None, owns_broker: bool = True) -> web.Application:
+             authorization=None, owns_broker: bool = True, worker=None) -> web.Application:
     """The admin REST API over the Broker broker_factory() returns (called once, in the
     worker thread, on the first request). authentication (auth/service.py) and authorization
     (auth/authorization.Settings; None: off) decide who may call what (access.py).
     owns_broker: the app closes the Broker when it stops (serve's is shared: serve closes it,
-    after its own connections)."""
-    w = Worker(broker_factory, owns_broker)
+    after its own connections). worker: an executor to run on instead of a thread of the app's
+    own (serve's: one worker for the binary protocol and REST)."""
+    w = Worker(broker_factory, owns_broker, worker)
     guard = access.middleware(authentication or Authentication(), authorization, w.run)
     app = web.Application(middlewares=[pulsar_errors, guard], client_max_size=16 * 1024 * 1024)
     app[SETTINGS] = {"service_url": service_url, "web_url": web_url, "cluster": cluster,

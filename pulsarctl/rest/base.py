@@ -21,13 +21,16 @@ NO_CONTENT = 204
 
 
 class Worker:
-    """One thread that owns the Broker: every call of the app runs there, in order."""
+    """One thread that owns the Broker: every call of the app runs there, in order. pool: the
+    executor of a thread shared with another user of the Broker (serve's own worker), which
+    its owner shuts down; None: a thread of the app's own."""
 
-    def __init__(self, broker_factory, owns_broker: bool = True):
+    def __init__(self, broker_factory, owns_broker: bool = True, pool=None):
         self._factory = broker_factory
         self._owns = owns_broker   # closed with the app (else its owner closes it)
         self._broker = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pulsarctl-rest")
+        self._owns_pool = pool is None
+        self._pool = pool or ThreadPoolExecutor(max_workers=1, thread_name_prefix="pulsarctl-rest")
 
     def _broker_now(self):
         if self._broker is None:
@@ -47,7 +50,8 @@ class Worker:
     async def close(self):
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._pool, self._close)
-        self._pool.shutdown(wait=True)
+        if self._owns_pool:
+            self._pool.shutdown(wait=True)
 
 
 # -- answers -------------------------------------------------------------------------------------

@@ -62,7 +62,9 @@ class Server:
         self.url = None
         self.tls_url = None
         self._tls_server = None
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker")
+        # The one worker thread every Broker call runs in, the REST API's too (run.py hands it
+        # over): one writer, calls in the order they came.
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker")
         self._server = None
         self._connections: set = set()
         self._wake = None
@@ -83,7 +85,7 @@ class Server:
     # -- the worker thread ---------------------------------------------------------------------
     def call(self, fn, *args, **kwargs):
         """fn(*args) in the broker's thread, in submission order; an awaitable of its result."""
-        return asyncio.get_running_loop().run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        return asyncio.get_running_loop().run_in_executor(self.worker, lambda: fn(*args, **kwargs))
 
     # -- life ----------------------------------------------------------------------------------
     async def start(self):
@@ -114,9 +116,10 @@ class Server:
         if self._tls_server is not None:
             self._tls_server.close()
 
-    async def stop(self):
+    async def stop(self, *, keep_worker: bool = False):
         """Stop accepting, close every connection (its consumers and producers leave the
-        store), then let the broker's thread finish. The broker itself stays open."""
+        store), then let the broker's thread finish (keep_worker: not yet, the REST API still
+        runs on it; the caller shuts it down). The broker itself stays open."""
         self.stop_accepting()
         for conn in list(self._connections):
             await conn.close()
@@ -128,7 +131,8 @@ class Server:
             await self._tls_server.wait_closed()
         await self.commits.close()
         await self.acks.close()
-        self._pool.shutdown(wait=True)
+        if not keep_worker:
+            self.worker.shutdown(wait=True)
 
     async def _watch_wake(self):
         waiter = Waiter(self.broker.wake_path)

@@ -34,7 +34,8 @@ async def _start_rest(broker, settings: ServeSettings, server: Server, log):
     app = make_app(lambda: broker, service_url=server.url, web_url="", cluster=settings.cluster,
                    service_url_tls=server.tls_url or "",
                    authentication=settings.authentication,
-                   authorization=settings.authorization, owns_broker=False)
+                   authorization=settings.authorization, owns_broker=False,
+                   worker=server.worker)
     runner = Runner(app, log)
     await runner.setup()
     urls = []
@@ -105,8 +106,9 @@ async def _main(broker, settings: ServeSettings, listening, log):
             for site in list(runner.sites):
                 await site.stop()
         await timers.stop()
-        await server.stop()
+        await server.stop(keep_worker=runner is not None)
         if runner is not None:
             await runner.cleanup()
+            server.worker.shutdown(wait=True)
         timers.release()
         broker.close()
