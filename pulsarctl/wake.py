@@ -1,17 +1,18 @@
 """Waking waiting consumers across processes: a command that makes messages deliverable
 (a publish, a nack, a fired timer, a disconnected consumer) touches the file `wake` in the store
-directory, and a consumer waiting for messages watches its modification time, so it fetches
-within a few milliseconds instead of at its next poll (up to 100 ms later). Only a hint: a
-consumer that misses one still polls, so nothing depends on it."""
+directory, and a consumer waiting for messages is woken by that (inotify, or the file's
+modification time where inotify is missing: wake_events.py), so it fetches at once instead of at
+its next poll (up to 100 ms later). Only a hint: a consumer that misses one still polls, so
+nothing depends on it."""
 from __future__ import annotations
 
 import functools
 import os
 
-from pulsarctl import clock as clocks
+from pulsarctl import wake_events
 
-NAME = "wake"
-SLICE_S = 0.005
+NAME = wake_events.NAME
+SLICE_S = wake_events.POLL_S   # how often a Waiter without inotify looks at the file
 
 
 def notify(store: str) -> None:
@@ -41,9 +42,14 @@ def wakes(fn):
 
 
 class Waiter:
+    """Waits for a notify() on a store: from its creation on, so a notify between creating it
+    and sleeping is not missed. Sleeps on inotify where it can (wake_events.py: the kernel wakes
+    it, nothing polls), else looks at the file's stamp every SLICE_S."""
+
     def __init__(self, store: str):
         self.path = os.path.join(store, NAME)
         self.seen = self._stamp()
+        self._watch = wake_events.watch(store)
 
     def _stamp(self):
         try:
@@ -54,13 +60,11 @@ class Waiter:
 
     def sleep(self, seconds: float) -> bool:
         """Sleep up to seconds (real time); True as soon as someone notified."""
-        end = clocks.monotonic() + seconds
-        while True:
-            stamp = self._stamp()
-            if stamp != self.seen:
-                self.seen = stamp
-                return True
-            left = end - clocks.monotonic()
-            if left <= 0:
-                return False
-            clocks.sleep(min(SLICE_S, left))
+        if self._watch.wait(seconds):
+            self.seen = self._stamp()
+            return True
+        return False
+
+    def close(self) -> None:
+        """Releases the inotify descriptor now (else it goes with the Waiter)."""
+        self._watch.close()

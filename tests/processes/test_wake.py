@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from pulsarctl import wake
+from pulsarctl import wake, wake_events
 from pulsarctl.client import Client, ConsumerType, InitialPosition
 
 from procs import PATIENCE_S, wait_for
@@ -29,7 +29,11 @@ def _notify_seen(store: str) -> None:
     wait_for(changed, "the wake file's stamp to change")
 
 
-def test_waiter_sleeps_its_time_without_a_notify_and_wakes_on_one(tmp_path, fake_time):
+def test_waiter_sleeps_its_time_without_a_notify_and_wakes_on_one(tmp_path, fake_time,
+                                                                  monkeypatch):
+    # The Waiter of a system without inotify (the stamp fallback): only its sleeps run on the
+    # FakeTime; an inotify wait sleeps in the kernel (tests/broker/test_wake_events.py).
+    monkeypatch.setattr(wake_events, "USE_INOTIFY", False)
     store = str(tmp_path)
     w = wake.Waiter(store)
     t0 = fake_time.now
