@@ -35,7 +35,9 @@ def wakes(fn):
     @functools.wraps(fn)
     def wrapper(owner, *args, **kwargs):
         result = fn(owner, *args, **kwargs)
-        if result != 0 or isinstance(result, bool):
+        # a count by kind ({"nack": 0, ...}: the daemon's tick) wakes only when one fired
+        if any(result.values()) if isinstance(result, dict) else (
+                result != 0 or isinstance(result, bool)):
             notify(getattr(owner, "_broker", owner).wake_path)
         return result
     return wrapper

@@ -25,7 +25,9 @@ from pulsarctl.serve.wire_errors import error_text
 T = api.BaseCommand
 SUB_TYPES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
 FETCH_MAX = 1000
-IDLE_POLL_S = 0.5     # a waiting consumer fetches at least this often (timers, other brokers)
+# Without the timers (serve could not use the daemon lock), a waiting consumer fetches at least
+# this often, which fires its own subscription's timers; else it waits for a wake (listener.py).
+IDLE_POLL_S = 0.5
 # A client negatively acknowledges by asking for redelivery once its own nack delay has passed:
 # the store then redelivers after the shortest delay it allows, not its default minute.
 MIN_NACK_DELAY_MS = 100   # NegativeAcksTracker.MIN_NACK_DELAY_MS
@@ -252,7 +254,8 @@ class ConsumerCommands:
             c.kick.clear()
             waits = [asyncio.ensure_future(wake.wait()), asyncio.ensure_future(c.kick.wait())]
             try:
-                await asyncio.wait(waits, timeout=IDLE_POLL_S, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=s.idle_poll_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for w in waits:
                     w.cancel()

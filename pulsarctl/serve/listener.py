@@ -17,10 +17,9 @@ from pulsarctl.serve.connection import Connection
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.wire_errors import error_text
-from pulsarctl.wake import Waiter
+from pulsarctl import wake_events
 
 T = api.BaseCommand
-WAKE_POLL_S = 0.005   # how often the wake file is looked at
 HANDSHAKE_TIMEOUT_S = 10.0   # a TLS client that does not finish its handshake is dropped
 # The listen queue, as netty's (Pulsar's) default: the kernel's somaxconn. asyncio's 100 drops
 # the SYNs of a burst of clients beyond it, each then waiting a second to try again.
@@ -74,6 +73,9 @@ class Server:
         self._in_use: set = set()
         # Failover: (topic, subscription) -> the active consumer on this server, as last seen
         self._failover_active: dict = {}
+        # How often a waiting consumer fetches anyway: never (None) while the timers run, in
+        # serve or in a daemon, whose firing wakes it; timers.py sets it when they cannot run.
+        self.idle_poll_s: float | None = None
         # SENDs that arrive during a commit share the next one (group_commit.py).
         self.commits = GroupCommit(self.call, broker.publish_many)
         # ACKs likewise: they never wait in a connection's read loop, and those that arrive
@@ -106,7 +108,11 @@ class Server:
                 raise
             self.tls_port = self._tls_server.sockets[0].getsockname()[1]
             self.tls_url = f"pulsar+ssl://{host}:{self.tls_port}"
-        self._watcher = asyncio.create_task(self._watch_wake())
+        # A store change (a publish, a nack, a closed consumer, the CLI's included) wakes the
+        # waiting consumers through inotify (wake_events.py; a 5 ms look at the file where
+        # inotify is missing), not a poll.
+        self._watcher = wake_events.watch(self.broker.wake_path)
+        self._watcher.attach(asyncio.get_running_loop(), self.kick)
         return self.url
 
     def stop_accepting(self) -> None:
@@ -124,7 +130,7 @@ class Server:
         for conn in list(self._connections):
             await conn.close()
         if self._watcher is not None:
-            self._watcher.cancel()
+            self._watcher.detach()
         if self._server is not None:
             await self._server.wait_closed()
         if self._tls_server is not None:
@@ -133,13 +139,6 @@ class Server:
         await self.acks.close()
         if not keep_worker:
             self.worker.shutdown(wait=True)
-
-    async def _watch_wake(self):
-        waiter = Waiter(self.broker.wake_path)
-        while True:
-            await asyncio.sleep(WAKE_POLL_S)
-            if waiter.sleep(0):
-                self.kick()
 
     def kick(self):
         """Wake every consumer waiting for messages."""

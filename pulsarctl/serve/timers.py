@@ -14,6 +14,7 @@ import asyncio
 import os
 
 from pulsarctl import daemon as daemons
+from pulsarctl.serve.consumers import IDLE_POLL_S
 
 RETRY_S = 2.0   # how often serve, without the lock, tries to take it
 
@@ -53,6 +54,7 @@ class Timers:
         except OSError as exc:
             log(f"timers: cannot use {daemons.paths(self.store)['lock']} ({exc.strerror}); "
                 "serve runs without them (a waiting consumer still fires its own)")
+            self.server.idle_poll_s = IDLE_POLL_S   # a waiting consumer then fires its own
             return
         log(f"timers: serve (pid {os.getpid()}) holds the daemon lock and fires the timers "
             f"every {self.daemon.tick_s:g}s")

@@ -57,6 +57,7 @@ class Subscription:
                 ctx.cursors.save(ctx.txn, c)
         self._broker._write(run)
 
+    @wakes   # a waiting consumer of serve learns at once that its subscription went
     def unsubscribe(self, force=False, asker: str | None = None):
         """asker: the consumer that asks, as a client's unsubscribe does (consumers.unsubscribe)."""
         def run(ctx):
@@ -245,6 +246,7 @@ class Subscription:
         return self._broker._write(run)
 
     # -- cursor administration (pulsar-admin topics skip/clear-backlog/reset-cursor/expire) ----
+    @wakes   # a moved cursor may make messages deliverable to the consumers waiting
     def _each_partition(self, fn, message_id=None):
         """Run fn(ctx, topic) on the topic, or on each partition of a partitioned topic (only
         the partition a message id belongs to, for a reset to an id), as pulsar-admin does;

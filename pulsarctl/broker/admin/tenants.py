@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pulsarctl.broker import cascade, policies, tenants
 from pulsarctl.broker.admin.base import Noun
+from pulsarctl.wake import wakes
 
 
 class Tenants(Noun):
@@ -21,6 +22,7 @@ class Tenants(Noun):
         """Replace what is given (None keeps the tenant's)."""
         return self._broker._write(tenants.update_tenant, name, admin_roles, allowed_clusters)
 
+    @wakes   # the consumers of its topics (serve's waiting ones) look now, and are closed
     def delete(self, name, force=False):
         return self._broker._write(cascade.delete_tenant, name, force)
 
@@ -34,6 +36,7 @@ class Namespaces(Noun):
     def create(self, name):
         return self._broker._write(tenants.create_namespace, name)
 
+    @wakes   # the consumers of its topics (serve's waiting ones) look now, and are closed
     def delete(self, name, force=False):
         return self._broker._write(cascade.delete_namespace, name, force)
 

@@ -15,6 +15,7 @@ from pulsarctl.errors import (
     AlreadyExists, ConsumerBusy, InvalidValue, MessageNotFound, TopicNotFound,
 )
 from pulsarctl.messages import MessageId
+from pulsarctl.wake import wakes
 
 
 def per_partition(ctx, t, what: str, command: str, advice: str = "ask one partition") -> None:
@@ -63,7 +64,10 @@ class Topics(Noun):
         t = topic_name(name)
         return self._broker._read(lambda ctx: {"partitions": partitions.get(ctx, t)})
 
+    # A deleted or terminated topic's consumers (serve's waiting ones too) learn of it at their
+    # next fetch: the wake file tells them to look now.
     @routed
+    @wakes
     def delete(self, name, force=False):
         t = topic_name(name)
 
@@ -279,6 +283,7 @@ class Topics(Noun):
         return self._broker._read(run)
 
     @routed
+    @wakes
     def terminate(self, name) -> MessageId | dict:
         """The last message id; for a partitioned topic, each partition's."""
         t = topic_name(name)
