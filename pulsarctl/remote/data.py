@@ -336,6 +336,16 @@ class Consumer:
         with translated(self.conn.target, "acknowledging"):
             self.consumer.acknowledge(self._raw(m))
 
+    def acknowledge_ids(self, ids) -> None:
+        """Acknowledge messages by their ids, received or not: a migration acknowledges the
+        copies of what was acknowledged one by one at the source (Pulsar acknowledges any
+        position of the subscription's topic; the acks are sent at close() at the latest)."""
+        pulsar = self.conn.pulsar
+        with translated(self.conn.target, "acknowledging"):
+            for i in ids:
+                self.consumer.acknowledge(pulsar.MessageId(i.partition, i.ledger_id, i.entry_id,
+                                                           i.batch_index))
+
     def negative_acknowledge(self, m) -> None:
         with translated(self.conn.target, "nacking"):
             self.consumer.negative_acknowledge(self._raw(m))

@@ -9,16 +9,23 @@ subscription has not acknowledged: a DLQ, say) into the local store.
 Idempotent and resumable: every copied message carries the property MIGRATED_FROM, the id it
 had at its source; a run starts each topic (each partition) after the last message the
 destination already holds from it, so a second run copies nothing, and an interrupted one goes
-on where it stopped. Messages are sent one by one, unbatched, and a message is counted as
-copied once its receipt is back: a crash loses none, and repeats at most the messages whose
+on where it stopped. Messages are sent unbatched, WINDOW at a time without waiting for each
+receipt (one producer keeps them in order), and a window is counted as copied once all its
+receipts are back: a crash loses none, and repeats at most the messages of the window whose
 receipts had not come back (at-least-once).
 
 Cursor positions up: a subscription the remote topic does not have yet is created at the end
 of it before the backlog is copied (so the whole copy is its backlog), then moved past the
-copied messages its local mark-delete position covers (skip). Messages acknowledged
-individually after the mark-delete position are copied as backlog, and a subscription created
-by a run that was interrupted before its skip keeps the whole copy as backlog: more to
-consume, never less."""
+copied messages its local mark-delete position covers (skip), and the copies of the messages
+it acknowledged one by one after that position (whole entries, or messages of a batch) are
+acknowledged on it by their new ids, as the copy got them: the same messages stay
+unacknowledged. A subscription that exists on the target already is left as it is (a second
+run changes nothing), so one created by a run interrupted before its skip and acks keeps the
+whole copy as backlog: more to consume, never less.
+
+Down copies messages, not cursors: with --subscription, what it has not acknowledged (from
+its mark-delete position, without its individually deleted ranges) lands in the local topic,
+which has no subscription of that name until one is made."""
 from __future__ import annotations
 
 from pulsarctl.errors import AlreadyExists, Conflict, NotFound, PulsarctlError
@@ -27,6 +34,7 @@ from pulsarctl.names import parse_topic
 
 MIGRATED_FROM = "MIGRATED_FROM"
 READ_MS = 10_000
+WINDOW = 1000  # messages in flight at a time: their receipts are awaited together
 
 
 def _id_key(text: str | None):
@@ -74,11 +82,21 @@ def _last_marker_remote(remote, topic: str):
     return _id_key((msgs.properties_ or {}).get(MIGRATED_FROM))
 
 
-def _copy(read_source, sink, after_key, keep=lambda m: True, stop=lambda m: False,
+def _copy(read_source, send_many, after_key, keep=lambda m: True, stop=lambda m: False,
           progress=None) -> list:
     """Read every message of the source, send those after after_key that keep() allows, until
-    stop(); returns the (source id) of each sent, in order."""
-    sent = []
+    stop(), WINDOW at a time (send_many waits for their receipts); returns (the source id, the
+    id it got at the destination) of each sent, in order."""
+    sent, window = [], []
+
+    def flush():
+        if window:
+            got = send_many([out for _i, out in window])
+            sent.extend(zip([i for i, _out in window], got))
+            if progress is not None:
+                progress(len(window))
+            window.clear()
+
     while read_source.has_message_available():
         m = read_source.read_next(READ_MS)
         k = (m.id.ledger_id, m.id.entry_id, m.id.batch_index)
@@ -90,10 +108,11 @@ def _copy(read_source, sink, after_key, keep=lambda m: True, stop=lambda m: Fals
             continue
         props = dict(m.properties_ or {})
         props[MIGRATED_FROM] = str(m.id)
-        sink(OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time))
-        sent.append(m.id)
-        if progress is not None:
-            progress(1)
+        window.append((m.id, OutgoingMessage(m.payload, props, m.key, m.ordering_key_,
+                                             m.event_time)))
+        if len(window) >= WINDOW:
+            flush()
+    flush()
     return sent
 
 
@@ -185,17 +204,41 @@ def _subscriptions_and_backlog(broker, remote, conn, local, t, backlog, s, progr
     after = max(low, resume) if resume is not None else low
     reader = local.create_reader(t, MessageId(after[0], after[1], parse_topic(t).partition_index)
                                  if after[0] >= 0 else MessageId.earliest)
-    producer = conn.producer(t, batching_enabled=False, block_if_queue_full=True)
+    producer = conn.producer(t, batching_enabled=False, block_if_queue_full=True,
+                             max_pending_messages=WINDOW)
     try:
-        sent = _copy(reader, lambda out: producer.send(out), after, progress=progress)
+        sent = _copy(reader, producer.send_many, after, progress=progress)
     finally:
         producer.close()
         reader.close()
     s.counts["messages"] += len(sent)
     for sub in made:
-        covered = sum(1 for i in sent if (i.ledger_id, i.entry_id, i.batch_index) <= marks[sub])
+        covered = sum(1 for i, _r in sent if _key(i) <= marks[sub])
         if covered:
             remote.subscription(t, sub).skip(covered)
+        acked = _acked_past_mark(broker, t, sub, marks[sub], sent)
+        if acked:
+            consumer = conn.consumer(t, sub, consumer_type=conn.pulsar.ConsumerType.Shared,
+                                     receiver_queue_size=0)
+            try:
+                consumer.acknowledge_ids(acked)
+            finally:
+                consumer.close()
+
+
+def _key(i: MessageId):
+    return (i.ledger_id, i.entry_id, i.batch_index)
+
+
+def _acked_past_mark(broker, t, sub, mark, sent) -> list:
+    """The destination ids of the copies of what `sub` acknowledged one by one past its
+    mark-delete position (whole entries or a batch's messages): the copied messages after the
+    mark that the subscription's peek, which leaves the acknowledged out, does not hold."""
+    past = [(i, r) for i, r in sent if _key(i) > mark]
+    if not past:
+        return []
+    unacked = {_key(m.id) for m in broker.subscription(t, sub).peek(1 << 62)}
+    return [r for i, r in past if _key(i) not in unacked]
 
 
 # -- down: a remote Pulsar's topics to the local store -----------------------------------------------
@@ -259,7 +302,7 @@ def down(broker, remote, conn, topics, subscription=None, since_ms=None, until_m
             producer = local.create_producer(part)
             try:
                 sent = _copy(
-                    reader, lambda out: producer.send_many([out], batching=False), resume,
+                    reader, lambda outs: producer.send_many(outs, batching=False), resume,
                     keep=lambda m: not skip(m) and (since_ms is None or m.publish_time >= since_ms),
                     stop=lambda m: until_ms is not None and m.publish_time > until_ms,
                     progress=progress)
