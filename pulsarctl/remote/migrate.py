@@ -34,6 +34,7 @@ from pulsarctl.names import parse_topic
 
 MIGRATED_FROM = "MIGRATED_FROM"
 READ_MS = 10_000
+ALL_INDEXES = 1 << 31  # a key past every batch index of an entry
 WINDOW = 1000  # messages in flight at a time: their receipts are awaited together
 
 
@@ -197,7 +198,8 @@ def _subscriptions_and_backlog(broker, remote, conn, local, t, backlog, s, progr
     if not backlog or not cursors:
         return
     # the backlog: what the least advanced subscription has not acknowledged
-    marks = {sub: _id_key(c.get("markDeletePosition")) or (-1, -1, -1)
+    # a mark-delete position is a whole entry: every message of a batch there is acknowledged
+    marks = {sub: _entry_end(_id_key(c.get("markDeletePosition")) or (-1, -1, -1))
              for sub, c in cursors.items()}
     low = min(marks.values())
     resume = _last_marker_remote(remote, t)
@@ -224,6 +226,10 @@ def _subscriptions_and_backlog(broker, remote, conn, local, t, backlog, s, progr
                 consumer.acknowledge_ids(acked)
             finally:
                 consumer.close()
+
+
+def _entry_end(k):
+    return (k[0], k[1], ALL_INDEXES) if k[0] >= 0 else k
 
 
 def _key(i: MessageId):
