@@ -9,10 +9,11 @@ subscription has not acknowledged: a DLQ, say) into the local store.
 Idempotent and resumable: every copied message carries the property MIGRATED_FROM, the id it
 had at its source; a run starts each topic (each partition) after the last message the
 destination already holds from it, so a second run copies nothing, and an interrupted one goes
-on where it stopped. Messages are sent unbatched, WINDOW at a time without waiting for each
-receipt (one producer keeps them in order), and a window is counted as copied once all its
-receipts are back: a crash loses none, and repeats at most the messages of the window whose
-receipts had not come back (at-least-once).
+on where it stopped. Up, messages are sent unbatched, at most WINDOW waiting for their receipts
+at a time (one producer keeps them in order; the next is sent as soon as a receipt is back),
+and counted as copied once their receipt is back: a crash loses none, and repeats at most
+those whose receipts had not come back (at-least-once). Down, they are stored WINDOW a
+transaction.
 
 Cursor positions up: a subscription the remote topic does not have yet is created at the end
 of it before the backlog is copied (so the whole copy is its backlog), then moved past the
@@ -35,7 +36,7 @@ from pulsarctl.names import parse_topic
 MIGRATED_FROM = "MIGRATED_FROM"
 READ_MS = 10_000
 ALL_INDEXES = 1 << 31  # a key past every batch index of an entry
-WINDOW = 1000  # messages in flight at a time: their receipts are awaited together
+WINDOW = 1000  # up: messages in flight at a time; down: messages a local transaction
 
 
 def _id_key(text: str | None):
@@ -83,20 +84,19 @@ def _last_marker_remote(remote, topic: str):
     return _id_key((msgs.properties_ or {}).get(MIGRATED_FROM))
 
 
-def _copy(read_source, send_many, after_key, keep=lambda m: True, stop=lambda m: False,
+def _copy(read_source, sink, after_key, keep=lambda m: True, stop=lambda m: False,
           progress=None) -> list:
     """Read every message of the source, send those after after_key that keep() allows, until
-    stop(), WINDOW at a time (send_many waits for their receipts); returns (the source id, the
-    id it got at the destination) of each sent, in order."""
-    sent, window = [], []
+    stop(); returns (the source id, the id it got at the destination) of each sent, in order.
+    sink: send(out) -> how many have been stored so far (for the progress count), and
+    finish() -> the ids they got, in order, once all are stored."""
+    sources, shown = [], 0
 
-    def flush():
-        if window:
-            got = send_many([out for _i, out in window])
-            sent.extend(zip([i for i, _out in window], got))
-            if progress is not None:
-                progress(len(window))
-            window.clear()
+    def show(stored):
+        nonlocal shown
+        if progress is not None and stored > shown:
+            progress(stored - shown)
+            shown = stored
 
     while read_source.has_message_available():
         m = read_source.read_next(READ_MS)
@@ -109,12 +109,33 @@ def _copy(read_source, send_many, after_key, keep=lambda m: True, stop=lambda m:
             continue
         props = dict(m.properties_ or {})
         props[MIGRATED_FROM] = str(m.id)
-        window.append((m.id, OutgoingMessage(m.payload, props, m.key, m.ordering_key_,
-                                             m.event_time)))
-        if len(window) >= WINDOW:
-            flush()
-    flush()
-    return sent
+        sources.append(m.id)
+        show(sink.send(OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)))
+    got = sink.finish()
+    show(len(got))
+    return list(zip(sources, got))
+
+
+class _Windows:
+    """A sink of the local store's producer: WINDOW messages a transaction."""
+
+    def __init__(self, producer):
+        self.producer, self.window, self.ids = producer, [], []
+
+    def _flush(self):
+        if self.window:
+            self.ids += self.producer.send_many(self.window, batching=False)
+            self.window = []
+
+    def send(self, out) -> int:
+        self.window.append(out)
+        if len(self.window) >= WINDOW:
+            self._flush()
+        return len(self.ids)
+
+    def finish(self) -> list:
+        self._flush()
+        return self.ids
 
 
 def up(broker, remote, conn, only=None, backlog: bool = True, progress=None) -> dict:
@@ -206,10 +227,11 @@ def _subscriptions_and_backlog(broker, remote, conn, local, t, backlog, s, progr
     after = max(low, resume) if resume is not None else low
     reader = local.create_reader(t, MessageId(after[0], after[1], parse_topic(t).partition_index)
                                  if after[0] >= 0 else MessageId.earliest)
+    # The library's queue holds more than the window: the window (Stream) is what waits.
     producer = conn.producer(t, batching_enabled=False, block_if_queue_full=True,
-                             max_pending_messages=WINDOW)
+                             max_pending_messages=2 * WINDOW)
     try:
-        sent = _copy(reader, producer.send_many, after, progress=progress)
+        sent = _copy(reader, producer.stream(WINDOW), after, progress=progress)
     finally:
         producer.close()
         reader.close()
@@ -308,7 +330,7 @@ def down(broker, remote, conn, topics, subscription=None, since_ms=None, until_m
             producer = local.create_producer(part)
             try:
                 sent = _copy(
-                    reader, lambda outs: producer.send_many(outs, batching=False), resume,
+                    reader, _Windows(producer), resume,
                     keep=lambda m: not skip(m) and (since_ms is None or m.publish_time >= since_ms),
                     stop=lambda m: until_ms is not None and m.publish_time > until_ms,
                     progress=progress)
