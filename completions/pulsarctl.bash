@@ -11,7 +11,7 @@ _pulsarctl_node() {
         "")
             subs="produce consume receive ack nack read redeliver-unacked reconsume-later version doctor completion serve top explain migrate topics tenants namespaces brokers clock subscriptions schemas tokens perf daemon dlq spark lesson context"
             opts="--store -o --output --traceback --explain --version --context --service-url --admin-url -h --help"
-            vopts="--store -o --output --context --service-url --admin-url"
+            vopts="--store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file"
             targ=""
             ;;
         "produce")
@@ -1282,7 +1282,7 @@ _pulsarctl_names() {
 
 _pulsarctl() {
     local cur word flag="" prefix="" path="" npos=0 i=1 subs opts vopts targ values files names
-    local store="" gvopts="--store -o --output --context --service-url --admin-url" name
+    local store="" gvopts="--store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file" name
     local -a pos=()
     local IFS=$'\n'
     COMPREPLY=()

@@ -11,7 +11,7 @@ function __pulsarctl_use_subcommand
     for t in $tokens
         if test $skip -eq 1
             set skip 0
-        else if contains -- $t --store -o --output --context --service-url --admin-url
+        else if contains -- $t --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file
             set skip 1
         else if not string match -q -- '-*' $t
             return 1
@@ -138,10 +138,10 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from produce; and not __fish_seen_subcommand_from perf' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --messages -f --files -s --separator -n --num-produce -r --rate -k --key --ordering-key -p --properties --event-time --deliver-after --deliver-at --producer-name --sequence-id --batching-max-messages --batching-max-bytes --batching-max-publish-delay --batching-type --compression --access-mode --routing-mode --hashing-scheme --value-schema)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl consume
-complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s t -l subscription-type -x -a 'Exclusive Shared Failover Key_Shared' -d 'Exclusive|Shared|Failover|Key_Shared'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s p -l subscription-position -x -a 'Latest Earliest' -d 'Latest|Earliest (for a new subscription)'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s m -l subscription-mode -x -a 'Durable NonDurable' -d 'Durable|NonDurable'
@@ -159,22 +159,22 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l nack-delay -x -d 'Redeliver a nacked message after this long (default 1m, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l nack-backoff -x -d 'MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l dead-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l dead-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l enable-retry -d 'Also consume the retry letter topic; reconsume-later moves messages there.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l retry-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l retry-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec-retry-delay -x -d 'With --exec and --enable-retry: how long an exit 75 waits (default the nack delay).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l exec -x -d 'Run CMD per message (payload on stdin, metadata in PULSAR_* variables): exit 0 acks, 75 reconsumes later (nack without a retry topic), anything else nacks.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'One or more topics (or one pattern with --regex).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from consume; and not __fish_seen_subcommand_from perf' -a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --exec-retry-delay --exec --value-schema)' -d 'One or more topics (or one pattern with --regex).'
 
 # pulsarctl receive
-complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s t -l subscription-type -x -a 'Exclusive Shared Failover Key_Shared' -d 'Exclusive|Shared|Failover|Key_Shared'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s p -l subscription-position -x -a 'Latest Earliest' -d 'Latest|Earliest (for a new subscription)'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s m -l subscription-mode -x -a 'Durable NonDurable' -d 'Durable|NonDurable'
@@ -193,32 +193,32 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l sticky-ranges 
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l nack-delay -x -d 'Redeliver a nacked message after this long (default 1m, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l nack-backoff -x -d 'MIN:MAX[:MULTIPLIER]: the nack delay grows with the redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l max-redeliver-count -x -d 'Deliver a message at most N+1 times, then dead-letter it.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l dead-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l dead-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Dead letter topic (default <topic>-<subscription>-DLQ).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l initial-subscription-name -x -d 'Create this subscription on the dead letter topic when it is created, so dead letters are retained.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout -x -d 'Redeliver a message not acked this long after delivery (0: off).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-tick -x -d 'Ack timeout precision (default 1s, minimum 100ms).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l ack-timeout-backoff -x -d 'MIN:MAX[:MULTIPLIER] added to the ack timeout by redelivery count.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l enable-retry -d 'Also consume the retry letter topic; reconsume-later moves messages there.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l retry-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l retry-letter-topic -x -a '(__pulsarctl_names topics 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'Retry letter topic (default <topic>-<subscription>-RETRY).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url --admin-url -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'One or more topics (or one pattern with --regex).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from receive' -a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --subscription-type -p --subscription-position -m --subscription-mode -n --num-messages --consumer-name --lease --priority --idle-timeout --key-shared-policy --sticky-ranges --nack-delay --nack-backoff --max-redeliver-count --dead-letter-topic --initial-subscription-name --ack-timeout --ack-timeout-tick --ack-timeout-backoff --retry-letter-topic --value-schema)' -d 'One or more topics (or one pattern with --regex).'
 
 # pulsarctl ack
-complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription --cumulative)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --cumulative)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -l cumulative -x -d 'Ack everything up to and including this id (Exclusive, Failover).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -l regex -d 'TOPIC is a regular expression over full topic names of one namespace; new matches are picked up.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -s --subscription --cumulative)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from ack' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --cumulative)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl nack
-complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -l regex -d 'TOPIC is a regular expression over full topic names of one namespace; new matches are picked up.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from nack' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl read
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s m -l start-message-id -x -d 'latest, earliest or a message id.'
@@ -233,24 +233,24 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from read' -o mp -l print-metad
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -l value-schema -x -d 'bytes|string|json: the topic\'s schema type (a producer registers it; a different type is refused with exit 4).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from read' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from read' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -m --start-message-id -n --num-messages --idle-timeout --value-schema)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from read' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --start-message-id -n --num-messages --idle-timeout --value-schema)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl redeliver-unacked
-complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription --consumer-name)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --consumer-name)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -l consumer-name -x -d 'Only this consumer\'s messages.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -s --subscription --consumer-name)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from redeliver-unacked' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --consumer-name)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl reconsume-later
-complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url -s --subscription --delay --delay-level -p --properties)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --delay --delay-level -p --properties)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay -x -d 'Deliver again after this long (default 0).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay-level -x -d 'Wait TDMQ delay level N (1-based) of the store\'s messageDelayLevel list (default 1s 5s 10s 30s 1m ... 2h).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -l delay-level-increment -d 'Each retry waits one level longer (level = RECONSUMETIMES).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s p -l properties -x -d 'Property key=value to add (repeatable).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url -s --subscription --delay --delay-level -p --properties)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from reconsume-later' -a '(__pulsarctl_names topics 1 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --delay --delay-level -p --properties)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl version
 complete -c pulsarctl -n '__fish_seen_subcommand_from version' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
@@ -280,7 +280,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s o -l output -x -a 
 complete -c pulsarctl -n '__fish_seen_subcommand_from top' -s h -l help -d 'Show this message and exit.'
 
 # pulsarctl explain
-complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output --context --service-url --admin-url -t --topic -s --subscription)' -d 'The topic the id is on (default: the topic whose ledger the id names).'
+complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s t -l topic -x -a '(__pulsarctl_names topics 1 - - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -t --topic -s --subscription)' -d 'The topic the id is on (default: the topic whose ledger the id names).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s s -l subscription -x -d 'Only this subscription\'s events (and the publish).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from explain' -s h -l help -d 'Show this message and exit.'
@@ -358,84 +358,84 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 # pulsarctl topics create
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics delete
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete' -s f -l force -d 'Do it even if it is not empty or in use.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics stats
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics stats-internal
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats-internal' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats-internal' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats-internal' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from stats-internal' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics subscriptions
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from subscriptions' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from subscriptions' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from subscriptions' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from subscriptions' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics create-subscription
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -m --messageId --message-id)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -m --messageId --message-id)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -s m -l messageId -l message-id -x -d 'latest, earliest or a message id to start at.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -m --messageId --message-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -m --messageId --message-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics unsubscribe
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -s f -l force -d 'Do it even if it is not empty or in use.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from unsubscribe' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics peek-messages
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -n --count)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --count)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -s n -l count -x -d 'How many.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -n --count)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from peek-messages' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --count)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics get-message-by-id
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -s l -l ledgerId -l ledger-id -x -d 'Ledger id.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -s e -l entryId -l entry-id -x -d 'Entry id.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -l --ledgerId --ledger-id -e --entryId --entry-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-by-id' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -l --ledgerId --ledger-id -e --entryId --entry-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics last-message-id
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from last-message-id' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from last-message-id' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from last-message-id' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from last-message-id' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics create-partitioned-topic
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-partitioned-topic' -s p -l partitions -x -d 'Number of partitions.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-partitioned-topic' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-partitioned-topic' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -p --partitions)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from create-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -p --partitions)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics update-partitioned-topic
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from update-partitioned-topic' -s p -l partitions -x -d 'Number of partitions.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from update-partitioned-topic' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from update-partitioned-topic' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from update-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -p --partitions)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from update-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -p --partitions)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics get-partitioned-topic-metadata
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-partitioned-topic-metadata' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-partitioned-topic-metadata' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-partitioned-topic-metadata' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-partitioned-topic-metadata' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics delete-partitioned-topic
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete-partitioned-topic' -s f -l force -d 'Do it even if it is not empty or in use.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete-partitioned-topic' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete-partitioned-topic' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from delete-partitioned-topic' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics list-partitioned-topics
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from list-partitioned-topics' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
@@ -445,7 +445,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from partitioned-stats' -l per-partition -d 'Show each partition.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from partitioned-stats' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from partitioned-stats' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from partitioned-stats' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from partitioned-stats' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics offload
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -l to -x -d 'Directory for the Parquet files and their manifest.json.'
@@ -453,173 +453,173 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -l older-than -x -d 'Offload ledgers whose messages are all older than this (e.g. 7d).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --to --size-threshold -s --older-than)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --to --size-threshold -s --older-than)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics offload-status
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload-status' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload-status' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload-status' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from offload-status' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics skip
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -n --count)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --count)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -s n -l count -x -d 'How many messages to skip.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -n --count)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from skip' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --count)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics clear-backlog
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from clear-backlog' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics reset-cursor
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --time -m --messageId --message-id)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --time -m --messageId --message-id)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s t -l time -x -d 'A duration ago (10m, 2h, 1d; a bare number is seconds), ISO 8601 or epoch ms: messages published after it are delivered again.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s m -l messageId -l message-id -x -d 'The message id to deliver next (ledgerId:entryId[:partition]), or earliest or latest.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -t --time -m --messageId --message-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from reset-cursor' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --time -m --messageId --message-id)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics expire-messages
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -t --expireTime --expire-time)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --expireTime --expire-time)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s t -l expireTime -l expire-time -x -d 'Expire messages older than this (10s, 5m, 2h, 1d; a bare number is seconds; 0 expires every message published until now, as in Pulsar).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -t --expireTime --expire-time)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from expire-messages' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -t --expireTime --expire-time)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics terminate
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from terminate' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from terminate' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from terminate' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from terminate' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics examine-message
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -s i -l initialPosition -l initial-position -x -a 'latest earliest' -d 'latest|earliest (default latest, as pulsar-admin): count from the last or the first message.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -s m -l messagePosition -l message-position -x -d 'Which message: 1 is the last (latest) or the first (earliest).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -i --initialPosition --initial-position -m --messagePosition --message-position)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from examine-message' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -i --initialPosition --initial-position -m --messagePosition --message-position)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics compact
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compact' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compact' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compact' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compact' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics compaction-status
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compaction-status' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compaction-status' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compaction-status' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from compaction-status' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics cursor
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription --around -n --entries)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --around -n --entries)' -d 'Subscription name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -l around -x -d 'Centre the window on this message id (ledgerId:entryId[:partition]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -s n -l entries -x -d 'How many entries the window holds.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription --around -n --entries)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from cursor' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription --around -n --entries)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl topics get-message-ttl
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-ttl' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-ttl' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-ttl' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-message-ttl
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-message-ttl' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-message-ttl' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-retention
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-retention' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-retention' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-retention' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-retention
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-retention' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-retention' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-deduplication
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-deduplication' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-deduplication' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-deduplication' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-deduplication
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-deduplication' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-deduplication' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-backlog-quotas
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-backlog-quotas' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-backlog-quotas' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-backlog-quotas' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-backlog-quotas' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-backlog-quotas' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-delayed-delivery
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-delayed-delivery' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-delayed-delivery' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-delayed-delivery' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-delayed-delivery
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-delayed-delivery' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-delayed-delivery' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-dead-letter-policy
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-dead-letter-policy' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-dead-letter-policy' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-dead-letter-policy' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-dead-letter-policy
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-dead-letter-policy' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-dead-letter-policy' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-max-unacked-messages-per-consumer
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-consumer' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-consumer' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-max-unacked-messages-per-consumer
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-consumer' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics get-max-unacked-messages-per-subscription
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-subscription' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-subscription' -o ap -l applied -d 'Show the value in force (topic, else namespace, else broker default).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-subscription' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from get-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics remove-max-unacked-messages-per-subscription
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-subscription' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-subscription' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics set-message-ttl
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-message-ttl' -s t -l ttl -x -d 'TTL: seconds or a duration (1h).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-message-ttl' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-message-ttl' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -t --ttl)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-message-ttl' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -t --ttl)' -d 'Topic name.'
 
 # pulsarctl topics set-retention
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -s t -l time -x -d 'Retention time: seconds or 100m, 3h, 2d; -1 forever.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -s s -l size -x -d 'Retention size: bytes or 10M, 1G; -1 no limit.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -t --time -s --size)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-retention' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -t --time -s --size)' -d 'Topic name.'
 
 # pulsarctl topics set-deduplication
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -s e -l enable -d 'Enable it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -s d -l disable -d 'Disable it.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-deduplication' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl topics set-backlog-quota
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -s p -l policy -x -d 'producer_request_hold, producer_exception or consumer_backlog_eviction.'
@@ -628,13 +628,13 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -s t -l type -x -d 'destination_storage or message_age.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -p --policy -l --limit -lt --limitTime -t --type)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-backlog-quota' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -p --policy -l --limit -lt --limitTime -t --type)' -d 'Topic name.'
 
 # pulsarctl topics remove-backlog-quota
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-backlog-quota' -s t -l type -x -d 'destination_storage or message_age.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-backlog-quota' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-backlog-quota' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-backlog-quota' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -t --type)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from remove-backlog-quota' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -t --type)' -d 'Topic name.'
 
 # pulsarctl topics set-delayed-delivery
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -s e -l enable -d 'Enable it.'
@@ -643,32 +643,32 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_su
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -o md -l maxDelay -x -d 'Longest delay allowed (0: no limit).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -t --time -md --maxDelay)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-delayed-delivery' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -t --time -md --maxDelay)' -d 'Topic name.'
 
 # pulsarctl topics set-dead-letter-policy
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -s m -l max-redeliver-count -x -d 'Deliveries before the DLQ, minus one.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -l dead-letter-topic -x -a '(__pulsarctl_names topics 2 - 0 --store -o --output --context --service-url --admin-url -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'DLQ topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -l dead-letter-topic -x -a '(__pulsarctl_names topics 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'DLQ topic name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -l initial-subscription-name -x -d 'Subscription created on the DLQ.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-dead-letter-policy' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'Topic name.'
 
 # pulsarctl topics set-max-unacked-messages-per-consumer
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-consumer' -s m -l max -x -d 'Most unacked messages (0: no limit).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-consumer' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -m --max)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --max)' -d 'Topic name.'
 
 # pulsarctl topics set-max-unacked-messages-per-subscription
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-subscription' -s m -l max -x -d 'Most unacked messages (0: no limit).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-subscription' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-subscription' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -m --max)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from set-max-unacked-messages-per-subscription' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --max)' -d 'Topic name.'
 
 # pulsarctl topics policies
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from policies' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from policies' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from policies' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from topics; and __fish_seen_subcommand_from policies' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name.'
 
 # pulsarctl tenants
 complete -c pulsarctl -n '__fish_seen_subcommand_from tenants; and not __fish_seen_subcommand_from list get create update delete' -a 'list' -d 'List tenants.'
@@ -869,7 +869,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_see
 
 # pulsarctl namespaces set-dead-letter-policy
 complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -s m -l max-redeliver-count -x -d 'Deliveries before the DLQ, minus one.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -l dead-letter-topic -x -a '(__pulsarctl_names topics 2 - - --store -o --output --context --service-url --admin-url -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'DLQ topic name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -l dead-letter-topic -x -a '(__pulsarctl_names topics 2 - - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -m --max-redeliver-count --dead-letter-topic --initial-subscription-name)' -d 'DLQ topic name.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -l initial-subscription-name -x -d 'Subscription created on the DLQ.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from namespaces; and __fish_seen_subcommand_from set-dead-letter-policy' -s h -l help -d 'Show this message and exit.'
@@ -933,26 +933,26 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and not __f
 # pulsarctl subscriptions consumers
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from consumers' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Subscription name.'
 
 # pulsarctl subscriptions close-consumer
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from close-consumer' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Subscription name.'
 
 # pulsarctl subscriptions describe
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from describe' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Subscription name.'
 
 # pulsarctl subscriptions pending
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url)' -d 'Subscription name.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from subscriptions; and __fish_seen_subcommand_from pending' -a '(__pulsarctl_names subscriptions 2 1 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Subscription name.'
 
 # pulsarctl schemas
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and not __fish_seen_subcommand_from get delete' -a 'get' -d 'Show a topic\'s schema (exit 3 if it has none).'
@@ -963,12 +963,12 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and not __fish_se
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -l version -x -d 'This version, not the latest.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --version)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from get' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --version)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl schemas delete
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from schemas; and __fish_seen_subcommand_from delete' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file)' -d 'Topic name: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl tokens
 complete -c pulsarctl -n '__fish_seen_subcommand_from tokens; and not __fish_seen_subcommand_from create-secret-key create-key-pair create validate show' -a 'create-secret-key' -d 'Create a new secret key (raw bytes; --base64 to print it as text).'
@@ -1030,16 +1030,16 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subc
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -l batching-max-bytes -x -d 'Payload bytes per batch (0: only maxMessageSize).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -n --num-messages -s --size -b --batch --compression --batching-max-messages --batching-max-bytes)' -d 'Topic.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from produce' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -n --num-messages -s --size -b --batch --compression --batching-max-messages --batching-max-bytes)' -d 'Topic.'
 
 # pulsarctl perf consume
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url -s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size)' -d 'Subscription.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s s -l subscription -x -a '(__pulsarctl_names subscriptions 2 - 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size)' -d 'Subscription.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s n -l num-messages -x -d 'Messages (0: until idle 1s).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s t -l subscription-type -x -a 'Exclusive Shared Failover Key_Shared' -d 'Type.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s q -l receiver-queue-size -x -d 'Prefetch.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url -s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size)' -d 'Topic.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from consume' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -s --subscription -n --num-messages -t --subscription-type -q --receiver-queue-size)' -d 'Topic.'
 
 # pulsarctl perf timers
 complete -c pulsarctl -n '__fish_seen_subcommand_from perf; and __fish_seen_subcommand_from timers' -s n -l num-timers -x -d 'Timers.'
@@ -1116,7 +1116,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from stats' -s q -l quiet -d 'No summary line unless something failed (errors always print): cron mails only the runs with a problem.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from stats' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from stats' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from stats' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --by-property)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from stats' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --by-property)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl dlq peek
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -s n -l num-messages -x -d 'How many (0: all).'
@@ -1126,7 +1126,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -s q -l quiet -d 'No summary line unless something failed (errors always print): cron mails only the runs with a problem.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url -n --num-messages --filter)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from peek' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file -n --num-messages --filter)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl dlq drain
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -l out -x -d 'File to append the records to, or - for stdout.'
@@ -1143,11 +1143,11 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -s q -l quiet -d 'No summary line unless something failed (errors always print): cron mails only the runs with a problem.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --out --exec --max --max-failures --filter --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from drain' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --out --exec --max --max-failures --filter --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl dlq replay
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l to-origin -d 'Replay each to its REAL_TOPIC (the default).'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l to -x -a '(__pulsarctl_names topics 2 - - --store -o --output --context --service-url --admin-url --to --subscription --filter --ids --max --max-failures --max-replays --rate --batch)' -d 'Replay to this topic instead.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l to -x -a '(__pulsarctl_names topics 2 - - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --to --subscription --filter --ids --max --max-failures --max-replays --rate --batch)' -d 'Replay to this topic instead.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l subscription -x -d 'Replay to this subscription only, through its retry letter topic (it must consume with --enable-retry).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l filter -x -d 'Only dead letters whose property K equals V (repeatable: all must match).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -l ids -x -d 'Replay only these message ids (or message records), one a line: - reads stdin, else a file.'
@@ -1164,7 +1164,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -s q -l quiet -d 'No summary line unless something failed (errors always print), and in text output only the lines of the failed: cron mails only the runs with a problem.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --to --subscription --filter --ids --max --max-failures --max-replays --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from replay' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --to --subscription --filter --ids --max --max-failures --max-replays --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl dlq purge
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -l older-than -x -d 'Only those published to the DLQ longer ago than this (10m, 2h, 7d; store time).'
@@ -1179,7 +1179,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subco
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s q -l quiet -d 'No summary line unless something failed (errors always print): cron mails only the runs with a problem.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --older-than --filter --max --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from dlq; and __fish_seen_subcommand_from purge' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --older-than --filter --max --rate --batch)' -d 'The dead letter topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl spark
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and not __fish_seen_subcommand_from export dlq-report dlq-reprocess bench' -a 'export' -d 'Write a topic\'s messages to Parquet or JSON files (the bounds are fixed when the job starts).'
@@ -1199,7 +1199,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --out --format --starting-offsets --ending-offsets --start-time --end-time --master)' -d 'Topic: t, tenant/ns/t or persistent://tenant/ns/t.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from export' -a '(__pulsarctl_names topics 2 0 0 --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --out --format --starting-offsets --ending-offsets --start-time --end-time --master)' -d 'Topic: t, tenant/ns/t or persistent://tenant/ns/t.'
 
 # pulsarctl spark dlq-report
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l reason-property -x -d 'The property holding the failure reason.'
@@ -1208,7 +1208,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --reason-property --png --master)' -d 'The dead letter topic.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-report' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --reason-property --png --master)' -d 'The dead letter topic.'
 
 # pulsarctl spark dlq-reprocess
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l transform -x -d 'module:function taking and returning a DataFrame; the module may sit in the current directory (default: the messages as they are).'
@@ -1216,7 +1216,7 @@ complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_sub
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -l master -x -d 'Spark master (default local[*]).'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -s o -l output -x -a 'text json ndjson' -d 'Output format: text, json or ndjson.'
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -s h -l help -d 'Show this message and exit.'
-complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --transform --master)' -d 'The dead letter topic.'
+complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from dlq-reprocess' -a '(__pulsarctl_names dlqs 2 0 - --store -o --output --context --service-url --admin-url --auth-plugin --auth-params --token --tls-trust-certs-file --transform --master)' -d 'The dead letter topic.'
 
 # pulsarctl spark bench
 complete -c pulsarctl -n '__fish_seen_subcommand_from spark; and __fish_seen_subcommand_from bench' -s n -l num-messages -x -d 'Messages.'

@@ -94,6 +94,9 @@ class Node:
     is_group: bool = False
     topic_arg: int | None = None  # which argument names the topic (for its subscriptions)
     summary: str = ""  # the line its group's listing shows (helpfmt.summary)
+    # Hidden options (the authentication flags): never offered, but a script must know them
+    # to read the line, or the value of `--token T` counts as a command or an argument.
+    hidden: list[Opt] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -109,7 +112,8 @@ class Node:
             yield from s.walk()
 
     def value_flags(self) -> list[str]:
-        return [f for o in self.opts if o.nvals for f in o.flags]
+        """The options that take a value, hidden ones too (for skipping their values)."""
+        return [f for o in self.opts + self.hidden if o.nvals for f in o.flags]
 
     def all_flags(self) -> list[str]:
         return [f for o in self.opts for f in o.flags]
@@ -162,6 +166,11 @@ def _build(cmd, ctx, path: tuple[str, ...]) -> Node:
     help_opt = cmd.get_help_option(ctx)
     for p in cmd.get_params(ctx):
         if getattr(p, "hidden", False):
+            if p.param_type_name != "argument":
+                node.hidden.append(Opt(list(p.opts) + list(p.secondary_opts),
+                                       0 if (p.is_flag or p.count) else max(p.nargs, 1),
+                                       p.metavar or helpfmt.metavar(p) or "", "", (), False,
+                                       bool(p.multiple), False, None))
             continue
         if p.param_type_name == "argument":
             name = p.name or ""
@@ -411,6 +420,11 @@ def _zsh_specs(n: Node) -> list[str]:
             else:
                 suffix, rest = "", ""
             specs.append(_zq(f"{star}{excl}{f}{suffix}[{_zdesc(o.help)}]{rest}"))
+    for o in (o for o in n.hidden if o.nvals):
+        # '!': _arguments understands the option (and skips its value) but never offers it
+        for f in o.flags:
+            rest = f":{_zmsg(o.metavar)}: " * o.nvals
+            specs.append(_zq(f"!{'*' if o.multiple else ''}{f}={rest}"))
     for i, a in enumerate(n.args, 1):
         pos = "*" if a.variadic else str(i)
         colon = ":" if a.required or a.variadic else "::"

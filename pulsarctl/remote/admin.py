@@ -44,7 +44,10 @@ class _Noun:
 
     def __init__(self, remote):
         self._remote = remote
-        self.rest = remote.rest
+
+    @property
+    def rest(self):
+        return self._remote.rest  # made when first needed (RemoteBroker.rest)
 
     def __getattr__(self, name):
         if name.startswith("_"):

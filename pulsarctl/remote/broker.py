@@ -16,13 +16,22 @@ class RemoteBroker:
     def __init__(self, target, command: str | None = None):
         self.target = target
         self.command = command
-        self.rest = Admin(target)
+        self._rest = None
         self.tenants = Tenants(self)
         self.namespaces = Namespaces(self)
         self.policies = Policies(self)
         self.schemas = Schemas(self)
         self.topics = Topics(self)
         self._dlqs: dict = {}
+
+    @property
+    def rest(self) -> Admin:
+        """The admin REST client, made at the first call that needs it: the dlq commands work
+        over the binary protocol alone (a target without an admin API, as pulsar-lite), and
+        what needs one says so then, in one line."""
+        if self._rest is None:
+            self._rest = Admin(self.target)
+        return self._rest
 
     def subscription(self, topic, name: str):
         return Subscription(self, topic, name)
@@ -52,7 +61,8 @@ class RemoteBroker:
                          f"context {self.target.name} (chosen by {self.target.source})")
 
     def close(self) -> None:
-        self.rest.close()
+        if self._rest is not None:
+            self._rest.close()
 
     def __getattr__(self, name):
         if name.startswith("_"):

@@ -253,6 +253,9 @@ class Producer:
             raise _result_error(self.conn, res, self.topic)
         return results
 
+    def stream(self, window: int) -> "Stream":
+        return Stream(self, window)
+
     def send(self, m) -> MessageId:
         with translated(self.conn.target, f"sending to {self.topic}"):
             return _mid(self.producer.send(self._body(m), **_send_kwargs(m)))
@@ -260,6 +263,60 @@ class Producer:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.producer.close()
+
+
+class Stream:
+    """Messages sent one after another with at most `window` of them waiting for their
+    receipts (a sliding window: the next is sent as soon as one comes back, so the sender never
+    idles while a whole window drains); finish() waits for the rest and returns every id in
+    order. The window is kept here, not by the library's blocking queue, which would block the
+    sending thread inside the library."""
+
+    def __init__(self, producer: Producer, window: int):
+        import threading  # lazy: loaded when the command runs
+
+        self.p, self.window = producer, window
+        self.ids: list = []
+        self.failures: list = []
+        self.back = 0
+        self.cond = threading.Condition()
+
+    def _done(self, i):
+        def callback(res, mid):
+            with self.cond:
+                if res == self.p.conn.pulsar.Result.Ok:
+                    self.ids[i] = _mid(mid)
+                else:
+                    self.failures.append((i, res))
+                self.back += 1
+                self.cond.notify_all()
+        return callback
+
+    def _wait(self, most_in_flight: int) -> None:
+        with self.cond:
+            if not self.cond.wait_for(lambda: len(self.ids) - self.back <= most_in_flight
+                                      or self.failures, SEND_TIMEOUT_S + 10):
+                raise errors.RemoteUnavailable(
+                    f"no receipt from {self.p.conn.target.service_url} for "
+                    f"{len(self.ids) - self.back} message(s) sent to {self.p.topic} within "
+                    f"{SEND_TIMEOUT_S + 10} s; they may or may not be stored",
+                    hint="see the library's log: PULSARCTL_CLIENT_LOG=FILE pulsarctl ...")
+            if self.failures:
+                raise _result_error(self.p.conn, min(self.failures)[1], self.p.topic)
+
+    def send(self, m) -> int:
+        """Send m once fewer than `window` wait; returns how many receipts are back."""
+        self._wait(self.window - 1)
+        with self.cond:
+            i = len(self.ids)
+            self.ids.append(None)
+        with translated(self.p.conn.target, f"sending to {self.p.topic}"):
+            self.p.producer.send_async(self.p._body(m), self._done(i), **_send_kwargs(m))
+        return self.back
+
+    def finish(self) -> list[MessageId]:
+        self._wait(0)
+        return self.ids
 
 
 def _send_kwargs(m) -> dict:
@@ -335,6 +392,16 @@ class Consumer:
     def acknowledge(self, m) -> None:
         with translated(self.conn.target, "acknowledging"):
             self.consumer.acknowledge(self._raw(m))
+
+    def acknowledge_ids(self, ids) -> None:
+        """Acknowledge messages by their ids, received or not: a migration acknowledges the
+        copies of what was acknowledged one by one at the source (Pulsar acknowledges any
+        position of the subscription's topic; the acks are sent at close() at the latest)."""
+        pulsar = self.conn.pulsar
+        with translated(self.conn.target, "acknowledging"):
+            for i in ids:
+                self.consumer.acknowledge(pulsar.MessageId(i.partition, i.ledger_id, i.entry_id,
+                                                           i.batch_index))
 
     def negative_acknowledge(self, m) -> None:
         with translated(self.conn.target, "nacking"):

@@ -9,16 +9,24 @@ subscription has not acknowledged: a DLQ, say) into the local store.
 Idempotent and resumable: every copied message carries the property MIGRATED_FROM, the id it
 had at its source; a run starts each topic (each partition) after the last message the
 destination already holds from it, so a second run copies nothing, and an interrupted one goes
-on where it stopped. Messages are sent one by one, unbatched, and a message is counted as
-copied once its receipt is back: a crash loses none, and repeats at most the messages whose
-receipts had not come back (at-least-once).
+on where it stopped. Up, messages are sent unbatched, at most WINDOW waiting for their receipts
+at a time (one producer keeps them in order; the next is sent as soon as a receipt is back),
+and counted as copied once their receipt is back: a crash loses none, and repeats at most
+those whose receipts had not come back (at-least-once). Down, they are stored WINDOW a
+transaction.
 
 Cursor positions up: a subscription the remote topic does not have yet is created at the end
 of it before the backlog is copied (so the whole copy is its backlog), then moved past the
-copied messages its local mark-delete position covers (skip). Messages acknowledged
-individually after the mark-delete position are copied as backlog, and a subscription created
-by a run that was interrupted before its skip keeps the whole copy as backlog: more to
-consume, never less."""
+copied messages its local mark-delete position covers (skip), and the copies of the messages
+it acknowledged one by one after that position (whole entries, or messages of a batch) are
+acknowledged on it by their new ids, as the copy got them: the same messages stay
+unacknowledged. A subscription that exists on the target already is left as it is (a second
+run changes nothing), so one created by a run interrupted before its skip and acks keeps the
+whole copy as backlog: more to consume, never less.
+
+Down copies messages, not cursors: with --subscription, what it has not acknowledged (from
+its mark-delete position, without its individually deleted ranges) lands in the local topic,
+which has no subscription of that name until one is made."""
 from __future__ import annotations
 
 from pulsarctl.errors import AlreadyExists, Conflict, NotFound, PulsarctlError
@@ -27,6 +35,8 @@ from pulsarctl.names import parse_topic
 
 MIGRATED_FROM = "MIGRATED_FROM"
 READ_MS = 10_000
+ALL_INDEXES = 1 << 31  # a key past every batch index of an entry
+WINDOW = 1000  # up: messages in flight at a time; down: messages a local transaction
 
 
 def _id_key(text: str | None):
@@ -77,8 +87,17 @@ def _last_marker_remote(remote, topic: str):
 def _copy(read_source, sink, after_key, keep=lambda m: True, stop=lambda m: False,
           progress=None) -> list:
     """Read every message of the source, send those after after_key that keep() allows, until
-    stop(); returns the (source id) of each sent, in order."""
-    sent = []
+    stop(); returns (the source id, the id it got at the destination) of each sent, in order.
+    sink: send(out) -> how many have been stored so far (for the progress count), and
+    finish() -> the ids they got, in order, once all are stored."""
+    sources, shown = [], 0
+
+    def show(stored):
+        nonlocal shown
+        if progress is not None and stored > shown:
+            progress(stored - shown)
+            shown = stored
+
     while read_source.has_message_available():
         m = read_source.read_next(READ_MS)
         k = (m.id.ledger_id, m.id.entry_id, m.id.batch_index)
@@ -90,11 +109,33 @@ def _copy(read_source, sink, after_key, keep=lambda m: True, stop=lambda m: Fals
             continue
         props = dict(m.properties_ or {})
         props[MIGRATED_FROM] = str(m.id)
-        sink(OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time))
-        sent.append(m.id)
-        if progress is not None:
-            progress(1)
-    return sent
+        sources.append(m.id)
+        show(sink.send(OutgoingMessage(m.payload, props, m.key, m.ordering_key_, m.event_time)))
+    got = sink.finish()
+    show(len(got))
+    return list(zip(sources, got))
+
+
+class _Windows:
+    """A sink of the local store's producer: WINDOW messages a transaction."""
+
+    def __init__(self, producer):
+        self.producer, self.window, self.ids = producer, [], []
+
+    def _flush(self):
+        if self.window:
+            self.ids += self.producer.send_many(self.window, batching=False)
+            self.window = []
+
+    def send(self, out) -> int:
+        self.window.append(out)
+        if len(self.window) >= WINDOW:
+            self._flush()
+        return len(self.ids)
+
+    def finish(self) -> list:
+        self._flush()
+        return self.ids
 
 
 def up(broker, remote, conn, only=None, backlog: bool = True, progress=None) -> dict:
@@ -178,24 +219,54 @@ def _subscriptions_and_backlog(broker, remote, conn, local, t, backlog, s, progr
     if not backlog or not cursors:
         return
     # the backlog: what the least advanced subscription has not acknowledged
-    marks = {sub: _id_key(c.get("markDeletePosition")) or (-1, -1, -1)
+    # a mark-delete position is a whole entry: every message of a batch there is acknowledged
+    marks = {sub: _entry_end(_id_key(c.get("markDeletePosition")) or (-1, -1, -1))
              for sub, c in cursors.items()}
     low = min(marks.values())
     resume = _last_marker_remote(remote, t)
     after = max(low, resume) if resume is not None else low
     reader = local.create_reader(t, MessageId(after[0], after[1], parse_topic(t).partition_index)
                                  if after[0] >= 0 else MessageId.earliest)
-    producer = conn.producer(t, batching_enabled=False, block_if_queue_full=True)
+    # The library's queue holds more than the window: the window (Stream) is what waits.
+    producer = conn.producer(t, batching_enabled=False, block_if_queue_full=True,
+                             max_pending_messages=2 * WINDOW)
     try:
-        sent = _copy(reader, lambda out: producer.send(out), after, progress=progress)
+        sent = _copy(reader, producer.stream(WINDOW), after, progress=progress)
     finally:
         producer.close()
         reader.close()
     s.counts["messages"] += len(sent)
     for sub in made:
-        covered = sum(1 for i in sent if (i.ledger_id, i.entry_id, i.batch_index) <= marks[sub])
+        covered = sum(1 for i, _r in sent if _key(i) <= marks[sub])
         if covered:
             remote.subscription(t, sub).skip(covered)
+        acked = _acked_past_mark(broker, t, sub, marks[sub], sent)
+        if acked:
+            consumer = conn.consumer(t, sub, consumer_type=conn.pulsar.ConsumerType.Shared,
+                                     receiver_queue_size=0)
+            try:
+                consumer.acknowledge_ids(acked)
+            finally:
+                consumer.close()
+
+
+def _entry_end(k):
+    return (k[0], k[1], ALL_INDEXES) if k[0] >= 0 else k
+
+
+def _key(i: MessageId):
+    return (i.ledger_id, i.entry_id, i.batch_index)
+
+
+def _acked_past_mark(broker, t, sub, mark, sent) -> list:
+    """The destination ids of the copies of what `sub` acknowledged one by one past its
+    mark-delete position (whole entries or a batch's messages): the copied messages after the
+    mark that the subscription's peek, which leaves the acknowledged out, does not hold."""
+    past = [(i, r) for i, r in sent if _key(i) > mark]
+    if not past:
+        return []
+    unacked = {_key(m.id) for m in broker.subscription(t, sub).peek(1 << 62)}
+    return [r for i, r in past if _key(i) not in unacked]
 
 
 # -- down: a remote Pulsar's topics to the local store -----------------------------------------------
@@ -259,7 +330,7 @@ def down(broker, remote, conn, topics, subscription=None, since_ms=None, until_m
             producer = local.create_producer(part)
             try:
                 sent = _copy(
-                    reader, lambda out: producer.send_many([out], batching=False), resume,
+                    reader, _Windows(producer), resume,
                     keep=lambda m: not skip(m) and (since_ms is None or m.publish_time >= since_ms),
                     stop=lambda m: until_ms is not None and m.publish_time > until_ms,
                     progress=progress)

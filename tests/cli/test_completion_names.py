@@ -210,6 +210,12 @@ def _bash(prog, store, *words, first="pulsarctl") -> list[str]:
     (["consume", "orders", "--dead-letter-topic=pay"],
      ["--dead-letter-topic=payments", "--dead-letter-topic=payments-charger-DLQ"]),
     (["-o", "json", "consume", "o"], ["orders"]),
+    # the authentication options are hidden from help and completion, but take a value
+    (["--token", "T", "consume", "o"], ["orders"]),
+    (["--auth-params", "token:x", "consume", "orders", "-s", ""], ["audit", "billing"]),
+    (["consume", "--tls-trust-certs-file", "ca.pem", "orders", "-s", "a"], ["audit"]),
+    (["--token", "T", "dl"], ["dlq"]),
+    (["--to"], []),
     # no topic on the line yet: no subscriptions to offer
     (["consume", "-s", ""], []),
     # dlq replay --subscription names a subscription of the origin, not of the DLQ
@@ -306,6 +312,10 @@ print -r -- "$out"
     ("pulsarctl dlq peek ", "payments-charger-DLQ"),
     ("pulsarctl consume orders --dead-letter-topic ", "clicks*orders*payments*public/"),
     ("pulsarctl --store {other} consume ", "elsewhere"),
+    # hidden options that take a value: their values are not commands or arguments
+    ("pulsarctl --token T consume orders -s ", "audit*billing"),
+    ("pulsarctl --auth-plugin P --auth-params X dlq peek ", "payments-charger-DLQ"),
+    ("pulsarctl --tls-allow-insecure --token T consume orders -s ", "audit*billing"),
 ])
 def test_zsh_completes_names_for_real(store, other_store, prog, tmp_path, line, wanted):
     """An interactive zsh (on a pseudo-terminal) with compinit and the script: TAB lists or
@@ -345,6 +355,12 @@ def _fish(prog, store, line: str) -> list[str]:
     ("pulsarctl consume -s ", []),  # no topic yet
     ("pulsarctl consume orders -p ", ["Earliest", "Latest"]),
     ("pulsarctl topics list ", []),
+    # hidden options that take a value: their values are not commands or arguments
+    ("pulsarctl --token T consume orders -s ", ["audit", "billing"]),
+    ("pulsarctl --auth-params X consume pay", ["payments", "payments-charger-DLQ"]),
+    ("pulsarctl consume --tls-trust-certs-file ca.pem orders -s b", ["billing"]),
+    ("pulsarctl --token T dl", ["dlq"]),
+    ("pulsarctl --to", []),
 ])
 def test_fish_completes_names(store, prog, line, expected):
     assert _fish(prog, store, line) == expected
@@ -364,4 +380,5 @@ def test_fish_script_completes_names_with_the_helper():
     assert "-a '(__pulsarctl_names dlqs 2 0 - --store -o --output" in text
     assert "-s s -l subscription -x -a '(__pulsarctl_names subscriptions 1 - 0 --store" in text
     assert ("-a '(__pulsarctl_names topics 1 0+ 0 --store -o --output --context --service-url "
-            "--admin-url -s --subscription") in text
+            "--admin-url --auth-plugin --auth-params --token --tls-trust-certs-file "
+            "-s --subscription") in text

@@ -402,3 +402,32 @@ def test_hidden_commands_and_options_are_left_out():
     for text in texts:
         assert "invisible" not in text and "ghost" not in text and "secret" not in text
         assert "shown" in text or "sub" in text
+
+
+def test_hidden_options_with_a_value_are_skipped_but_never_offered():
+    """A hidden option that takes a value (the authentication flags: `pulsarctl --token T
+    consume ...`) is never offered, but the scripts must know it takes a value: else its value
+    counts as the command or as a positional argument, and every name after it is off by one."""
+    import typer
+
+    demo = typer.Typer(context_settings={"help_option_names": ["-h", "--help"]})
+
+    @demo.callback()
+    def root_(token: str = typer.Option(None, "--pass-phrase", metavar="TOKEN", hidden=True)):
+        pass
+
+    @demo.command(help="Shown.")
+    def shown(level: str = typer.Option("x", "--level", help="low|high")):
+        pass
+
+    root = docgen.tree(demo)
+    assert "--pass-phrase" in root.value_flags()
+    assert "--pass-phrase" not in root.all_flags()
+    bash, zsh, fish = docgen._bash(root), docgen._zsh(root), docgen._fish(root)
+    assert 'gvopts="--pass-phrase"' in bash and 'vopts="--pass-phrase"' in bash
+    assert re.search(r'\n +opts="[^"\n]*"', bash) and "pass-phrase" not in "".join(
+        re.findall(r'\n +opts="[^"\n]*"', bash))
+    assert "'!--pass-phrase=:TOKEN: '" in zsh
+    assert "else if contains -- $t --pass-phrase" in fish
+    assert "-l pass-phrase" not in fish
+    assert "pass-phrase" not in docgen._man(root, "9")

@@ -120,3 +120,19 @@ def test_purge_and_the_subscription_is_the_lock(rcli, name, cli, remote):
     r = ok(rcli("dlq", "purge", dlq, "-o", "json"))
     assert json.loads(r.stdout)["purged"] == 2
     assert json.loads(ok(rcli("dlq", "stats", dlq, "-o", "json")).stdout)["total"] == 0
+
+
+def test_drain_and_replay_need_no_admin_url(cli, remote, rcli, name):
+    """A target with a service URL only (pulsar-lite has no admin REST API): drain and replay
+    work over the binary protocol; what needs the admin API says so in one line, exit 2."""
+    dlq = dead_letters(rcli, name, n=2)
+    svc = ["--service-url", remote.service_url]
+    got = records(ok(cli(*svc, "dlq", "drain", dlq, "--max", "1")).stdout)
+    assert [g["payload"] for g in got] == ["d0"]
+    r = ok(cli(*svc, "dlq", "replay", dlq, "--yes"))
+    assert "replayed 1" in r.stderr + r.stdout
+    assert cli(*svc, "dlq", "drain", dlq, "--fail-if-empty").exit_code == 6
+    back = records(ok(rcli("read", name, "-m", "earliest", "-n", "1", "-o", "ndjson")).stdout)
+    assert back[0]["payload"] == "d1" and back[0]["properties"]["REPLAY_COUNT"] == "1"
+    r = cli(*svc, "topics", "list", "public/default")
+    assert r.exit_code == 2 and "no admin URL" in r.stderr and "Traceback" not in r.stderr
