@@ -40,6 +40,13 @@ class Chores(Noun):
         """Message TTL and retention on every topic, store-wide (the daemon's tick)."""
         return self._store_wide(_enforce_policies)
 
+    @wakes   # consumers waiting for them (serve's, which no longer poll) fetch now
+    def came_due(self, moved_ms: int) -> dict:
+        """Store-wide: {"delayed": n, "retry": m}, held messages (delayed delivery,
+        reconsume-later) that the last moved_ms of the clock made deliverable (the daemon's
+        tick)."""
+        return self._store_wide(lambda b: b._read(fired.came_due, moved_ms))
+
     def timers_due(self) -> int:
         return self._store_wide(
             lambda b: b._read(lambda ctx: timers.count(ctx, due_by=ctx.now)))
