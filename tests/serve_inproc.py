@@ -72,3 +72,19 @@ async def _shutdown(server: Server) -> None:
     for t in rest:
         t.cancel()
     await asyncio.gather(*rest, return_exceptions=True)
+
+
+def gate_first(method: str, calls: list, gate):
+    """A wrap for serving(): the Broker's method (publish_many, ack_many) notes the size of each
+    call in calls, and its first call waits in the worker until the test sets gate (a
+    threading.Event): what the server does meanwhile is seen, not timed."""
+    def wrap(broker):
+        real = getattr(broker, method)
+
+        def held(jobs):
+            calls.append(len(jobs))
+            if len(calls) == 1:
+                assert gate.wait(PATIENCE_S), "the test never opened the gate"
+            return real(jobs)
+        setattr(broker, method, held)
+    return wrap

@@ -325,12 +325,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
     sv = _schema_version(meta.schema_version) if meta.HasField("schema_version") else None
     if not meta.HasField("num_messages_in_batch") or chunk:
-        m = OutgoingMessage(payload, _props(meta.properties),
-                            meta.partition_key if meta.HasField("partition_key") else None,
-                            meta.ordering_key if meta.HasField("ordering_key") else None,
-                            meta.event_time, deliver_at, meta.sequence_id, sv)
-        m.null_value = meta.null_value
-        m.key_b64 = meta.partition_key_b64_encoded
+        m = _one(meta, payload, deliver_at, sv)
         if chunk:
             n = meta.num_chunks_from_msg
             if not 0 <= meta.chunk_id < n:
@@ -358,18 +353,25 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     return out, code, True
 
 
-def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:
-    """An end-to-end encrypted SEND as one message kept as sent: the ciphertext (of the
-    compressed payload, or of a whole batch, which the broker cannot open any more than
-    Pulsar's can), with what its consumer needs to decrypt it (entries.py's field 16)."""
-    deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
-    sv = _schema_version(meta.schema_version) if meta.HasField("schema_version") else None
+def _one(meta: api.MessageMetadata, payload: bytes, deliver_at: int, sv) -> OutgoingMessage:
+    """A SEND that is one message (not a batch) as the message to store: its key, ordering
+    key, properties and times from the metadata."""
     m = OutgoingMessage(payload, _props(meta.properties),
                         meta.partition_key if meta.HasField("partition_key") else None,
                         meta.ordering_key if meta.HasField("ordering_key") else None,
                         meta.event_time, deliver_at, meta.sequence_id, sv)
     m.null_value = meta.null_value
     m.key_b64 = meta.partition_key_b64_encoded
+    return m
+
+
+def _encrypted(meta: api.MessageMetadata, payload: bytes) -> OutgoingMessage:
+    """An end-to-end encrypted SEND as one message kept as sent: the ciphertext (of the
+    compressed payload, or of a whole batch, which the broker cannot open any more than
+    Pulsar's can), with what its consumer needs to decrypt it (entries.py's field 16)."""
+    deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
+    sv = _schema_version(meta.schema_version) if meta.HasField("schema_version") else None
+    m = _one(meta, payload, deliver_at, sv)
     m.encryption = {
         "keys": [[k.key, k.value, _props(k.metadata) or {}] for k in meta.encryption_keys],
         "algo": meta.encryption_algo if meta.HasField("encryption_algo") else None,

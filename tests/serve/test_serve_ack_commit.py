@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from procs import PATIENCE_S
-from serve_inproc import serving
+
+from serve_inproc import gate_first, serving
 from serve_raw import Raw, T, command, send
 from pulsarctl.serve import pulsar_api_pb2 as api
 
@@ -15,16 +15,7 @@ N = 10
 
 
 def _gated_ack_many(calls: list, gate: threading.Event):
-    def wrap(broker):
-        real = broker.ack_many
-
-        def ack_many(jobs):
-            calls.append(len(jobs))
-            if len(calls) == 1:
-                assert gate.wait(PATIENCE_S), "the test never opened the gate"
-            return real(jobs)
-        broker.ack_many = ack_many
-    return wrap
+    return gate_first("ack_many", calls, gate)
 
 
 def _received(raw: Raw, n: int) -> list:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from procs import PATIENCE_S, wait_for
-from serve_inproc import serving
+from procs import wait_for
+from serve_inproc import gate_first, serving
 from serve_raw import Raw, T, command, send
 
 TOPIC = "persistent://public/default/flow-in"
@@ -15,16 +15,7 @@ WINDOW = 10
 
 
 def _gated_publish_many(calls: list, gate: threading.Event):
-    def wrap(broker):
-        real = broker.publish_many
-
-        def publish_many(jobs):
-            calls.append(len(jobs))
-            if len(calls) == 1:
-                assert gate.wait(PATIENCE_S), "the test never opened the gate"
-            return real(jobs)
-        broker.publish_many = publish_many
-    return wrap
+    return gate_first("publish_many", calls, gate)
 
 
 def test_a_full_window_of_sends_stops_reading_until_half_of_the_receipts_went_out(tmp_path):
