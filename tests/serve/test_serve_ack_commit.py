@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 
-
 from serve_inproc import gate_first, serving
 from serve_raw import Raw, T, command, send
 from pulsarctl.serve import pulsar_api_pb2 as api
