@@ -16,13 +16,14 @@ import functools
 import os
 
 from store import (
-    Env, LedgerError, MapFullError, ManagedLedgers, Cursors, StoreDamaged, StoreDiskFull, StoreError,
+    Env, LedgerError, ManagedLedgers, Cursors, StoreDamaged, StoreDiskFull, StoreError,
     StoreNotFound, StoreReadOnly,
 )
 from pulsarctl import clock as clocks
 from pulsarctl import offload
 from pulsarctl.broker import access, history, nonpersistent, partitions, producers, tenants
 from pulsarctl.broker.context import Ctx
+from pulsarctl.broker.nested_jobs import ack_jobs as _ack_jobs, nested as _nested
 from pulsarctl.broker.nonpersistent import routed
 from pulsarctl.broker.routing import PartitionRouter
 from pulsarctl.config import BROKER_DEFAULTS
@@ -104,45 +105,6 @@ def _publish_jobs(ctx, jobs) -> list:
         now = _client_publish_time(kwargs.pop("publish_time", None), ctx.now)
         out.append(_nested(ctx, now, one, name, messages, producer_name, kwargs))
     return out
-
-
-def _ack_jobs(ctx, jobs) -> list:
-    """Broker.ack_many's transaction body: each (topics, subscription, ids, cumulative) ack in
-    its own nested transaction (_nested)."""
-    ack = _consuming().ack
-    return [_nested(ctx, ctx.now, ack, names, sub, list(ids), cumulative)
-            for names, sub, ids, cumulative in jobs]
-
-
-def _nested(ctx, now, fn, *args):
-    """fn(job's Ctx, *args) in a transaction nested in ctx's, with its own Ctx (nothing a
-    failed job cached is seen by the next): its result, or its exception, undone alone. A
-    store failure (a full map included, which write() grows and runs again) ends them all."""
-    inner: list = []
-
-    def job(txn):
-        jc = Ctx(ctx.broker, txn, now, True)
-        jc.hseq = ctx.hseq
-        inner[:] = [jc]
-        return fn(jc, *args)
-    try:
-        got = ctx.env.nested(ctx.txn, job)
-    except (StoreError, LedgerError, MapFullError):
-        raise
-    except Exception as exc:
-        return exc
-    if inner:
-        _adopt(ctx, inner[0])
-    return got
-
-
-def _adopt(ctx, inner) -> None:
-    """A nested job committed: its history sequence and recorded events are the outer
-    transaction's now (history.py)."""
-    if inner.hseq is not None:
-        ctx.hseq = inner.hseq
-    if inner.events:
-        ctx.events = (ctx.events or []) + inner.events
 
 
 def _store_failure(exc: StoreError):
