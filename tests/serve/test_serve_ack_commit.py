@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 
+from procs import wait_for
 from serve_inproc import gate_first, serving
 from serve_raw import Raw, T, command, send
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -86,7 +87,8 @@ def test_an_ack_that_fails_in_a_group_fails_alone(tmp_path):
     with serving(str(tmp_path / "store"), wrap=_gated_ack_many(calls, gate)) as it:
         raw = Raw(it.port)
         ids = _received(raw, 3)
-        raw.send(_ack(ids[0], 1))           # the held commit
+        raw.send(_ack(ids[0], 1))           # the held commit...
+        wait_for(lambda: calls == [1], "the first ack's commit held in the worker")
         bogus = api.MessageIdData(ledgerId=ids[1].ledgerId, entryId=99_999)
         for rid, mid in ((2, ids[1]), (3, bogus), (4, ids[2])):
             raw.send(_ack(mid, rid))
