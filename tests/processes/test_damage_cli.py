@@ -17,8 +17,9 @@ import sys
 import textwrap
 
 from pulsarctl.broker import Broker
+from pulsarctl.clock import SimulatedClock
 from pulsarctl.messages import OutgoingMessage
-from store import check, codec
+from store import Env, check, codec
 
 from procs import pok
 from simclock import START_MS
@@ -27,7 +28,9 @@ TOPIC = "persistent://public/default/t"
 
 
 def fill(store_path: str, n: int = 300) -> None:
-    b = Broker(store_path)
+    # On the simulated clock: the same publish times, so the same bytes in the file, every run
+    # (flip_message looks for a record's first bytes, which a wall-clock time could mimic).
+    b = Broker(store_path, SimulatedClock(START_MS))
     try:
         b.publish(TOPIC, [OutgoingMessage(f"m-{i:04d}".encode()) for i in range(n)])
     finally:
@@ -143,20 +146,29 @@ def test_an_overwritten_free_list_fails_doctor_as_it_fails_a_write(run_proc, sto
 
 # -- an undecodable record: --deep, --salvage -----------------------------------------------------
 def flip_message(store_path: str, payload: bytes) -> None:
-    """Make the stored entry holding payload undecodable: its codec byte becomes 0xff. Every
-    copy of it in the file is spoilt: a page LMDB freed may still hold an older one, and
-    the first copy in the file need not be the live one."""
+    """Make the stored entry holding payload undecodable: its codec byte becomes 0xff, in
+    every copy of the live block of entries in the file (a page LMDB freed may still hold an
+    older copy, and the first copy in the file need not be the live one). Only inside the
+    block: the payload's bytes may also occur in other records, whose neighbours are no
+    entry's first bytes."""
+    env = Env(store_path)
+    try:
+        with env.read() as txn:
+            cur = txn.cursor(db=env.db["entries"])
+            block = next(bytes(v) for _k, v in cur if payload in bytes(v))
+    finally:
+        env.close()
+    j = block.find(payload)
+    # \x01, then an array whose first item is the publish time, a uint64 (0xcf); the time is
+    # the simulated clock's (fill), whose bytes hold no such run.
+    while not (block[j] == codec.PLAIN and block[j + 1] & 0xF0 == 0x90 and block[j + 2] == 0xCF):
+        j -= 1
     raw = bytearray(open(data(store_path), "rb").read())
-    at = raw.find(payload)
-    assert at >= 0, "the payload is not in the file"
+    at = raw.find(block)
+    assert at >= 0, "the live block is not in the file in one piece"
     while at >= 0:
-        j = at
-        # \x01, then an array whose first item is the publish time, a uint64 (0xcf): the
-        # bytes of the time itself may hold \x01 and an array marker.
-        while not (raw[j] == codec.PLAIN and raw[j + 1] & 0xF0 == 0x90 and raw[j + 2] == 0xCF):
-            j -= 1
-        raw[j] = 0xFF
-        at = raw.find(payload, at + 1)
+        raw[at + j] = 0xFF
+        at = raw.find(block, at + 1)
     with open(data(store_path), "r+b") as f:
         f.write(raw)
 
@@ -187,7 +199,7 @@ def test_deep_and_salvage_report_an_undecodable_record(run_proc, store_path, tmp
     assert summary["check"] == "salvage" and not summary["ok"]
     assert summary["detail"].startswith(f"copied {rows_copied(rows)} records to {new}; "
                                         "1 could not be saved")
-    assert any("lost 1 of its 300 entries (123)" in f for f in failing(rows)), rows
+    assert any("lost 1 of its 300 entries (123)" in f for f in failing(rows)), failing(rows)
     # The salvaged store opens and says what it lacks; what is on either side reads.
     line = one_line(run_proc("--store", new, "read", "t", "-n", "300", "-m", "earliest"))
     assert line.startswith("error: entry 1:123 is missing; run `pulsarctl doctor`")
