@@ -84,6 +84,18 @@ def store_path(tmp_path):
 
 
 @pytest.fixture
+def clean_np_tmpfs(store_path):
+    """For tests of non-persistent topics: their store lives on tmpfs, outside tmp_path
+    (nonpersistent.path_for); it goes when the test ends."""
+    yield
+    import shutil
+
+    from pulsarctl.broker import nonpersistent
+
+    shutil.rmtree(nonpersistent.path_for(store_path), ignore_errors=True)
+
+
+@pytest.fixture
 def clock():
     return SimulatedClock(START_MS)
 

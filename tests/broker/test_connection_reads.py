@@ -6,12 +6,10 @@ own Broker (what serve did), a non-persistent consumer's stats were None and its
 position -1:-1:-1 (the tmpfs store's answers are its stats and 1:-1:-1)."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
 from pulsarctl.auth import authorization as authz
-from pulsarctl.broker import nonpersistent
 from pulsarctl.errors import TopicNotFound
 from pulsarctl.messages import MessageId, OutgoingMessage
 
@@ -19,10 +17,7 @@ NP = "non-persistent://public/default/np"
 T = "persistent://public/default/t"
 
 
-@pytest.fixture(autouse=True)
-def _clean_tmpfs(store_path):
-    yield
-    shutil.rmtree(nonpersistent.path_for(store_path), ignore_errors=True)
+pytestmark = pytest.mark.usefixtures("clean_np_tmpfs")
 
 
 def _publish(broker, topic, *payloads, producer=None):

@@ -4,7 +4,6 @@ stats and listings show them."""
 from __future__ import annotations
 
 import os
-import shutil
 
 import pytest
 
@@ -17,10 +16,7 @@ from cli_helpers import assert_error, ok, pjson, rows
 NP = "non-persistent://public/default/np"
 
 
-@pytest.fixture(autouse=True)
-def _clean_tmpfs(store_path):
-    yield
-    shutil.rmtree(nonpersistent.path_for(store_path), ignore_errors=True)
+pytestmark = pytest.mark.usefixtures("clean_np_tmpfs")
 
 
 def _fetch_all(broker, sub, consumer, n=100):

@@ -4,11 +4,9 @@ non-persistent topic is read from the Broker that holds it."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
-from pulsarctl.broker import nonpersistent
 from pulsarctl.broker.scan import IdColumns
 from pulsarctl.errors import DataLoss, TopicNotFound
 from pulsarctl.messages import OutgoingMessage
@@ -18,10 +16,7 @@ NP = "non-persistent://public/default/np"
 T = "persistent://public/default/t"
 
 
-@pytest.fixture(autouse=True)
-def _clean_tmpfs(store_path):
-    yield
-    shutil.rmtree(nonpersistent.path_for(store_path), ignore_errors=True)
+pytestmark = pytest.mark.usefixtures("clean_np_tmpfs")
 
 
 def _publish(broker, topic, *payloads):

@@ -18,16 +18,21 @@ def _gated_publish_many(calls: list, gate: threading.Event):
     return gate_first("publish_many", calls, gate)
 
 
+def _sends_then_ping(raw: Raw, n: int) -> None:
+    """A producer on a new connection sends n messages without waiting, then a PING."""
+    raw.handshake()
+    raw.producer(TOPIC)
+    for i in range(n):
+        raw.send(send(1, i, f"m-{i}".encode()))
+    raw.send(command(T.PING, "ping"))
+
+
 def test_a_full_window_of_sends_stops_reading_until_half_of_the_receipts_went_out(tmp_path):
     calls, gate = [], threading.Event()
     with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
                  max_pending_sends=WINDOW) as it:
         raw = Raw(it.port)
-        raw.handshake()
-        raw.producer(TOPIC)
-        for i in range(WINDOW):
-            raw.send(send(1, i, f"m-{i}".encode()))
-        raw.send(command(T.PING, "ping"))
+        _sends_then_ping(raw, WINDOW)
         (conn,) = it.connections()
         wait_for(lambda: conn.sends_in_flight == WINDOW, "the window of sends read")
         assert not conn.reads_resumed.is_set()   # the PING behind them is not read
@@ -50,11 +55,7 @@ def test_below_the_window_the_connection_reads_on_while_sends_commit(tmp_path):
     with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
                  max_pending_sends=WINDOW) as it:
         raw = Raw(it.port)
-        raw.handshake()
-        raw.producer(TOPIC)
-        for i in range(WINDOW - 1):
-            raw.send(send(1, i, f"m-{i}".encode()))
-        raw.send(command(T.PING, "ping"))
+        _sends_then_ping(raw, WINDOW - 1)
         assert raw.read()[0].type == T.PONG   # the commit is still held: no receipt yet
         gate.set()
         for _ in range(WINDOW - 1):
@@ -79,11 +80,7 @@ def test_a_window_of_0_never_stops_reading(tmp_path):
     with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
                  max_pending_sends=0) as it:
         raw = Raw(it.port)
-        raw.handshake()
-        raw.producer(TOPIC)
-        for i in range(50):
-            raw.send(send(1, i, b"x"))
-        raw.send(command(T.PING, "ping"))
+        _sends_then_ping(raw, 50)
         assert raw.read()[0].type == T.PONG
         gate.set()
         for _ in range(50):

@@ -4,10 +4,13 @@ that holds it. Asked around the facade, they answered ConsumerNotFound (no stats
 mark-delete position of -1:-1:-1. Driven in this process with the raw client."""
 from __future__ import annotations
 
+import pytest
+
 from serve_inproc import serving
 from serve_raw import Raw, T, command, send
 
 TOPIC = "non-persistent://public/default/np-wire"
+pytestmark = pytest.mark.usefixtures("clean_np_tmpfs")
 
 
 def _consumer_with_messages(raw: Raw) -> None:
@@ -22,8 +25,8 @@ def _consumer_with_messages(raw: Raw) -> None:
         raw.expect(T.SEND_RECEIPT)
 
 
-def test_consumer_stats_of_a_non_persistent_consumer_are_its_stats(tmp_path):
-    with serving(str(tmp_path / "store")) as it:
+def test_consumer_stats_of_a_non_persistent_consumer_are_its_stats(store_path):
+    with serving(store_path) as it:
         raw = Raw(it.port)
         _consumer_with_messages(raw)
         raw.send(command(T.CONSUMER_STATS, "consumerStats", request_id=9, consumer_id=3))
@@ -33,8 +36,8 @@ def test_consumer_stats_of_a_non_persistent_consumer_are_its_stats(tmp_path):
         raw.close()
 
 
-def test_the_mark_delete_position_of_a_non_persistent_subscription_is_not_minus_one(tmp_path):
-    with serving(str(tmp_path / "store")) as it:
+def test_the_mark_delete_position_of_a_non_persistent_subscription_is_not_minus_one(store_path):
+    with serving(store_path) as it:
         raw = Raw(it.port)
         _consumer_with_messages(raw)
         raw.send(command(T.GET_LAST_MESSAGE_ID, "getLastMessageId", consumer_id=3, request_id=8))
