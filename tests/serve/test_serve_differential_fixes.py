@@ -138,6 +138,26 @@ def test_a_delayed_entry_uses_up_a_key_shared_read_slot(served, client):
     assert _sub_stats(served, topic, "s")["msgOutCounter"] == 6
 
 
+def test_a_key_shared_read_of_only_delayed_entries_reads_again(client):
+    # Found by the differential tests in CI: 5 permits over [m0, eight delayed, m1]: the first
+    # read sends m0 (4 permits left), the second reads four delayed entries and sends nothing.
+    # Pulsar reads again while permits remain; serve waited for a wake with 4 permits in hand,
+    # and the client, having used one of its 5, sends no FLOW before half, so m1 never came.
+    topic = _topic("ks-delayed-reread")
+    plain = client.create_producer(topic, batching_enabled=False)
+    plain.send(b"m0")
+    for i in range(8):
+        plain.send(b"d%d" % i, deliver_after=timedelta(minutes=10))
+    plain.send(b"m1")
+    consumer = client.subscribe(
+        topic, "s", consumer_type=ConsumerType.KeyShared, receiver_queue_size=5,
+        initial_position=pulsar.InitialPosition.Earliest,
+        key_shared_policy=pulsar.ConsumerKeySharedPolicy(
+            pulsar.KeySharedMode.Sticky, sticky_ranges=[(0, 65535)]))
+    assert consumer.receive(TM).data() == b"m0"
+    assert consumer.receive(TM).data() == b"m1"
+
+
 def test_an_ack_sent_as_the_failover_consumer_changes_lands_before_the_rewind(client):
     # PersistentDispatcherSingleActiveConsumer.scheduleReadOnActiveConsumer: when a Failover
     # subscription's active consumer changes, the cursor is rewound and read only

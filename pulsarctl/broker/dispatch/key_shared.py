@@ -201,11 +201,23 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         taken.append((o, rc))
 
     not_due, uncovered = [], []   # read and passed over: history.held, once each
+    round_base = 0   # not_due's length when this read round began
 
     def full() -> bool:
         # by_entries: Pulsar reads as many entries as there are permits and then drops the
         # delayed ones it read (trackDelayedDelivery), so a delayed entry uses up a read slot.
-        return (len(taken) + len(not_due) if by_entries else len(out)) >= max_n
+        # A read that sent nothing left the permits as they were, and Pulsar reads again at
+        # once: so does this fetch (else the consumer would wait, permits in hand, for a wake
+        # that may never come).
+        nonlocal round_base
+        if not by_entries:
+            return len(out) >= max_n
+        if len(taken) + len(not_due) - round_base < max_n:
+            return False
+        if not taken:
+            round_base = len(not_due)
+            return False
+        return True
 
     # 1. Delayed messages that came due, then redeliveries and deferred messages, in order.
     due = delayed.take_due(ctx, c, LOOK_AHEAD, hold_until)
