@@ -11,7 +11,7 @@ import os
 import sys
 from importlib import metadata
 from pulsarctl.config import resolve_store_source, resolve_store
-from store import check, env as store_env, StoreDiskFull, StoreError
+from store import check, salvage as store_salvage, StoreDiskFull, StoreError
 from pulsarctl.broker import Broker
 from pulsarctl.errors import (
     PulsarctlError, AlreadyExists, DiskFull, InvalidValue, StoreUnavailable,
@@ -116,7 +116,7 @@ def _records(out: list, path: str) -> bool:
     """Every record read back from the file and decoded, as a command would read it: below the
     roots, which every command checks before LMDB maps the file, garbage (written over the
     last pages, say) shows only when a record is read. False when something cannot be."""
-    rep = store_env.record_check(path)
+    rep = store_salvage.record_check(path)
     bad = [f"the record {check.describe_key(d.name, k)} of its {d.name} database cannot be "
            f"decoded ({why})" for d in rep.dbs.values() for k, why in d.bad]
     unread = sum(max(0, d.expected - d.read) for d in rep.dbs.values())
@@ -177,7 +177,7 @@ def _db_detail(d, shown: int = 5) -> str:
 
 
 def _deep(out: list, path: str) -> None:
-    rep = store_env.deep_check(path)
+    rep = store_salvage.deep_check(path)
     if rep.inspection.state in ("absent", "new"):
         _row(out, "records", True, "none yet")
         return
@@ -216,7 +216,7 @@ def salvage(store_arg: str | None, new_store: str) -> list[dict]:
     if check.inspect(src).state in ("absent", "new") or not os.path.isdir(src):
         raise StoreUnavailable(f"no store at {src}: nothing to salvage")
     try:
-        rep = store_env.salvage(src, dst)
+        rep = store_salvage.salvage(src, dst)
     except StoreDiskFull as exc:
         raise DiskFull(exc.file) from None
     except StoreError as exc:

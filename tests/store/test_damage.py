@@ -19,7 +19,8 @@ import pytest
 
 from store import Env, StoreDamaged, StoreError, check, codec, keys
 from store import env as env_module
-from store.env import DATABASES, FORMAT_VERSION, deep_check, salvage
+from store.env import DATABASES, FORMAT_VERSION
+from store.salvage import deep_check, salvage
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from store import Env, LedgerError, ManagedLedgers, StoreFormatError, codec, keys
 from store.check import record_problem
-from store.env import deep_check
+from store.salvage import deep_check
 from store.ledger import BLOCK_BYTES, BLOCK_ENTRIES, values_of
 
 from simclock import START_MS as T0  # noqa: E402
