@@ -172,7 +172,9 @@ class Broker:
     # named methods and nouns, so a call naming a non-persistent topic cannot miss the routing
     # to the Broker that owns it (a transaction body run here would read this store's copy:
     # none). tests/cli/test_layers.py checks that nothing outside pulsarctl/broker calls these.
-    def _write(self, fn, *args, **kwargs):
+    def _write(self, fn, *args, _announce=None, **kwargs):
+        """fn(ctx, ...) in one write transaction. _announce(result): called before the commit
+        (store's write_announced)."""
         made = []  # the last Ctx (write() runs body again when it grows the map)
 
         def body(txn):
@@ -180,7 +182,8 @@ class Broker:
             made[:] = [ctx]
             return fn(ctx, *args, **kwargs)
         try:
-            result = self.env.write(body)
+            result = (self.env.write(body) if _announce is None
+                      else self.env.write_announced(body, _announce))
             history.committed(made[0].events)  # --explain: these changes are now true
             return result
         except StoreReadOnly as exc:
@@ -482,13 +485,16 @@ class Broker:
 
     @routed
     def fetch(self, names, subscription, consumer_name, max_n, acks=(), renew=False, start=0,
-              whole_batches=False):
+              whole_batches=False, on_chosen=None):
         """Apply acks (grouped, as the client's ack grouping does), then deliver up to max_n
         messages to the consumer from its topics, starting at topic index start — one
         transaction for both. whole_batches: a batch entry comes as one batches.Batch, not a
-        Message per index (serve forwards it as it is)."""
+        Message per index (serve forwards it as it is). on_chosen(messages): called with what
+        goes out before the transaction commits, so the caller sends while the commit syncs
+        (a crash before the commit leaves them undelivered in the store: delivered again,
+        as Pulsar, whose dispatch state is in memory, delivers again after a crash)."""
         return self._write(_consuming().fetch, names, subscription, consumer_name, max_n, acks,
-                           renew, start, whole_batches)
+                           renew, start, whole_batches, _announce=on_chosen)
 
     @routed
     @wakes

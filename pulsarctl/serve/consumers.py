@@ -222,12 +222,22 @@ class ConsumerCommands:
                 return
             wake = s._wake
             epoch = c.epoch
+            early: list = []   # [True] once the fetch's messages went out before its commit
             try:
                 if c.reader:
                     msgs = await self._read(c, min(c.permits, FETCH_MAX))
                 else:
+                    loop = asyncio.get_running_loop()
+
+                    def chosen(got, c=c, epoch=epoch, early=early, loop=loop):
+                        # the worker thread, before the fetch's commit: they go out while it
+                        # syncs (and before the fetch's result comes back, the loop running
+                        # callbacks in order)
+                        if got:
+                            loop.call_soon_threadsafe(self._send_early, c, epoch, got, early)
                     msgs = await s.call(s.broker.fetch, c.topic, c.sub, c.name,
-                                        min(c.permits, FETCH_MAX), whole_batches=True)
+                                        min(c.permits, FETCH_MAX), whole_batches=True,
+                                        on_chosen=chosen)
             except asyncio.CancelledError:
                 raise
             except (TopicNotFound, SubscriptionNotFound) as exc:
@@ -244,7 +254,8 @@ class ConsumerCommands:
             if c.epoch != epoch:
                 continue
             if msgs:
-                c.permits -= self._send_messages(c, msgs)
+                if not early:
+                    c.permits -= self._send_messages(c, msgs)
                 if not await self.drained():
                     return
                 continue
@@ -259,6 +270,14 @@ class ConsumerCommands:
             finally:
                 for w in waits:
                     w.cancel()
+
+    def _send_early(self, c: Consumer, epoch: int, msgs, early: list) -> None:
+        """What a fetch chose, sent before its commit (Broker.fetch's on_chosen), unless the
+        consumer closed or sought meanwhile (then, as after the commit, nothing goes out)."""
+        if c.closed or c.epoch != epoch:
+            return
+        early.append(True)
+        c.permits -= self._send_messages(c, msgs)
 
     async def _gone_under(self, c: Consumer) -> None:
         """Called by c's own delivery task, which returns after it (so it is not cancelled,

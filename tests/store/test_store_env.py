@@ -250,6 +250,44 @@ def test_a_failure_after_growing_still_leaves_nothing(path):
     e.close()
 
 
+def test_write_announced_tells_its_result_before_the_commit(path):
+    # serve sends the messages a fetch chose while the fetch's commit syncs
+    e = Env(path)
+    seen = []
+
+    def announce(result):
+        with e.read() as txn:      # another transaction: the write is not there yet
+            seen.append((result, e.get(txn, "tables", b"k")))
+
+    assert e.write_announced(lambda txn: e.put(txn, "tables", b"k", 1) or "chosen",
+                             announce) == "chosen"
+    assert seen == [("chosen", None)]
+    with e.read() as txn:
+        assert e.get(txn, "tables", b"k") == 1
+    e.close()
+
+
+def test_a_map_that_fills_after_the_announce_is_grown_and_nothing_is_run_again(path):
+    # announce has acted on the result (messages sent): running fn again would choose and
+    # send again, so the change is not made and the caller hears of it
+    e = Env(path, map_size=64 * 1024)
+    start = e.map_size
+    runs, told = [], []
+
+    def announce(result):
+        told.append(result)
+        raise lmdb.MapFullError("filled at the commit")
+
+    with pytest.raises(StoreError, match="not made"):
+        e.write_announced(lambda txn: runs.append(1) or e.put(txn, "tables", b"k", 1),
+                          announce)
+    assert (len(runs), len(told)) == (1, 1)
+    assert e.map_size > start
+    with e.read() as txn:
+        assert e.get(txn, "tables", b"k") is None
+    e.close()
+
+
 def test_scan_prefix_and_delete_prefix(path):
     e = Env(path)
 
