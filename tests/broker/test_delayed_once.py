@@ -211,3 +211,21 @@ def test_python_producer_deliver_after_counts_from_the_store_clock(broker, clock
     assert broker.fetch("t", "s", "c", 10) == []
     clock.advance(DELAY)
     assert [m.data() for m in broker.fetch("t", "s", "c", 10)] == [b"x"]
+
+
+@pytest.mark.parametrize("whole_batches", [False, True])
+def test_a_fetch_past_its_scan_bound_of_delayed_entries_reads_on_until_it_finds_one(
+        broker, clock, monkeypatch, whole_batches):
+    # A fetch reads past delayed entries up to a bound of work per call; one that found
+    # nothing but delayed entries within it read on, else a waiting wire consumer (serve)
+    # stayed waiting, permits in hand, with a deliverable message behind them (as Pulsar's
+    # dispatcher reads again after a read that sent nothing).
+    from pulsarctl.broker import dispatch
+    monkeypatch.setattr(dispatch, "MAX_SCAN_PER_FETCH", 2)
+    broker.subscribe("t", "s", "a", "Shared", "Earliest", lease_ms=LEASE)
+    for i in range(5):
+        broker.publish("t", [OutgoingMessage(b"later-%d" % i,
+                                             deliver_at=clock.now_ms() + DELAY)])
+    broker.publish("t", [OutgoingMessage(b"now")])
+    got = broker.fetch("t", "s", "a", 1, whole_batches=whole_batches)
+    assert [m.payload for m in got] == [b"now"]

@@ -173,9 +173,11 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         scanned += len(chosen)
         taken = (taken or set()) | {o for o, _rc in chosen}
         # Entries that went to the delayed index gave the consumer nothing: read on, as
-        # Pulsar's dispatcher reads more entries, within a bound on the work of one call.
+        # Pulsar's dispatcher reads more entries, within a bound on the work of one call
+        # once something was found (a fetch that returns nothing while more is deliverable
+        # would leave a waiting wire consumer waiting).
         if (not deferred and per_entry == 1) or got >= max_n \
-                or scanned >= MAX_SCAN_PER_FETCH:
+                or (scanned >= MAX_SCAN_PER_FETCH and got):
             break
     if not_due:
         history.held(ctx, info, not_due, sub, name, history.NOT_DUE, DELAYED_REASON)
