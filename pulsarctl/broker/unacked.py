@@ -13,6 +13,7 @@ from __future__ import annotations
 from pulsarctl.broker import timers
 from pulsarctl.broker.backoff import backoff_next
 from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.errors import InvalidValue
 MIN_ACK_TIMEOUT_MS = 1000        # Java: "Ack timeout should be greater than 1000 ms"
 DEFAULT_TICK_MS = 1000
@@ -42,7 +43,7 @@ def due(policy: dict, delivered_at: int, count: int) -> int | None:
 
 def track(ctx, c, consumer: str, delivered: list[tuple[int, int]]) -> None:
     """Schedule the ack timeout of messages just delivered: (offset, redelivery count)."""
-    policy = c.props.get("policy") or {}
+    policy = state(c).policy
     if not policy.get("ackTimeoutMs"):
         return
     for o, rc in delivered:
