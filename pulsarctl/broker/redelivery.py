@@ -54,7 +54,7 @@ def fire(ctx, info, c) -> int:
         holders[o] = timer.consumer
         if history.on(ctx):
             if timer.kind == ACK_TIMEOUT:
-                why = f"ack timeout {history.duration_text(policy.get('ackTimeoutMs') or 0)}"
+                why = f"ack timeout {history.duration_text(unacked.timeout_ms(policy))}"
                 history.record(ctx, info, o, history.ACK_TIMEOUT, c.name, timer.consumer,
                                prec.redelivery_count if prec else None, reason=why)
             else:

@@ -262,3 +262,18 @@ def test_no_module_reads_the_type_property_itself():
                 if any(x.string in ('"type"', "'type'") for x in rest):
                     found.append(f"{p.relative_to(ROOT)}:{t.start[0]}")
     assert not found, found
+
+
+def test_the_ack_timeout_is_read_in_one_place():
+    """The stored policy names it ackTimeoutMs (consumer_policy.py's table); the broker asks
+    unacked.timeout_ms, not the key (dispatch, Key_Shared and the redelivery's history read it
+    each by the key before)."""
+    found = []
+    for p in sorted((ROOT / "pulsarctl").rglob("*.py")):
+        relpath = p.relative_to(ROOT).as_posix()
+        if relpath in ("pulsarctl/consumer_policy.py", "pulsarctl/broker/unacked.py"):
+            continue
+        for n in ast.walk(ast.parse(p.read_text("utf-8"))):
+            if isinstance(n, ast.Constant) and n.value == "ackTimeoutMs":
+                found.append(f"{relpath}:{n.lineno}")
+    assert not found, found

@@ -186,7 +186,7 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         return []
     txn.cursor(db=pdb).putmulti(records)
     history.delivered(ctx, info, c, name, delivered)
-    if sub_state.policy.get("ackTimeoutMs"):
+    if unacked.timeout_ms(sub_state.policy):
         unacked.track(ctx, c, name, delivered)
     reached(got)  # the limits count messages, a batch's each
     sub_state.out += got

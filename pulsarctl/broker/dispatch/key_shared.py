@@ -279,7 +279,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     history.held(ctx, info, uncovered, c.name, None, history.KEY_UNCOVERED,
                  "no consumer's hash range covers its key; it waits in the replay set for one "
                  "that does")
-    if out and sub_state.policy.get("ackTimeoutMs"):
+    if out and unacked.timeout_ms(sub_state.policy):
         unacked.track(ctx, c, me, taken)
     sub_state.out += len(out)
     sub_state.out_bytes += nbytes
