@@ -40,11 +40,12 @@ class _Key(Generic[T]):
     changing it changes nothing stored. Assigning stores the value, except that assigning
     `absent` removes the key: such an entry is stored only while it says something (a flag
     while it is True, an offset while there is one), as the map has always been written.
-    `del state.x` removes the key too."""
-    __slots__ = ("key", "default", "absent", "name")
+    `del state.x` removes the key too. doc: what the entry holds, and the name Pulsar gives
+    it where Pulsar has one."""
+    __slots__ = ("key", "default", "doc", "absent", "name")
 
-    def __init__(self, key: str, default: T, absent: Any = _KEEP):
-        self.key, self.default, self.absent = key, default, absent
+    def __init__(self, key: str, default: T, doc: str, absent: Any = _KEEP):
+        self.key, self.default, self.doc, self.absent = key, default, doc, absent
 
     def __set_name__(self, owner, name: str) -> None:
         self.name = name
@@ -80,77 +81,107 @@ class SubscriptionState:
     __slots__ = ("stored",)
 
     # -- what Pulsar's stats report (SubscriptionStats, ManagedCursor's internal stats) ----------
-    created: _Key[int] = _Key("created", 0)
-    """"created": when the subscription was made (ms on the broker's clock)."""
-    out: _Key[int] = _Key("out", 0)
-    """"out": messages delivered, a batch's each: msgOutCounter (and the internal stats'
-    messagesConsumedCounter)."""
-    out_bytes: _Key[int] = _Key("outBytes", 0)
-    """"outBytes": payload bytes delivered: bytesOutCounter."""
-    last_ack: _Key[int] = _Key("lastAck", 0)
-    """"lastAck": when an ack last acknowledged something (ms): lastAckedTimestamp."""
-    last_consumed: _Key[int] = _Key("lastConsumed", 0)
-    """"lastConsumed": when a fetch last delivered something (ms): lastConsumedTimestamp."""
-    last_expire: _Key[int] = _Key("lastExpire", 0)
-    """"lastExpire": when expire-messages last looked at a backlog (ms): lastExpireTimestamp."""
-    last_mark_delete_advanced: _Key[int] = _Key("lastMarkDeleteAdvanced", 0)
-    """"lastMarkDeleteAdvanced": when an ack or an expiry last moved the mark-delete position
-    (ms; not skip, clear-backlog or a reset): lastMarkDeleteAdvancedTimestamp."""
-    expired: _Key[int] = _Key("expired", 0)
-    """"expired": messages expired by TTL or expire-messages: totalMsgExpired."""
-    redelivered: _Key[int] = _Key("redelivered", 0)
-    """"redelivered": messages redelivered (a nack, an ack timeout, an explicit redelivery,
-    each message once per redelivery); pulsarctl's counter, whose growth `top` shows as
-    redeliveries per minute."""
+    created: _Key[int] = _Key(
+        "created", 0,
+        """when the subscription was made (ms on the broker's clock).""")
+    out: _Key[int] = _Key(
+        "out", 0,
+        """messages delivered, a batch's each: msgOutCounter (and the internal stats'
+        messagesConsumedCounter).""")
+    out_bytes: _Key[int] = _Key(
+        "outBytes", 0,
+        """payload bytes delivered: bytesOutCounter.""")
+    last_ack: _Key[int] = _Key(
+        "lastAck", 0,
+        """when an ack last acknowledged something (ms): lastAckedTimestamp.""")
+    last_consumed: _Key[int] = _Key(
+        "lastConsumed", 0,
+        """when a fetch last delivered something (ms): lastConsumedTimestamp.""")
+    last_expire: _Key[int] = _Key(
+        "lastExpire", 0,
+        """when expire-messages last looked at a backlog (ms): lastExpireTimestamp.""")
+    last_mark_delete_advanced: _Key[int] = _Key(
+        "lastMarkDeleteAdvanced", 0,
+        """when an ack or an expiry last moved the mark-delete position
+        (ms; not skip, clear-backlog or a reset): lastMarkDeleteAdvancedTimestamp.""")
+    expired: _Key[int] = _Key(
+        "expired", 0,
+        """messages expired by TTL or expire-messages: totalMsgExpired.""")
+    redelivered: _Key[int] = _Key(
+        "redelivered", 0,
+        """messages redelivered (a nack, an ack timeout, an explicit redelivery,
+        each message once per redelivery); pulsarctl's counter, whose growth `top` shows as
+        redeliveries per minute.""")
 
     # -- who consumes and how ------------------------------------------------------------------
-    type: _Key[str | None] = _Key("type", None, absent=None)
-    """"type": the subscription type its consumers gave it (EXCLUSIVE ... KEY_SHARED); absent
-    while no consumer ever attached (read it through type_of, stored_type, shown_type)."""
-    policy: _Key[dict] = _Key("policy", {})
-    """"policy": the consumers' policy, Pulsar's ConsumerConfigurationData by its Java names
-    (negativeAckRedeliveryDelayMs, ackTimeoutMs, maxRedeliverCount, deadLetterTopic,
-    retryLetterTopic, ...): pulsarctl/consumer_policy.py's ConsumerPolicy.to_store. Reading an
-    absent one gives a fresh {}: assign a changed policy back."""
-    active: _Key[str | None] = _Key("active", None)
-    """"active": the consumer an Exclusive or Failover subscription last made active (the
-    dispatcher's activeConsumer: activeConsumerName); None once there was none."""
-    key_shared: _Key[dict | None] = _Key("ks", None)
-    """"ks": the Key_Shared selector as stored (dispatch/key_shared.py): its "policy"
-    (auto-split, sticky...), "members" in order of arrival, the selector's "state" and
-    "draining" while a newcomer waits for messages held by others to be acked."""
+    type: _Key[str | None] = _Key(
+        "type", None,
+        """the subscription type its consumers gave it (EXCLUSIVE ... KEY_SHARED); absent
+        while no consumer ever attached (read it through type_of, stored_type, shown_type).""",
+        absent=None)
+    policy: _Key[dict] = _Key(
+        "policy", {},
+        """the consumers' policy, Pulsar's ConsumerConfigurationData by its Java names
+        (negativeAckRedeliveryDelayMs, ackTimeoutMs, maxRedeliverCount, deadLetterTopic,
+        retryLetterTopic, ...): pulsarctl/consumer_policy.py's ConsumerPolicy.to_store. Reading an
+        absent one gives a fresh {}: assign a changed policy back.""")
+    active: _Key[str | None] = _Key(
+        "active", None,
+        """the consumer an Exclusive or Failover subscription last made active (the
+        dispatcher's activeConsumer: activeConsumerName); None once there was none.""")
+    key_shared: _Key[dict | None] = _Key(
+        "ks", None,
+        """the Key_Shared selector as stored (dispatch/key_shared.py): its "policy"
+        (auto-split, sticky...), "members" in order of arrival, the selector's "state" and
+        "draining" while a newcomer waits for messages held by others to be acked.""")
 
     # -- the unacked limits (maxUnackedMessagesPerSubscription / PerConsumer) -------------------
-    blocked_subscription: _Key[bool] = _Key("blockedSub", False, absent=False)
-    """"blockedSub": the subscription reached maxUnackedMessagesPerSubscription and gets nothing
-    until its unacked messages fall to half: blockedSubscriptionOnUnackedMsgs."""
-    blocked_consumers: _Key[list] = _Key("blocked", [], absent=[])
-    """"blocked": the consumers that reached maxUnackedMessagesPerConsumer, each until its
-    unacked messages fall to half (each one's blockedConsumerOnUnackedMsgs)."""
+    blocked_subscription: _Key[bool] = _Key(
+        "blockedSub", False,
+        """the subscription reached maxUnackedMessagesPerSubscription and gets nothing
+        until its unacked messages fall to half: blockedSubscriptionOnUnackedMsgs.""",
+        absent=False)
+    blocked_consumers: _Key[list] = _Key(
+        "blocked", [],
+        """the consumers that reached maxUnackedMessagesPerConsumer, each until its
+        unacked messages fall to half (each one's blockedConsumerOnUnackedMsgs).""",
+        absent=[])
 
     # -- what other tables hold for the subscription, so the hot paths look only when so -------
-    counted: _Key[bool] = _Key("counted", False, absent=False)
-    """"counted": some message was redelivered, so redelivery counts exist and acks forget
-    them (redelivery_state); never cleared."""
-    nacked: _Key[bool] = _Key("nacked", False, absent=False)
-    """"nacked": some pending record may be nacked; a rewind keeps those held."""
-    held_to: _Key[int | None] = _Key("heldTo", None, absent=None)
-    """"heldTo": the highest offset at or past the read position that a held nack or the
-    delayed index keeps (subscriptions.rewind); absent when there is none."""
-    batch_acks: _Key[bool] = _Key("batchAcks", False, absent=False)
-    """"batchAcks": some batch entry has indexes acked one by one (batch-index acks,
-    acknowledgmentAtBatchIndexLevelEnabled)."""
-    batch_queued: _Key[bool] = _Key("batchQueued", False, absent=False)
-    """"batchQueued": a receive stopped inside a batch and queued its other messages for the
-    same consumer (batches.take_queued)."""
+    counted: _Key[bool] = _Key(
+        "counted", False,
+        """some message was redelivered, so redelivery counts exist and acks forget
+        them (redelivery_state); never cleared.""",
+        absent=False)
+    nacked: _Key[bool] = _Key(
+        "nacked", False,
+        """some pending record may be nacked; a rewind keeps those held.""",
+        absent=False)
+    held_to: _Key[int | None] = _Key(
+        "heldTo", None,
+        """the highest offset at or past the read position that a held nack or the
+        delayed index keeps (subscriptions.rewind); absent when there is none.""",
+        absent=None)
+    batch_acks: _Key[bool] = _Key(
+        "batchAcks", False,
+        """some batch entry has indexes acked one by one (batch-index acks,
+        acknowledgmentAtBatchIndexLevelEnabled).""",
+        absent=False)
+    batch_queued: _Key[bool] = _Key(
+        "batchQueued", False,
+        """a receive stopped inside a batch and queued its other messages for the
+        same consumer (batches.take_queued).""",
+        absent=False)
 
     # -- dead letters and retries (deadletter.py) ----------------------------------------------
-    letter_producers: _Key[dict] = _Key("dlqProducers", {})
-    """"dlqProducers": dead letter topic -> the name of the producer that publishes there, kept
-    from one move to the next as the client's dead letter producer is."""
-    letter_round_robin: _Key[int] = _Key("letterRR", 0)
-    """"letterRR": the letter producers' round-robin counter over a partitioned letter topic's
-    partitions."""
+    letter_producers: _Key[dict] = _Key(
+        "dlqProducers", {},
+        """dead letter topic -> the name of the producer that publishes there, kept
+        from one move to the next as the client's dead letter producer is.""")
+    letter_round_robin: _Key[int] = _Key(
+        "letterRR", 0,
+        """the letter producers' round-robin counter over a partitioned letter topic's
+        partitions.""")
 
     def __init__(self, stored: dict):
         self.stored = stored  # the cursor's own map: what is assigned here is saved with it
@@ -171,8 +202,8 @@ class SubscriptionState:
     def new(cls, now: int, policy: dict) -> SubscriptionState:
         """A new subscription's state: its counters at zero, made at now, with policy (where
         the namespace's or topic's dead letter policy starts it)."""
-        return cls({"created": now, "out": 0, "outBytes": 0, "lastAck": 0,
-                    "lastConsumed": 0, "policy": policy})
+        return cls({cls.created.key: now, cls.out.key: 0, cls.out_bytes.key: 0,
+                    cls.last_ack.key: 0, cls.last_consumed.key: 0, cls.policy.key: policy})
 
 
 def state(c) -> SubscriptionState:

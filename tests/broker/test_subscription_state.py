@@ -48,7 +48,16 @@ def test_every_field_is_named_and_the_table_here_lists_them_all():
     assert known == set(FIELDS)
     for name, (key, _value) in FIELDS.items():
         field = getattr(SubscriptionState, name)
-        assert field.key == key and field.name == name and field.__doc__ is not None
+        assert field.key == key and field.name == name and len(field.doc) > 20
+    # Each counter Pulsar's stats report says Pulsar's name for it.
+    for name, pulsar in (("out", "msgOutCounter"), ("out_bytes", "bytesOutCounter"),
+                         ("last_ack", "lastAckedTimestamp"),
+                         ("last_consumed", "lastConsumedTimestamp"),
+                         ("last_expire", "lastExpireTimestamp"),
+                         ("last_mark_delete_advanced", "lastMarkDeleteAdvancedTimestamp"),
+                         ("expired", "totalMsgExpired"),
+                         ("blocked_subscription", "blockedSubscriptionOnUnackedMsgs")):
+        assert pulsar in getattr(SubscriptionState, name).doc, name
 
 
 @pytest.mark.parametrize("name", sorted(FIELDS))
