@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import history, topics
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.unpack import batch_columns, messages
 from pulsarctl.entries import Entry, batch_size
 from pulsarctl.errors import InvalidValue, MessageNotFound
@@ -215,7 +216,7 @@ def index_level(ctx) -> bool:
 
 
 def acked_indexes(ctx, c, offset: int) -> set:
-    if not c.props.get("batchAcks"):
+    if not state(c).batch_acks:
         return set()
     return set(ctx.get("batchack", c.id, offset) or ())
 
@@ -281,7 +282,7 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
             continue
         if new:
             ctx.put(sorted(have), "batchack", c.id, o)
-            c.props["batchAcks"] = True
+            state(c).batch_acks = True
             # An ack of some indexes is an event of theirs (explain shows it on those only).
             history.record(ctx, info, o, history.ACKED, c.name, batchIndexes=sorted(new))
             holder = _held_by(ctx, c, o)
@@ -294,7 +295,8 @@ def resolve(ctx, info, c, ids, cumulative: bool = False):
 
 def forget(ctx, c, offsets) -> None:
     """Entries acked whole (or gone): their partial acks mean nothing any more."""
-    if not c.props.get("batchAcks") and not c.props.get("batchQueued"):
+    s = state(c)
+    if not s.batch_acks and not s.batch_queued:
         return
     for o in offsets:
         ctx.delete("batchack", c.id, o)
@@ -304,15 +306,15 @@ def forget(ctx, c, offsets) -> None:
 def forget_through(ctx, c, upto: int | None = None) -> None:
     """Drop the partial acks and queued indexes of entries at or below upto (mark-delete
     moved past them), or all of them (upto None: a reset, an unsubscribe)."""
-    if not c.props.get("batchAcks") and not c.props.get("batchQueued"):
+    s = state(c)
+    if not s.batch_acks and not s.batch_queued:
         return
     for table in ("batchack", "batchq"):
         for k, _v in list(ctx.scan(table, c.id)):
             if upto is None or k[2] <= upto:
                 ctx.delete(*k)
     if upto is None:
-        c.props.pop("batchAcks", None)
-        c.props.pop("batchQueued", None)
+        s.batch_acks = s.batch_queued = False
 
 
 class Delivery:
@@ -326,7 +328,7 @@ class Delivery:
         self.ctx = ctx
         self.c = c
         self.level = index_level(ctx)
-        self.any = bool(c.props.get("batchAcks"))
+        self.any = state(c).batch_acks
 
     def skip(self, offset: int):
         if not self.any:
@@ -414,7 +416,7 @@ def queue(ctx, info, c, consumer: str, ids) -> int:
         ctx.put([consumer, prec[1], sorted(set(idx))], "batchq", c.id, o)
         kept += len(set(idx))
     if kept:
-        c.props["batchQueued"] = True
+        state(c).batch_queued = True
     return kept
 
 
@@ -422,7 +424,7 @@ def take_queued(ctx, info, c, consumer: str, max_n: int, topic: str, partition: 
     """The messages queued for consumer (see queue) whose entry it still holds from the same
     delivery, up to max_n (whole entries); the rows of entries redelivered or acked since are
     dropped."""
-    if not c.props.get("batchQueued"):
+    if not state(c).batch_queued:
         return []
     out: list = []
     pdb = ctx.env.db["pending"]
@@ -449,7 +451,7 @@ def take_queued(ctx, info, c, consumer: str, max_n: int, topic: str, partition: 
         out.extend(messages(rec, pos.ledger_id, pos.entry_id, partition, topic, rc, c.name,
                             consumer, skip=set(range(batch_size(rec))) - want))
     if not left:
-        c.props.pop("batchQueued", None)
+        state(c).batch_queued = False
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from pulsarctl.broker import history, redelivery_state, subscriptions as subs, delayed
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.records import Consumer
 from pulsarctl.errors import ConsumerBusy, ConsumerNotFound, UnsubscribeRefused
 from pulsarctl.broker.dispatch import key_shared
@@ -120,7 +121,7 @@ def remove(ctx, info, c, rec: Consumer | dict, remaining: int | None = None,
         # Exclusive rewinds; and when the last consumer of a Shared subscription leaves,
         # Pulsar rewinds the cursor too.
         subs.rewind(ctx, c)
-        c.props.pop("active", None)
+        del state(c).active
     else:
         for o, prec in list(subs.pending_items(ctx, c.id)):
             # A nacked message stays held until its nack timer gives it back, counted.
@@ -160,7 +161,7 @@ def attach(ctx, info, c, name: str, sub_type: str, *, priority: int = 0, pid: in
         if sub_type in subs.SINGLE_ACTIVE:
             delayed.clear(ctx, c.id)
         subs.rewind(ctx, c)
-        c.props.pop("active", None)
+        del state(c).active
         subs.set_type(c, sub_type)
     if not pid and not lease_ms:
         # A consumer tied to no process needs a lease, or it would be gone on arrival.
@@ -192,10 +193,11 @@ def note_active(ctx, info, c, live: list[dict]) -> None:
 
     act = active(live, partition_index(info.name), info.name)
     name = act.name if act else None
-    if c.props.get("active") != name:
-        if c.props.get("active") is not None:
+    s = state(c)
+    if s.active != name:
+        if s.active is not None:
             subs.rewind(ctx, c)
-        c.props["active"] = name
+        s.active = name
 
 
 def renew(ctx, c, names) -> None:

@@ -14,6 +14,7 @@ from pulsarctl.broker import (
     nacks, partitions, redelivery, topics, unpack, subscriptions as subs,
 )
 from pulsarctl.broker.targets import by_owner, expand, topic_name, with_subscription
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.consumer_policy import ConsumerPolicy
 from pulsarctl.errors import MessageNotFound
 from pulsarctl.messages import MessageId
@@ -32,7 +33,7 @@ def subscribe(ctx, names, subscription, consumer_name, sub_type, position, *, pr
     # Flags left out keep the stored values: retry stays on, with its names and limit.
     info0 = topics.lookup(ctx, targets[0])
     c0 = subs.get(ctx, info0, subscription) if info0 is not None else None
-    stored = (c0.props.get("policy") or {}) if c0 is not None else {}
+    stored = state(c0).policy if c0 is not None else {}
     given = {k: v for k, v in (settings or {}).items() if v is not None}
     if given.get("enableRetry") or stored.get("enableRetry"):
         first = str(topic_name(names if isinstance(names, (str, TopicName)) else names[0]))
@@ -100,7 +101,7 @@ def deliver(ctx, targets, subscription, consumer_name, max_n, start, whole_batch
             continue
         redelivery.fire(ctx, info, c)
         expiry.apply(ctx, info, [c])
-        if (c.props.get("policy") or {}).get("readCompacted"):
+        if state(c).policy.get("readCompacted"):
             compaction.skip_obscured(ctx, info, c)
         more = dispatch.fetch(ctx, info, c, rec, live, max_n - got, str(p), p.partition_index,
                               whole_batches)
@@ -212,7 +213,7 @@ def reconsume_later(ctx, names, subscription, ids, delay_ms: int, properties=Non
     may be on the topics or on their retry topic."""
     targets = expand(ctx, names)
     for _p, _info, c in list(with_subscription(ctx, targets, subscription)):
-        rt = (c.props.get("policy") or {}).get("retryLetterTopic")
+        rt = state(c).policy.get("retryLetterTopic")
         for q in (partitions.expand(ctx, topic_name(rt)) if rt else ()):
             if q not in targets:
                 targets.append(q)
@@ -362,7 +363,7 @@ def failover_active_name(ctx, t: TopicName, sub: str) -> str | None:
     """The consumer a Failover subscription's cursor names active (consumers.note_active)."""
     info = topics.lookup(ctx, t)
     c = subs.get(ctx, info, sub) if info is not None else None
-    return None if c is None else c.props.get("active")
+    return None if c is None else state(c).active
 
 
 def offset_for_publish_time(ctx, t: TopicName, time_ms: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from store.ledger_row import LedgerRow
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker import (
     topics, unpack, subscriptions as subs, batches, consumers, delayed, redelivery_state, timers,
     history,
@@ -189,8 +190,9 @@ def expire(ctx, info, c, ttl_ms: int) -> int:
     first = c.mark_delete + 1
     done = ctx.cursors.ack_cumulative(ctx.txn, c, found)
     if done:
-        c.props["lastMarkDeleteAdvanced"] = ctx.now
-        c.props["expired"] = c.props.get("expired", 0) + done  # Pulsar's totalMsgExpired
+        s = state(c)
+        s.last_mark_delete_advanced = ctx.now
+        s.expired += done
     _record_passed(ctx, info, c, first, history.EXPIRED,
                    reason=f"TTL {history.duration_text(ttl_ms)}")
     _advanced(ctx, info, c)

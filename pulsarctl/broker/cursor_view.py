@@ -209,7 +209,8 @@ def view(ctx, p, info, c, around: MessageId | None, n: int) -> View:
 def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
     txn, cid, now, md, rp = ctx.txn, c.id, ctx.now, c.mark_delete, c.read_position
     typ = subs.type_of(c)
-    policy = c.props.get("policy") or {}
+    s = subs.state(c)
+    policy = s.policy
     acked = _acked_ranges(ctx, c, start, stop)
     pending = {o: Pending.from_stored(v) for o, v in _keyed(ctx, "pending", cid, start, stop)}
     replay = dict(_keyed(ctx, "replay", cid, start, stop))
@@ -224,7 +225,7 @@ def _window(ctx, info, c, start: int, stop: int, mid, reads: dict) -> list[Row]:
     ddb = ctx.env.db["delayed"]
     tdb = ctx.env.db["timers"]
     hold_past = delayed.cutoff(ctx, info.name) if typ not in subs.SINGLE_ACTIVE else None
-    batch_acks = bool(c.props.get("batchAcks"))
+    batch_acks = s.batch_acks
 
     out: list[Row] = []
     for o, _lid, _eid, raw in ctx.ledgers.scan(txn, info, start, stop):

@@ -41,6 +41,7 @@ from pulsarctl.names import (
 from pulsarctl.entries import is_batch
 from pulsarctl.units import parse_duration_ms
 from pulsarctl.broker.routing import PartitionRouter
+from pulsarctl.broker.subscription_state import state
 
 
 # -- dead letters ------------------------------------------------------------------------------
@@ -59,9 +60,6 @@ def producer_name(topic: str, subscription: str, consumer: str) -> str:
     return names.dlq_producer_name(topic, subscription, consumer, rand)
 
 
-_DLQ_PRODUCERS = "dlqProducers"  # the cursor property: dead letter topic -> producer name
-
-
 def dlq_producer(ctx, c, topic: str, dlq: TopicName, consumer: str) -> str:
     """The one producer subscription c moves dead letters to dlq with: named once, as a Pulsar
     consumer names its DLQ producer when it first needs it (ConsumerImpl's
@@ -69,11 +67,12 @@ def dlq_producer(ctx, c, topic: str, dlq: TopicName, consumer: str) -> str:
     from one move to the next, in later commands too (each partition of a partitioned dead
     letter topic counts its own, as each partition's producer does)."""
     key = str(dlq.partitioned_topic_name)
-    made = c.props.get(_DLQ_PRODUCERS) or {}
+    s = state(c)
+    made = s.letter_producers
     name = made.get(key)
     if name is None:
         name = producer_name(topic, c.name, consumer)
-        c.props[_DLQ_PRODUCERS] = {**made, key: name}
+        s.letter_producers = {**made, key: name}
     return name
 
 
@@ -82,7 +81,7 @@ def move(ctx, info, c, offset: int, consumer: str | None = None) -> MessageId | 
     chunk moves with every other chunk of its message: their stored pieces are copied (still
     compressed), so a consumer of the dead letter topic joins them as it would have here. A
     batch moves as one dead letter per message. Returns the (first) dead letter's id."""
-    policy = c.props.get("policy") or {}
+    policy = state(c).policy
     origin = parse_topic(info.name)
     rec = codec.decode(ctx.ledgers.read(ctx.txn, info, offset))
 
@@ -186,7 +185,7 @@ def reconsume_later(ctx, info, c, offset: int, delay_ms: int, custom: dict | Non
     where each message went. level picks a TDMQ delay level; increment waits one level longer
     per retry. In a batch, batch_index picks the message (as reconsumeLater takes one message,
     acked by its index); -1 moves every message of the entry not acked yet."""
-    policy = c.props.get("policy") or {}
+    policy = state(c).policy
     if not policy.get("enableRetry"):
         raise Conflict(f"retry is not enabled on subscription '{c.name}' (reconsumeLater method "
                        f"not support!)", hint="consume with --enable-retry first")
@@ -273,9 +272,6 @@ def _retry_one(ctx, info, c, m, copy, policy, origin, delay_ms, custom, level, i
 
 
 # -- where a letter goes -----------------------------------------------------------------------
-_ROUND_ROBIN = "letterRR"  # the cursor property that keeps the letter producers' counter
-
-
 def route(ctx, c, target: TopicName, key: str | None) -> TopicName:
     """Where a dead (or retry) letter from subscription c goes on target: the topic itself, or
     for a partitioned topic (the older <namespace>/<subscription>-DLQ names are partitioned,
@@ -288,8 +284,9 @@ def route(ctx, c, target: TopicName, key: str | None) -> TopicName:
     if not n:
         return target
 
-    router = PartitionRouter(n, start=c.props.get(_ROUND_ROBIN, 0))
+    s = state(c)
+    router = PartitionRouter(n, start=s.letter_round_robin)
     i = router.choose(key)
     if key is None:
-        c.props[_ROUND_ROBIN] = router.counter
+        s.letter_round_robin = router.counter
     return target.partition(i)

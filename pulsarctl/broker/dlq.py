@@ -274,7 +274,7 @@ def _origins(ctx) -> tuple[dict, set]:
     dlqs, retries = {}, set()
     for name, ml_id in list(ctx.ledgers.names(ctx.txn)):
         for c in ctx.cursors.list(ctx.txn, ml_id):
-            policy = c.props.get("policy") or {}
+            policy = subs.state(c).policy
             if not (policy.get("maxRedeliverCount") or policy.get("deadLetterTopic")
                     or policy.get("enableRetry")):
                 continue
@@ -416,7 +416,7 @@ def _retry_topic(ctx, origin: TopicName, subscription: str) -> TopicName:
         c = subs.get(ctx, info, subscription) if info is not None else None
         if c is None:
             continue
-        policy = c.props.get("policy") or {}
+        policy = subs.state(c).policy
         if not policy.get("enableRetry") or not policy.get("retryLetterTopic"):
             raise Conflict(f"retry is not enabled on subscription '{subscription}' of {origin}: "
                            f"nothing reads its retry letter topic",

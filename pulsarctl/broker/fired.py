@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from store import keys
 from pulsarctl.broker import delayed, redelivery_state, timers
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.errors import InvalidTopicName
 from pulsarctl.message_events import ACK_TIMEOUT, NACK
 from pulsarctl.names import RETRY_SUFFIX, parse_topic
@@ -110,7 +111,7 @@ def _cursors(ctx):
     for name, ml_id in list(ctx.ledgers.names(ctx.txn)):
         for c in ctx.cursors.list(ctx.txn, ml_id):
             by_id[c.id] = (name, c)
-            rt = (c.props.get("policy") or {}).get("retryLetterTopic")
+            rt = state(c).policy.get("retryLetterTopic")
             if rt:
                 try:
                     retry_names.add(str(parse_topic(rt)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from store import codec, keys
 from pulsarctl.broker import history, redelivery, subscriptions as subs, timers
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.backoff import backoff_next
 
 DEFAULT_NACK_DELAY_MS = 60_000
@@ -35,7 +36,8 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
     """Schedule redelivery of the messages a consumer holds. Returns (nacked, holders).
     A message nobody holds (never received, or already acked) is left alone: Pulsar never
     redelivers or dead-letters a message that was not received."""
-    policy = c.props.get("policy") or {}
+    s = state(c)
+    policy = s.policy
     pending = subs.pending_map(ctx, c.id)
     done, holders = 0, set()
     mask = ~((1 << NACK_PRECISION_BITS) - 1)
@@ -55,8 +57,8 @@ def nack(ctx, info, c, offsets: list[int]) -> tuple[int, set]:
                     db=ctx.env.db["pending"])
         holders.add(prec.consumer)
         done += 1
-    if done and not c.props.get(subs.NACKED):
-        c.props[subs.NACKED] = True  # a rewind keeps nacked messages held (subs.rewind)
+    if done and not s.nacked:
+        s.nacked = True  # a rewind keeps nacked messages held (subs.rewind)
         ctx.cursors.save(ctx.txn, c)
     return done, holders
 

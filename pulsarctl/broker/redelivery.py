@@ -21,6 +21,7 @@ from pulsarctl.broker import (
     consumers, deadletter, history, subscriptions as subs, timers, unacked,
 )
 from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
+from pulsarctl.broker.subscription_state import state
 # The stored state, named here as the controller's: callers read counts through this module.
 from pulsarctl.broker.redelivery_state import (  # noqa: F401
     clear, forget, forget_through, get, has_any, increment, lookup, replay_add, replay_clear,
@@ -42,7 +43,7 @@ def fire(ctx, info, c) -> int:
     due = timers.take_due(ctx, c.id, ctx.now)
     pending = subs.pending_map(ctx, c.id)
     todo, holders, reasons = [], {}, {}
-    policy = c.props.get("policy") or {}
+    policy = state(c).policy
     for _due, o, timer in due:
         prec = pending.get(o)
         if ctx.cursors.is_acked(ctx.txn, c, o) or not info.contains(o):
@@ -53,7 +54,7 @@ def fire(ctx, info, c) -> int:
         holders[o] = timer.consumer
         if history.on(ctx):
             if timer.kind == ACK_TIMEOUT:
-                why = f"ack timeout {history.duration_text(policy.get('ackTimeoutMs') or 0)}"
+                why = f"ack timeout {history.duration_text(unacked.timeout_ms(policy))}"
                 history.record(ctx, info, o, history.ACK_TIMEOUT, c.name, timer.consumer,
                                prec.redelivery_count if prec else None, reason=why)
             else:
@@ -78,10 +79,11 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
     (publish and ack in this transaction). Shared and Key_Shared redeliver just these messages;
     Exclusive and Failover redeliver every unacked message, in order (a cursor rewind).
     reasons (by offset) or reason: why, for the message history (history.py)."""
-    policy = c.props.get("policy") or {}
+    s = state(c)
+    policy = s.policy
     max_rc = policy.get("maxRedeliverCount")
     typ = subs.type_of(c)
-    c.props["counted"] = True  # acks now also forget counts (see subscriptions.ack)
+    s.counted = True  # acks now also forget counts (see subscriptions.ack)
     # Pulsar's Exclusive and Failover dispatchers count nothing: a count there is pulsarctl's.
     beyond = {history.BEYOND: history.COUNT_NOTE} if typ in subs.SINGLE_ACTIVE else {}
     again = []
@@ -104,7 +106,7 @@ def redeliver(ctx, info, c, offsets: list[int], holders: dict | None = None,
                 replay_add(ctx, c.id, o, n)
     # The subscription's redeliveries so far, a counter as out is: `top` shows its growth as
     # redeliveries per minute (broker/snapshot.py).
-    c.props["redelivered"] = c.props.get("redelivered", 0) + len(again)
+    s.redelivered += len(again)
     if again and typ in subs.SINGLE_ACTIVE:
         subs.rewind(ctx, c, release=again)
     ctx.cursors.save(ctx.txn, c)

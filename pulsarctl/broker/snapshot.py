@@ -13,6 +13,7 @@ counters' differences by the time between them (rates() below does the arithmeti
 from __future__ import annotations
 
 from pulsarctl.broker import deadletter, stats, subscriptions, tenants
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.dlq import SUBSCRIPTION as DLQ_SUBSCRIPTION
 from pulsarctl.messages import iso_ms
 from pulsarctl.names import DLQ_SUFFIX, parse_namespace, parse_topic
@@ -110,7 +111,8 @@ def _topic(ctx, name: str, parts: list) -> dict:
 def _subscription(ctx, info, c) -> dict:
     st = stats.subscription_stats(ctx, info, c)
     messages, exact = subscriptions.backlog_messages(ctx, info, c)
-    policy = c.props.get("policy") or {}
+    s = state(c)
+    policy = s.policy
     dlq = None
     if policy.get("maxRedeliverCount") or policy.get("deadLetterTopic"):
         dlq = str(parse_topic(deadletter.dlq_topic(info.name, c.name, policy)))
@@ -126,7 +128,7 @@ def _subscription(ctx, info, c) -> dict:
         "delayedMessages": st["delayedMessages"],
         # Counted by the redelivery controller (redelivery.redeliver): a nack, an ack timeout or
         # an explicit redelivery, each message once per redelivery.
-        "redeliveredCounter": c.props.get("redelivered", 0),
+        "redeliveredCounter": s.redelivered,
         "deadLetterTopic": dlq,
         "msgRateOut": None, "redeliveriesPerMinute": None,
         "consumers": [{"consumerName": x["consumerName"],

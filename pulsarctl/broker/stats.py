@@ -7,6 +7,7 @@ from store import codec, keys
 from store.ledger_row import LedgerRow, rows as ledger_rows
 from pulsarctl.broker import access, backlog_quota, consumers, delayed, policies, redelivery_state
 from pulsarctl.broker import subscriptions as subs
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.records import Pending
 from pulsarctl.messages import iso_ms
 from pulsarctl.broker.dispatch import key_shared
@@ -56,8 +57,8 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
             "leaseUntil": iso_ms(r.lease_until),
             "alive": consumers.alive(ctx, r),
         })
-    p = c.props
-    typ = p.get("type", subs.EXCLUSIVE)
+    s = state(c)
+    typ = subs.type_of(c)
     if typ == subs.KEY_SHARED:
         ranges = key_shared.ranges_of(ctx, c)
         for x in cons:
@@ -72,15 +73,15 @@ def subscription_stats(ctx, info, c, live=None) -> dict:
             x["isActive"] = x["consumerName"] == active_name
     out = {
         "msgRateOut": 0.0, "msgThroughputOut": 0.0,
-        "bytesOutCounter": p.get("outBytes", 0), "msgOutCounter": p.get("out", 0),
+        "bytesOutCounter": s.out_bytes, "msgOutCounter": s.out,
         "msgRateRedeliver": 0.0,
         "msgBacklog": c.backlog(info.next_offset),
         "backlogSize": backlog_quota.backlog_bytes(info, c.mark_delete + 1),
         "unackedMessages": sum(pend.values()),
         "type": subs.shown_type(c),
         "msgRateExpired": 0.0,
-        "lastAckedTimestamp": p.get("lastAck", 0),
-        "lastConsumedTimestamp": p.get("lastConsumed", 0),
+        "lastAckedTimestamp": s.last_ack,
+        "lastConsumedTimestamp": s.last_consumed,
         "consumers": cons,
         "isDurable": True,
         "isReplicated": False,
@@ -137,9 +138,10 @@ def pulsar_topic_stats(ctx, info) -> dict:
         sub["type"] = subs.shown_type(c)
         # Stamped by expire-messages when it had a backlog to look at, and when an ack or an
         # expiry moved the mark-delete position (not skip, clear-backlog or a reset).
-        sub["lastExpireTimestamp"] = c.props.get("lastExpire", 0)
-        sub["lastMarkDeleteAdvancedTimestamp"] = c.props.get("lastMarkDeleteAdvanced", 0)
-        sub["totalMsgExpired"] = c.props.get("expired", 0)
+        s = state(c)
+        sub["lastExpireTimestamp"] = s.last_expire
+        sub["lastMarkDeleteAdvancedTimestamp"] = s.last_mark_delete_advanced
+        sub["totalMsgExpired"] = s.expired
     return doc
 
 
@@ -211,7 +213,7 @@ def internal_stats(ctx, info) -> dict:
             "readPosition": str(info.position(c.read_position)),
             "waitingReadOp": False,
             "pendingReadOps": 0,
-            "messagesConsumedCounter": c.props.get("out", 0),
+            "messagesConsumedCounter": state(c).out,
             "cursorLedger": -1,
             "cursorLedgerLastEntry": -1,
             "individuallyDeletedMessages": _ranges_text(info, ranges),

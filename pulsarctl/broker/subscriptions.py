@@ -22,7 +22,7 @@ from pulsarctl.entries import batch_size
 # The types, and the one reader and writer of a subscription's (subscription_state.py).
 from pulsarctl.broker.subscription_state import (  # noqa: F401
     EXCLUSIVE, FAILOVER, KEY_SHARED, SHARED, SINGLE_ACTIVE, TYPES, clear_type, set_type,
-    shown_type, stored_type, type_of,
+    shown_type, start, state, stored_type, type_of,
 )
 
 
@@ -77,8 +77,7 @@ def create(ctx, info, name: str, position="Latest", sub_type: str | None = None,
     # A namespace or topic dead-letter policy is where a new subscription's policy starts;
     # its consumers' flags override it.
     dlp = policies.effective(ctx, info.name, policies.DEAD_LETTER)
-    c.props = {"created": ctx.now, "out": 0, "outBytes": 0, "lastAck": 0,
-               "lastConsumed": 0, "policy": dict(dlp) if dlp else {}}
+    start(c, ctx.now, dict(dlp) if dlp else {})
     if sub_type is not None:
         set_type(c, sub_type)
     ctx.cursors.save(ctx.txn, c)
@@ -118,9 +117,10 @@ def backlog_messages(ctx, info, c) -> tuple[int, bool]:
 def update_policy(ctx, c, settings: dict) -> None:
     """The consumer's policy flags, persisted with the subscription: a flag that is given
     replaces the stored value, one that is left out keeps it (the latest consumer wins)."""
-    policy = dict(c.props.get("policy") or {})
+    s = state(c)
+    policy = dict(s.policy)
     policy.update({k: v for k, v in settings.items() if v is not None})
-    c.props["policy"] = policy
+    s.policy = policy
     ctx.cursors.save(ctx.txn, c)
 
 
@@ -215,12 +215,7 @@ def clear_delivery_state(ctx, c) -> None:
     """Forget pending and replay state: after a reset, a skip or the last consumer leaving."""
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
     redelivery_state.replay_clear(ctx, c.id)
-    c.props.pop(HELD, None)
-
-
-# The highest offset at or past the read position that a held nack keeps pending (see rewind),
-# in the cursor's properties; absent when there is none, so dispatch looks nothing up.
-HELD = "heldTo"
+    del state(c).held_to
 
 
 def rewind(ctx, c, release=()) -> None:
@@ -236,6 +231,7 @@ def rewind(ctx, c, release=()) -> None:
       would come due from both and go out twice.
     release: offsets whose hold ends now (their timer fired)."""
     held = _held_nacks(ctx, c, set(release))
+    s = state(c)
     c.read_position = c.mark_delete + 1
     ctx.env.delete_prefix(ctx.txn, "pending", keys.u64(c.id))
     redelivery_state.replay_clear(ctx, c.id)
@@ -244,26 +240,20 @@ def rewind(ctx, c, release=()) -> None:
         for o, raw in held:
             ctx.txn.put(keys.pair(c.id, o), raw, db=pdb)
     else:
-        c.props.pop(NACKED, None)
+        s.nacked = False
     tops = [held[-1][0]] if held else []
     in_index = delayed.highest(ctx, c.id)
     if in_index is not None:
         tops.append(in_index)
-    top = max(tops, default=None)
-    if top is None:
-        c.props.pop(HELD, None)
-    else:
-        c.props[HELD] = top
-
-
-# Set in the cursor's properties by a nack: some pending record may be nacked (rewind looks).
-NACKED = "nacked"
+    # The highest offset a held nack or the delayed index keeps, or none: dispatch reading
+    # from the read position looks nothing up without one (held_offsets).
+    s.held_to = max(tops, default=None)
 
 
 def _held_nacks(ctx, c, release: set) -> list[tuple[int, bytes]]:
     """(offset, raw pending record) of the nacked messages whose nack timer still waits, in
     offset order (nothing is decoded unless the subscription has nacked something)."""
-    if not c.props.get(NACKED):
+    if not state(c).nacked:
         return []
 
     out = []
@@ -296,11 +286,12 @@ def held_offsets(ctx, c):
     dispatch reading from the read position after a rewind): a held nack, a delayed message
     still in the delayed index, or a message already handed out or queued again from there
     (pending or in the replay set). None when nothing at or past the read position is held."""
-    upto = c.props.get(HELD)
+    s = state(c)
+    upto = s.held_to
     if upto is None:
         return None
     if c.read_position > upto:
-        c.props.pop(HELD)
+        del s.held_to
         return None
 
     txn, pair, cid = ctx.txn, keys.pair, c.id
@@ -328,6 +319,7 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
     txn = ctx.txn
     pdb = ctx.env.db["pending"]
     md_before = c.mark_delete
+    s = state(c)
     if cumulative:
         typ = type_of(c)
         if typ not in SINGLE_ACTIVE:
@@ -363,14 +355,14 @@ def ack(ctx, info, c, offsets: list[int], cumulative: bool = False) -> tuple[int
                 replay_remove(ctx, cid, o)
         newly = ctx.cursors.ack(txn, c, offsets)
         history.record_many(ctx, info, offsets, history.ACKED, c.name)
-        if c.props.get("counted"):
+        if s.counted:
             redelivery_state.forget(ctx, cid, offsets)
-        if c.props.get("batchAcks") or c.props.get("batchQueued"):
+        if s.batch_acks or s.batch_queued:
             batches.forget(ctx, c, offsets)
     if newly:
-        c.props["lastAck"] = ctx.now
+        s.last_ack = ctx.now
         if c.mark_delete != md_before:
-            c.props["lastMarkDeleteAdvanced"] = ctx.now
+            s.last_mark_delete_advanced = ctx.now
     ctx.cursors.save(txn, c)
     maybe_trim(ctx, info, c)
     return newly, holders

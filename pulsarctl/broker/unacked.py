@@ -13,6 +13,7 @@ from __future__ import annotations
 from pulsarctl.broker import timers
 from pulsarctl.broker.backoff import backoff_next
 from pulsarctl.broker.records import ACK_TIMEOUT, Pending, Timer
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.errors import InvalidValue
 MIN_ACK_TIMEOUT_MS = 1000        # Java: "Ack timeout should be greater than 1000 ms"
 DEFAULT_TICK_MS = 1000
@@ -27,8 +28,14 @@ def check(timeout_ms: int | None, tick_ms: int | None) -> None:
         raise InvalidValue("Ack timeout tick should be at least 100 ms")
 
 
+def timeout_ms(policy: dict) -> int:
+    """The ack timeout a subscription's policy (SubscriptionState.policy) sets, in ms; 0 when
+    off. The one reader of it: dispatch asks this before it tracks anything."""
+    return policy.get("ackTimeoutMs") or 0
+
+
 def due(policy: dict, delivered_at: int, count: int) -> int | None:
-    timeout = policy.get("ackTimeoutMs") or 0
+    timeout = timeout_ms(policy)
     if timeout <= 0:
         return None
     tick = min(policy.get("ackTimeoutTickMs") or DEFAULT_TICK_MS, timeout)
@@ -42,8 +49,8 @@ def due(policy: dict, delivered_at: int, count: int) -> int | None:
 
 def track(ctx, c, consumer: str, delivered: list[tuple[int, int]]) -> None:
     """Schedule the ack timeout of messages just delivered: (offset, redelivery count)."""
-    policy = c.props.get("policy") or {}
-    if not policy.get("ackTimeoutMs"):
+    policy = state(c).policy
+    if not timeout_ms(policy):
         return
     for o, rc in delivered:
         at = due(policy, ctx.now, rc)

@@ -10,6 +10,7 @@ from pulsarctl.broker import (
 )
 from pulsarctl.broker import cursor_view as pictures
 from pulsarctl.broker.nacks import DEFAULT_NACK_DELAY_MS
+from pulsarctl.broker.subscription_state import state
 from pulsarctl.broker.targets import expand, subscribed, topic_name
 from pulsarctl.errors import InvalidValue, MessageNotFound
 from pulsarctl.messages import MessageId, iso_ms, parse_message_id
@@ -95,7 +96,7 @@ class Subscription:
                 info = topics.lookup(ctx, p)
                 c = subs.get(ctx, info, self.name) if info is not None else None
                 if c is not None:
-                    return dict(c.props.get("policy") or {})
+                    return dict(state(c).policy)
             return {}
         return self._broker._read(run)
 
@@ -121,7 +122,7 @@ class Subscription:
             found = subscribed(ctx, t, name)
             c = found[0][2]
             policy = {"negativeAckRedeliveryDelayMs": DEFAULT_NACK_DELAY_MS,
-                      **{k: v for k, v in (c.props.get("policy") or {}).items() if v is not None}}
+                      **{k: v for k, v in state(c).policy.items() if v is not None}}
             doc = {
                 "topic": str(t), "subscription": name,
                 "type": subs.shown_type(c), "durable": True,
@@ -328,7 +329,7 @@ class Subscription:
         def run(ctx, t):
             info, c = cursor_admin.open_cursor(ctx, t, self.name)
             if c.backlog(info.next_offset) > 0:
-                c.props["lastExpire"] = ctx.now
+                state(c).last_expire = ctx.now
                 ctx.cursors.save(ctx.txn, c)
             done = cursor_admin.expire(ctx, info, c, ttl_ms)
             return {"topic": str(t), "subscription": self.name, "expired": done,

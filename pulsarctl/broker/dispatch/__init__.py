@@ -37,7 +37,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     an Exclusive or Failover one gets as many entries as it has permits, as Pulsar's."""
     if max_n <= 0:
         return []
-    if c.props.get("batchQueued"):
+    if subs.state(c).batch_queued:
         # A receive that stopped inside a batch left the rest for this consumer: those first.
 
         queued = batches.take_queued(ctx, info, c, consumer.name, max_n, topic_name,
@@ -87,7 +87,8 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     delivered = []
     nbytes = 0
     sub = c.name
-    count_of = redelivery_state.lookup(ctx, cid) if c.props.get("counted") else None
+    sub_state = subs.state(c)
+    count_of = redelivery_state.lookup(ctx, cid) if sub_state.counted else None
     # Shared and Key_Shared hold back messages whose delivery time is ahead.
     hold_until = delayed.cutoff(ctx, info.name) if typ in (subs.SHARED, subs.KEY_SHARED) else None
     select = _SELECTORS[typ]
@@ -187,12 +188,12 @@ def _fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         return []
     txn.cursor(db=pdb).putmulti(records)
     history.delivered(ctx, info, c, name, delivered)
-    if (c.props.get("policy") or {}).get("ackTimeoutMs"):
+    if unacked.timeout_ms(sub_state.policy):
         unacked.track(ctx, c, name, delivered)
     reached(got)  # the limits count messages, a batch's each
-    c.props["out"] = c.props.get("out", 0) + got
-    c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
-    c.props["lastConsumed"] = now
+    sub_state.out += got
+    sub_state.out_bytes += nbytes
+    sub_state.last_consumed = now
     ctx.cursors.save(txn, c)
     return out
 
@@ -207,10 +208,10 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
     the keys are counted."""
     per_c = policies.effective(ctx, info.name, policies.MAX_UNACKED_CONSUMER) or 0
     per_s = policies.effective(ctx, info.name, policies.MAX_UNACKED_SUBSCRIPTION) or 0
-    props = c.props
+    sub_state = subs.state(c)
     if not per_c and not per_s:
-        props.pop("blocked", None)
-        props.pop("blockedSub", None)
+        del sub_state.blocked_consumers
+        del sub_state.blocked_subscription
         return max_n, _NOTHING
     per = subs.unacked_by_consumer(ctx, info, c) if ctx.get("msgInExtra", info.ml_id) else None
     total = sum(per.values()) if per is not None else subs.pending_count(ctx, c.id)
@@ -227,17 +228,17 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
               f"consumer {name} is at maxUnackedMessagesPerConsumer ({per_c} unacked); it gets "
               f"more when that falls to half")
     if per_s:
-        if props.get("blockedSub") and total <= per_s // 2:
-            props.pop("blockedSub")
-        if props.get("blockedSub") or total >= per_s:
-            if not props.get("blockedSub"):
+        if sub_state.blocked_subscription and total <= per_s // 2:
+            sub_state.blocked_subscription = False
+        if sub_state.blocked_subscription or total >= per_s:
+            if not sub_state.blocked_subscription:
                 held_sub()
-            props["blockedSub"] = True
+            sub_state.blocked_subscription = True
             return 0, _NOTHING
         max_n = min(max_n, per_s - total)
     mine = None
     if per_c:
-        blocked = props.get("blocked") or []
+        blocked = sub_state.blocked_consumers
         if name in blocked or total + max_n >= per_c:  # else it cannot reach the limit
             mine = per.get(name, 0) if per is not None else sum(
                 1 for _o, rec in subs.pending_items(ctx, c.id) if rec.consumer == name)
@@ -247,21 +248,18 @@ def unacked_allowance(ctx, info, c, name: str, max_n: int):
                 if name not in blocked:
                     blocked.append(name)
                     held_consumer()
-                props["blocked"] = blocked
+                sub_state.blocked_consumers = blocked
                 return 0, _NOTHING
-            if blocked:
-                props["blocked"] = blocked
-            else:
-                props.pop("blocked", None)
+            sub_state.blocked_consumers = blocked  # an empty list is not kept
             max_n = min(max_n, per_c - mine)
 
     def delivered(k: int) -> None:
         # Reaching the limit blocks at once, not at the next fetch.
         if per_s and total + k >= per_s:
-            props["blockedSub"] = True
+            sub_state.blocked_subscription = True
             held_sub()
         if mine is not None and mine + k >= per_c:
-            props.setdefault("blocked", []).append(name)
+            sub_state.blocked_consumers = [*sub_state.blocked_consumers, name]
             held_consumer()
     return max_n, delivered
 

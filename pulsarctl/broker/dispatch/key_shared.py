@@ -69,7 +69,8 @@ def check_policy(c, live: list, rec) -> None:
 
 def reconcile(ctx, c, live: list):
     """The selector, brought up to date with the live consumers (in order of arrival)."""
-    ks = c.props.get("ks") or {}
+    sub_state = subs.state(c)
+    ks = sub_state.key_shared or {}
     policy = policy_of(live[0]) if live else ks.get("policy", DEFAULT_POLICY)
     if ks.get("policy") != policy:
         ks = {"policy": policy, "members": [], "state": None}
@@ -92,7 +93,7 @@ def reconcile(ctx, c, live: list):
             ks["draining"] = True
     if changed or "state" not in ks or ks.get("state") is None:
         ks.update(policy=policy, members=members, state=selector.to_state())
-        c.props["ks"] = ks
+        sub_state.key_shared = ks
     return selector, ks
 
 
@@ -104,7 +105,7 @@ def slot(selector_policy, rec) -> int:
 
 def selector_of(c):
     """The subscription's selector as stored (for a look that changes nothing), or None."""
-    ks = c.props.get("ks")
+    ks = subs.state(c).key_shared
     if not ks or ks.get("state") is None:
         return None
     return make_selector(ks["policy"], ks["state"]), ks["policy"]
@@ -159,8 +160,9 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
         blocked = _held_elsewhere(ctx, info, c, selector, policy, live)
         if not blocked:
             ks["draining"] = False
+    sub_state = subs.state(c)
     if not blocked and len(live) == 1 and policy != "sticky":
-        c.props["ks"] = ks
+        sub_state.key_shared = ks
         return None
     txn, now = ctx.txn, ctx.now
     pdb = ctx.env.db["pending"]
@@ -172,7 +174,7 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     taken: list = []
     nbytes = 0
 
-    count_of = redelivery_state.lookup(ctx, cid) if c.props.get("counted") else None
+    count_of = redelivery_state.lookup(ctx, cid) if sub_state.counted else None
     batch = None  # batches.Delivery, once a batch entry comes by
 
     def take(o, rec, rc, from_replay):
@@ -277,12 +279,12 @@ def fetch(ctx, info, c, consumer, live: list, max_n: int, topic_name: str,
     history.held(ctx, info, uncovered, c.name, None, history.KEY_UNCOVERED,
                  "no consumer's hash range covers its key; it waits in the replay set for one "
                  "that does")
-    if out and (c.props.get("policy") or {}).get("ackTimeoutMs"):
+    if out and unacked.timeout_ms(sub_state.policy):
         unacked.track(ctx, c, me, taken)
-    c.props["out"] = c.props.get("out", 0) + len(out)
-    c.props["outBytes"] = c.props.get("outBytes", 0) + nbytes
-    c.props["lastConsumed"] = now
-    c.props["ks"] = ks
+    sub_state.out += len(out)
+    sub_state.out_bytes += nbytes
+    sub_state.last_consumed = now
+    sub_state.key_shared = ks
     ctx.cursors.save(txn, c)
     return out
 
