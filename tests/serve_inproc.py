@@ -1,7 +1,9 @@
-"""serve in this process: a Broker on a temporary store and the listener (Server) on
-127.0.0.1, port 0, running its asyncio loop in a thread; the test talks to it with the raw
+"""serve in this process. serving(): a Broker on a temporary store and the listener (Server)
+on 127.0.0.1, port 0, running its asyncio loop in a thread; the test talks to it with the raw
 client (serve_raw.Raw) and may wrap the Broker's methods to watch or hold what the worker does.
-No process starts, so a protocol test takes milliseconds, and it can look inside."""
+serve_in_process(): the whole of what `pulsarctl serve` runs (run.main: the listener, the admin
+REST API, the timers), likewise in a thread, with the attributes of a served process
+(serve_procs.Served). No process starts, so a protocol test takes milliseconds."""
 from __future__ import annotations
 
 import asyncio
@@ -11,9 +13,9 @@ import threading
 
 from procs import PATIENCE_S, wait_for
 from pulsarctl.broker import Broker
-from pulsarctl.serve import run
+from pulsarctl.serve import conf, run
 from pulsarctl.serve.listener import Server
-from pulsarctl.serve.settings import ServeSettings
+from pulsarctl.serve.settings import ServeSettings, configure
 
 
 class InProcess:
@@ -216,3 +218,11 @@ def start_in_process(store_path: str, settings: ServeSettings) -> Served:
         thread.join(PATIENCE_S)
         raise holder["error"]
     return Served(thread, holder, log)
+
+
+def configured(conf_path, **flags) -> ServeSettings:
+    """The ServeSettings `pulsarctl serve --port 0 --http-port 0 --config conf_path FLAGS`
+    runs with: the file read and checked by the code the command uses (serve/conf.py,
+    serve/settings.py). What the command prints about keys it ignores is the process's."""
+    values, _ = conf.read(str(conf_path))
+    return configure(values, **{"port": 0, "http_port": 0, **flags})
