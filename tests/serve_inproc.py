@@ -175,15 +175,17 @@ class _ThreadRecords(logging.Handler):
 def serve_in_process(store_path: str, settings: ServeSettings | None = None):
     """A Served over the store at store_path (made if missing), with settings (default: ports
     0 on 127.0.0.1, the admin REST API on); stopped, and its thread ended, after the block."""
-    s = settings or ServeSettings(port=0, http_port=0)
-    served = start_in_process(store_path, s)
+    served = start_in_process(store_path, settings)
     try:
         yield served
     finally:
         served.stop()
 
 
-def start_in_process(store_path: str, settings: ServeSettings) -> Served:
+def start_in_process(store_path: str, settings: ServeSettings | None = None) -> Served:
+    """A Served over the store at store_path, started (see serve_in_process); the caller
+    stops it."""
+    settings = settings or ServeSettings(port=0, http_port=0)
     log = Log()
     holder: dict = {"urls": []}
     started = threading.Event()
