@@ -198,7 +198,13 @@ def start_in_process(store_path: str, settings: ServeSettings | None = None) -> 
 
     async def main() -> None:
         holder["loop"], holder["stop"] = asyncio.get_running_loop(), asyncio.Event()
-        await run.main(Broker(store_path), settings, listening, log, stop=holder["stop"])
+        broker = Broker(store_path)
+        try:
+            await run.main(broker, settings, listening, log, stop=holder["stop"])
+        finally:
+            # main closes it once it served; a serve that failed to start leaves that to its
+            # process's end, which here never comes
+            broker.close()
 
     def thread_main() -> None:
         records = _ThreadRecords(threading.get_ident(), log)

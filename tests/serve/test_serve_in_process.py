@@ -3,7 +3,7 @@
 protocol, the timers under the daemon lock (held by this process, let go of at stop), no thread
 left running after stop(); the errors its thread logs are in its log, as the command's stderr
 would show them, so a test's "no Traceback" means something; a server that cannot start
-raises at once."""
+raises at once, its store closed."""
 from __future__ import annotations
 
 import json
@@ -41,6 +41,7 @@ def test_it_runs_what_serve_runs_and_stops_whole(cli, store_path):
     assert _status(cli) == (3, None)   # the daemon lock let go of
     left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
     assert left == [], left
+    assert _open_files_under(store_path) == []
     assert not [line for line in s.log.finished() if "Traceback" in line], s.log.lines
 
 
@@ -70,3 +71,17 @@ def test_a_serve_that_cannot_listen_raises_and_leaves_no_thread(store_path):
             start_in_process(store_path, ServeSettings(port=port, http_port=0))
     wait_for(lambda: not [t for t in threading.enumerate() if t not in before and t.is_alive()],
              "the serve thread to end")
+    assert _open_files_under(store_path) == []
+
+
+def _open_files_under(path: str) -> list[str]:
+    """The files under path this process holds open."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:   # closed meanwhile (the listing's own descriptor)
+            continue
+        if target.startswith(os.path.abspath(path) + os.sep):
+            out.append(target)
+    return out
