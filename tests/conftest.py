@@ -23,7 +23,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 # Tests live in one folder per layer; each folder is also a marker, so a lane can be chosen with
 # -m: the fast lane is `-m "store or broker or cli"`, the slow ones `processes` and `spark`;
-# `serve` drives a real `pulsarctl serve` with the real pulsar-client, `rest` the admin REST API
+# `serve` drives `pulsarctl serve` (in the test process, or a real one where the process is
+# tested) with the real pulsar-client, `rest` the admin REST API
 # against a real server on 127.0.0.1; `oracle` a real Apache Pulsar standalone, only when asked
 # for, inside `tests/oracle/pulsar.sh netns` (tests/oracle/README.md).
 # `remote`: the same commands against a remote Pulsar (a real `pulsarctl serve` on 127.0.0.1,

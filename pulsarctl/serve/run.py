@@ -16,7 +16,7 @@ def run(broker, settings: ServeSettings, listening, log) -> None:
     admin REST API's URLs (http://, then https:// when configured) and then the binary
     protocol's (pulsar://, then pulsar+ssl://)."""
     limits.raise_open_files()
-    asyncio.run(_main(broker, settings, listening, log))
+    asyncio.run(main(broker, settings, listening, log))
 
 
 def _shown(host: str) -> str:
@@ -61,7 +61,11 @@ async def _start_rest(broker, settings: ServeSettings, server: Server, log):
 SERVE_DEFAULTS = {"acknowledgmentAtBatchIndexLevelEnabled": True}
 
 
-async def _main(broker, settings: ServeSettings, listening, log):
+async def main(broker, settings: ServeSettings, listening, log,
+               stop: asyncio.Event | None = None):
+    """What `pulsarctl serve` runs, until stop is set; stop None: until SIGTERM or SIGINT
+    (signal handlers, which only the main thread may install). The tests pass their own stop
+    to run this same server in a thread of their process (tests/serve_inproc.py)."""
     limits.log_accept_errors_once(asyncio.get_running_loop(), log)
     # A Pulsar 4.x broker acknowledges at batch index level unless its broker.conf says not
     # (ServiceConfiguration's default, which serve's clients see on real Pulsar); the command
@@ -87,10 +91,11 @@ async def _main(broker, settings: ServeSettings, listening, log):
             raise
         for u in http_urls:
             listening(u)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
     if server.tls_url:
         listening(server.tls_url)
     listening(url)

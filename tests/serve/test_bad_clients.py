@@ -3,7 +3,9 @@ frames, bad checksums, a client that never sends CONNECT or never answers PING, 
 stops reading, thousands of idle connections, a client killed in the middle of a batch, and a
 few hundred fuzzed frames. Each bad client is a raw socket (tests/serve_raw.py); after each
 abuse the real pulsar-client shows the server still serves everyone else; serve's stderr says
-one line per refused connection; the store holds only whole messages."""
+one line per refused connection; the store holds only whole messages. serve runs in the test
+process (its stderr: the lines it logs, and the warnings and errors its thread logs, tracebacks
+included), except to run out of file descriptors: that needs a process of its own to limit."""
 from __future__ import annotations
 
 import json
@@ -23,6 +25,7 @@ import pulsar
 import pytest
 
 from procs import PATIENCE_S, argv, pok, reap, wait_for
+from serve_inproc import configured, start_in_process
 from serve_procs import stop_all, quiet_logger, start_serve
 from serve_raw import Raw, command, corpus, send
 from pulsarctl.serve import frames
@@ -59,18 +62,36 @@ class Log:
         return self.lines
 
 
+def _config(tmp_path, config: dict):
+    path = tmp_path / "serve.conf"
+    path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
+    return path
+
+
 @pytest.fixture
-def serve(env, tmp_path):
-    """start(**config) -> a running `pulsarctl serve` (its stderr in .log), with a --config
-    file of those keys when given; all stopped and reaped after the test."""
+def serve(store_path, tmp_path):
+    """start(**config) -> serve running in this process (what it says in .log), configured
+    as by a --config file of those keys; all stopped after the test."""
     started = []
 
     def start(**config):
-        args = ()
-        if config:
-            path = tmp_path / "serve.conf"
-            path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
-            args = ("--config", str(path))
+        s = start_in_process(store_path, configured(_config(tmp_path, config)))
+        started.append(s)
+        return s
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def serve_process(env, tmp_path):
+    """start(**config) -> a running `pulsarctl serve` process (its stderr in .log), with a
+    --config file of those keys when given; all stopped and reaped after the test."""
+    started = []
+
+    def start(**config):
+        args = ("--config", str(_config(tmp_path, config))) if config else ()
         s = start_serve(env, *args)
         s.log = Log(s.proc)
         started.append(s)
@@ -290,8 +311,8 @@ def test_thousands_of_idle_connections(serve):
     assert refused_lines(lines) == []    # idle is not refused (the keep-alive check is at 30 s)
 
 
-def test_running_out_of_file_descriptors_is_one_line(serve):
-    s = serve()
+def test_running_out_of_file_descriptors_is_one_line(serve_process):
+    s = serve_process()
     resource.prlimit(s.proc.pid, resource.RLIMIT_NOFILE, (128, 128))
     held = [Raw(s.port) for _ in range(200)]   # more than serve can accept
     s.log.wait("cannot accept more connections")

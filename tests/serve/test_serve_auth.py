@@ -1,5 +1,8 @@
 """TLS, authentication (TLS certificates, tokens, basic) and authorization in `pulsarctl serve`,
-configured with Pulsar's broker.conf keys and driven by the real pulsar-client and HTTP."""
+configured with Pulsar's broker.conf keys and driven by the real pulsar-client and HTTP. serve
+runs in the test process, configured as --config and --basic-auth-file configure it
+(tests/serve_inproc.py); a configuration refused at start is the command's: a real process,
+its exit code and its one line."""
 from __future__ import annotations
 
 import base64
@@ -15,8 +18,8 @@ import pulsar
 import pytest
 
 import certs
-from procs import argv, reap
-from serve_procs import start_serve
+from procs import argv
+from serve_inproc import configured, serve_in_process
 
 pytestmark = pytest.mark.serve
 
@@ -65,11 +68,9 @@ def setup(tmp_path_factory):
     cli(env, "namespaces", "grant-permission", NS, "--role", "alice", "--actions",
         "produce,consume")
     cli(env, "namespaces", "grant-permission", NS, "--role", "carol", "--actions", "consume")
-    s = start_serve(env, "--config", str(conf), "--basic-auth-file", str(d / "htpasswd"))
-    yield {"served": s, "env": env, "tokens": tokens, "certs": paths, "dir": d}
-    if s.proc.poll() is None:
-        s.stop()
-    reap([s.proc])
+    with serve_in_process(str(d / "store"),
+                          configured(conf, basic_auth_file=str(d / "htpasswd"))) as s:
+        yield {"served": s, "env": env, "tokens": tokens, "certs": paths, "dir": d}
 
 
 def client(url, auth=None, timeout_s=10, **kw):
@@ -265,8 +266,7 @@ def test_rs256_tokens_checked_with_token_public_key(tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text(f"authenticationEnabled=true\nauthenticationProviders=token\n"
                     f"tokenPublicKey=file://{pub}\ntokenPublicAlg=RS256\n")
-    s = start_serve(env, "--config", str(conf))
-    try:
+    with serve_in_process(str(tmp_path / "store"), configured(conf)) as s:
         c = client(s.url, pulsar.AuthenticationToken(good))
         try:
             roundtrip(c, "persistent://public/default/rs256")
@@ -278,9 +278,6 @@ def test_rs256_tokens_checked_with_token_public_key(tmp_path):
                 c.create_producer("persistent://public/default/rs256-hs")
         finally:
             c.close()
-    finally:
-        s.stop()
-        reap([s.proc])
 
 
 def test_a_missing_namespace_is_topic_not_found_also_with_authorization(setup):

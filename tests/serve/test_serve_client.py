@@ -1,4 +1,6 @@
-"""`pulsarctl serve` driven by the real pulsar-client, over the same store as the CLI."""
+"""`pulsarctl serve` driven by the real pulsar-client, over the same store as the CLI. serve
+runs in the test process (the `served` fixture) except where the process itself is tested:
+SIGTERM's exit code, and the command line's --config with what serve prints about it."""
 from __future__ import annotations
 
 import json
@@ -135,8 +137,8 @@ def test_a_malformed_frame_closes_only_its_connection(served, client):
     assert served.proc.poll() is None
 
 
-def test_sigterm_stops_it_cleanly(served):
-    assert served.stop() == 0
+def test_sigterm_stops_it_cleanly(served_process):
+    assert served_process.stop() == 0
 
 
 def test_readers_and_seek(client):

@@ -12,8 +12,8 @@ import pulsar
 import pytest
 from pulsar import ConsumerType, MessageId
 
-from procs import argv, reap
-from serve_procs import start_serve
+from procs import argv
+from serve_inproc import configured, start_in_process
 
 pytestmark = pytest.mark.serve
 TM = 10000
@@ -85,10 +85,10 @@ def test_a_missing_namespace_is_topic_not_found(client):
         client.create_producer("persistent://nope/nope/t")
 
 
-def test_batch_index_acks_with_the_config_setting(env, tmp_path):
+def test_batch_index_acks_with_the_config_setting(store_path, tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("acknowledgmentAtBatchIndexLevelEnabled=true\n")
-    s = start_serve(env, "--config", str(conf))
+    s = start_in_process(store_path, configured(conf))
     c = pulsar.Client(s.url, operation_timeout_seconds=30)
     try:
         topic = "persistent://public/default/batch-index-acks"
@@ -110,7 +110,6 @@ def test_batch_index_acks_with_the_config_setting(env, tmp_path):
     finally:
         c.close()
         s.stop()
-        reap([s.proc])
 
 
 def test_a_listener_the_broker_does_not_advertise_is_refused(served):

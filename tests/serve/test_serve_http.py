@@ -1,5 +1,7 @@
 """`pulsarctl serve` serves the admin REST API beside the binary protocol: the real client given
-an http:// service URL looks topics up over HTTP, and the REST API sees the wire's messages."""
+an http:// service URL looks topics up over HTTP, and the REST API sees the wire's messages.
+What serve prints, and its exit on a bad port, are the process's (served_process, a real
+`pulsarctl serve`); the rest runs serve in the test process."""
 from __future__ import annotations
 
 import pulsar
@@ -12,7 +14,8 @@ RECEIVE_MS = int(PATIENCE_S * 1000)
 T = "persistent://public/default/http-t"
 
 
-def test_serve_prints_both_urls_and_answers_rest(served):
+def test_serve_prints_both_urls_and_answers_rest(served_process):
+    served = served_process
     assert served.http_url and served.http_url.startswith("http://127.0.0.1:")
     r = requests.get(f"{served.http_url}/admin/v2/clusters", timeout=PATIENCE_S)
     assert r.status_code == 200 and r.json() == ["standalone"]

@@ -4,7 +4,6 @@ that client cannot show it, a raw connection."""
 from __future__ import annotations
 
 import json
-import os
 import struct
 import urllib.error
 import urllib.request
@@ -14,8 +13,8 @@ import pytest
 from pulsarctl.auth import tokens
 from pulsarctl.serve import frames
 from pulsarctl.serve import pulsar_api_pb2 as api
-from procs import PATIENCE_S, reap
-from serve_procs import start_serve
+from procs import PATIENCE_S
+from serve_inproc import configured, serve_in_process
 from serve_raw import Raw, T, command
 
 pytestmark = pytest.mark.serve
@@ -27,7 +26,7 @@ def http_json(url: str):
 
 
 @pytest.fixture
-def token_served(tmp_path):
+def token_served(tmp_path, store_path):
     key = tokens.create_secret_key()
     (tmp_path / "secret.key").write_bytes(key)
     conf = tmp_path / "broker.conf"
@@ -35,12 +34,8 @@ def token_served(tmp_path):
                     "authenticationProviders=org.apache.pulsar.broker.authentication."
                     "AuthenticationProviderToken\n"
                     f"tokenSecretKey=file://{tmp_path}/secret.key\n")
-    env = dict(os.environ, PULSARCTL_STORE=str(tmp_path / "store"), NO_COLOR="1")
-    s = start_serve(env, "--config", str(conf))
-    yield s
-    if s.proc.poll() is None:
-        s.stop()
-    reap([s.proc])
+    with serve_in_process(store_path, configured(conf)) as s:   # in this process
+        yield s
 
 
 def test_a_refused_token_gets_pulsars_failed_to_authenticate(token_served):

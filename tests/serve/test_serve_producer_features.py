@@ -10,8 +10,9 @@ import pulsar
 import pytest
 import requests
 
-from procs import PATIENCE_S, argv, pok, reap
-from serve_procs import quiet_logger, start_serve
+from procs import PATIENCE_S, argv, pok
+from serve_inproc import configured, start_in_process
+from serve_procs import quiet_logger
 
 RECEIVE_MS = int(PATIENCE_S * 1000)
 DUPLICATE = (-1, -1)   # the receipt of a message deduplication left out: -1:-1
@@ -123,10 +124,11 @@ def test_null_values_come_back_as_null_not_as_empty_bytes(client, env, batching)
 @pytest.mark.parametrize("compression", [pulsar.CompressionType.NONE,
                                          pulsar.CompressionType.LZ4])
 def test_a_chunked_message_is_stored_in_chunks_and_the_client_joins_them(env, tmp_path,
+                                                                          store_path,
                                                                           compression):
     conf = tmp_path / "broker.conf"
     conf.write_text("maxMessageSize=16384\n")
-    s = start_serve(env, "--config", str(conf))
+    s = start_in_process(store_path, configured(conf))
     c = pulsar.Client(s.url, operation_timeout_seconds=30, logger=quiet_logger())
     try:
         t = "persistent://public/default/chunked"
@@ -156,4 +158,3 @@ def test_a_chunked_message_is_stored_in_chunks_and_the_client_joins_them(env, tm
     finally:
         c.close()
         s.stop()
-        reap([s.proc])

@@ -2,7 +2,10 @@
 closes the connections (their consumers and producers leave the store) before REST and the
 broker; a second CONNECT or a SEND for a producer not on the connection closes it; HTTP that
 cannot be read costs one line and an answer (431 for headers too large), never a traceback;
-a client refused at CONNECT gets Pulsar's AuthenticationError at once, not a timeout."""
+a client refused at CONNECT gets Pulsar's AuthenticationError at once, not a timeout. serve runs
+in the test process (tests/serve_inproc.py: its log, and the errors its thread logs, are its
+stderr), except for SIGTERM's order of stopping: a real process, whose stderr also shows what
+any other thread of it would print."""
 from __future__ import annotations
 
 import json
@@ -15,6 +18,7 @@ import pulsar
 import pytest
 
 from procs import PATIENCE_S, argv, reap, wait_for
+from serve_inproc import configured, serve_in_process
 from serve_procs import quiet_logger, start_serve
 from serve_raw import Raw, command, send
 from pulsarctl.serve import pulsar_api_pb2 as api
@@ -47,8 +51,16 @@ class Log:
 
 
 @pytest.fixture
-def logged(env):
-    """A running serve whose stderr is read by a thread (.log); stopped after the test."""
+def logged(store_path):
+    """serve running in this process (what it says in .log); stopped after the test."""
+    with serve_in_process(store_path) as s:
+        yield s
+
+
+@pytest.fixture
+def logged_process(env):
+    """A running serve process whose stderr is read by a thread (.log); stopped after the
+    test."""
     s = start_serve(env)
     s.log = Log(s.proc)
     yield s
@@ -65,7 +77,8 @@ def _cli_json(env, *args):
 
 
 # -- item 3: the order serve stops in ------------------------------------------------------------
-def test_sigterm_closes_connections_before_rest_and_the_broker(logged, env):
+def test_sigterm_closes_connections_before_rest_and_the_broker(logged_process, env):
+    logged = logged_process
     topic = "persistent://public/default/stopping"
     with urllib.request.urlopen(logged.http_url + "/admin/v2/tenants", timeout=PATIENCE_S) as r:
         assert r.status == 200   # a call that opened REST's use of the broker
@@ -175,22 +188,17 @@ def test_unreadable_http_bodies_are_400_and_one_line_each(logged):
 
 # -- item 8: authentication refused at CONNECT ---------------------------------------------------
 @pytest.fixture
-def token_served(env, tmp_path):
+def token_served(cli, store_path, tmp_path):
     key = tmp_path / "secret.key"
-    r = subprocess.run(argv("tokens", "create-secret-key", "--output", str(key)), env=env,
-                       capture_output=True, text=True, timeout=PATIENCE_S)
-    assert r.returncode == 0, r.stderr
+    r = cli("tokens", "create-secret-key", "--output", str(key))
+    assert r.exit_code == 0, r.stderr
     conf = tmp_path / "broker.conf"
     conf.write_text("authenticationEnabled=true\n"
                     "authenticationProviders=org.apache.pulsar.broker.authentication."
                     "AuthenticationProviderToken\n"
                     f"tokenSecretKey=file://{key}\n")
-    s = start_serve(env, "--config", str(conf))
-    s.log = Log(s.proc)
-    yield s
-    if s.proc.poll() is None:
-        s.stop()
-    reap([s.proc])
+    with serve_in_process(store_path, configured(conf)) as s:
+        yield s
 
 
 def test_a_bad_token_is_pulsars_authentication_error_not_a_timeout(token_served):

@@ -2,8 +2,10 @@
 `daemon status` names it; a `daemon run` holding the lock first keeps it, and serve takes over
 when that daemon stops; timers fire on time for subscriptions no wire consumer fetches.
 
-Real processes (serve, `daemon run`) and the real pulsar-client; every wait polls up to a
-deadline; observations go through reading commands, which never fire a timer themselves."""
+Real processes (serve, `daemon run`) where the process is what is tested (its pid in the lock
+and in daemon.json, a signal from `daemon stop`, a daemon process beside it); elsewhere serve
+runs in the test process (tests/serve_inproc.py). The real pulsar-client; every wait polls up
+to a deadline; observations go through reading commands, which never fire a timer themselves."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,7 @@ import pytest
 
 from cli_helpers import ok, pjson, rows
 from procs import PATIENCE_S, argv, reap, wait_for
+from serve_inproc import start_in_process
 from serve_procs import stop_all, quiet_logger, start_serve
 
 TOPIC = "timers-t"
@@ -51,6 +54,20 @@ def serves(env):
         return s
     yield start
     stop_all(started)
+
+
+@pytest.fixture
+def serves_here(store_path):
+    """Start serves in this process over this test's store; each is stopped at teardown."""
+    started = []
+
+    def start():
+        s = start_in_process(store_path)
+        started.append(s)
+        return s
+    yield start
+    for s in started:
+        s.stop()
 
 
 def test_daemon_status_names_serve_as_the_active_daemon(cli, serves, store_path):
@@ -119,7 +136,7 @@ def test_a_running_daemon_keeps_the_lock_and_serve_takes_over_when_it_stops(cli,
         f"timers: serve (pid {s.proc.pid}) holds the daemon lock and fires the timers every 1s"]
 
 
-def test_serve_fires_a_nack_timer_of_a_subscription_nobody_fetches(cli, serves):
+def test_serve_fires_a_nack_timer_of_a_subscription_nobody_fetches(cli, serves_here):
     """A CLI consumer nacked with a 300 ms delay; no wire consumer on that subscription and
     only reading commands run: serve's tick is the only thing that can redeliver it."""
     (mid,) = ok(cli("produce", TOPIC, "-m", "hello")).stdout.split()
@@ -129,7 +146,7 @@ def test_serve_fires_a_nack_timer_of_a_subscription_nobody_fetches(cli, serves):
     ok(cli("nack", TOPIC, "-s", "S", mid))
     assert len(pjson(cli("subscriptions", "pending", TOPIC, "S", "-o", "json"))) == 1
 
-    serves()
+    serves_here()
 
     def fired():
         if pjson(cli("subscriptions", "pending", TOPIC, "S", "-o", "json")):
@@ -141,8 +158,8 @@ def test_serve_fires_a_nack_timer_of_a_subscription_nobody_fetches(cli, serves):
     assert sub["msgBacklog"] == 1 and sub["unackedMessages"] == 0
 
 
-def test_a_negative_ack_redelivery_reaches_a_wire_consumer(serves):
-    s = serves()
+def test_a_negative_ack_redelivery_reaches_a_wire_consumer(serves_here):
+    s = serves_here()
     client = pulsar.Client(s.url, operation_timeout_seconds=30, logger=quiet_logger())
     try:
         consumer = client.subscribe(TOPIC, "n", consumer_type=pulsar.ConsumerType.Shared,
@@ -159,19 +176,19 @@ def test_a_negative_ack_redelivery_reaches_a_wire_consumer(serves):
         client.close()
 
 
-def test_serve_still_serves_when_the_lock_file_cannot_be_opened(cli, serves, store_path):
+def test_serve_still_serves_when_the_lock_file_cannot_be_opened(cli, serves_here, store_path):
     """A daemon.lock serve may not open (here: a directory of that name) is one line, and serve
     goes on serving without the timers."""
     ok(cli("produce", TOPIC, "-m", "first"))   # the store exists
     os.mkdir(Path(store_path, "daemon.lock"))
-    s = serves()
+    s = serves_here()
     client = pulsar.Client(s.url, operation_timeout_seconds=30, logger=quiet_logger())
     try:
         client.create_producer(TOPIC).send(b"no timers")
     finally:
         client.close()
     assert s.stop() == 0
-    lines = _serve_log(s)
+    lines = s.log.finished()   # what serve says, in this process
     timer_lines = [ln for ln in lines if ln.startswith("timers:")]
     assert len(timer_lines) == 1 and "cannot use" in timer_lines[0], lines
     assert not any("Traceback" in ln for ln in lines), lines
