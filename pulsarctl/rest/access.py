@@ -24,7 +24,6 @@ from pulsarctl.auth import authorization
 from pulsarctl.auth.service import common_name
 from pulsarctl.errors import NotAuthorized
 
-ROLE = "pulsarctl.role"
 SUPER = "super"
 OPEN = "open"
 LOOKUP_GETS = ("/partitions", "/stats", "/partitioned-stats", "/internalStats", "/lastMessageId")
@@ -81,7 +80,6 @@ def middleware(authentication, settings, run):
                          if request.transport is not None else None)
         header = request.headers.get("Authorization")
         role = await run(lambda b: authentication.http_role(header, cn, b.clock.now()))
-        request[ROLE] = role
         if settings is not None:
             action, target = required(request)
             if action != OPEN and not await run(lambda b: _allowed(b, role, action, target,

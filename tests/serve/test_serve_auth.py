@@ -191,6 +191,9 @@ def _get(url, headers=None, context=None):
         return e.code, json.loads(e.read() or b"null")
 
 
+# A warning in the request path (aiohttp's NotAppKeyWarning was one) is an error here: a
+# real serve would print it on stderr for its user.
+@pytest.mark.filterwarnings("error")
 def test_rest_authenticates_and_authorizes(setup):
     s, t = setup["served"], setup["tokens"]
     base = s.http_url
