@@ -95,10 +95,6 @@ class Env:
                 self.path, map_size=size, max_dbs=len(DATABASES) + 4, subdir=True, mode=0o600,
                 readonly=handle_readonly, create=not readonly, max_readers=254, meminit=False,
                 lock=not handle_readonly,
-                # The meta page is synced by write() itself after each commit (so a write is as
-                # durable as LMDB's default), but not after write_announced()'s (a delivery's
-                # bookkeeping: one sync instead of two).
-                metasync=False,
             )
         except lmdb.ReadonlyError as exc:
             raise StoreReadOnly(f"store at {self.path} is read-only") from exc
@@ -227,10 +223,7 @@ class Env:
         caller acts on what fn chose while the commit goes to disk (serve sends the messages
         a fetch picked during the fetch's sync). A map that fills before announce is grown and
         fn run again, as in write(); once announce has run, fn is not run again (announce
-        acted on that result): a failed commit raises, and nothing of fn's happened.
-        Its commit syncs the data but not LMDB's meta page (one sync, not two): the store is
-        never torn, and a system crash may undo this last commit (a delivery: made again),
-        until the next write() syncs both."""
+        acted on that result): a failed commit raises, and nothing of fn's happened."""
         return self._write(fn, announce, args, kwargs)
 
     def _write(self, fn, announce, args, kwargs):
@@ -245,19 +238,12 @@ class Env:
             except lmdb.Error as exc:
                 raise _translate(exc, self.path) from exc
             try:
-                result = self._commit(txn, fn, args, kwargs, announce, announced)
-                if announce is None:
-                    # The handle skips the meta page's sync (metasync off, see __init__): a
-                    # write() is durable once this second sync returns, as LMDB's default is.
-                    self._env.sync(True)
-                return result
+                return self._commit(txn, fn, args, kwargs, announce, announced)
             except lmdb.MapFullError:
                 self._grow()
                 if announced:
                     raise StoreError(f"store at {self.path} filled while committing; the "
                                      "change was not made (the map has grown)") from None
-            except lmdb.Error as exc:   # the sync
-                raise _translate(exc, self.path) from exc
 
     def nested(self, parent, fn, *args, **kwargs):
         """Run fn(txn, ...) in a transaction nested in the write transaction parent (one of

@@ -267,36 +267,6 @@ def test_write_announced_tells_its_result_before_the_commit(path):
     e.close()
 
 
-def test_a_write_syncs_its_meta_page_and_an_announced_write_does_not(path):
-    # The handle leaves the meta page's sync to write() (metasync off), which syncs after its
-    # commit: a write is as durable as with LMDB's default. A delivery's bookkeeping
-    # (write_announced) is one sync instead of two: undone, never torn, by a system crash.
-    e = Env(path)
-    assert e._env.flags()["metasync"] is False
-    real = e._env
-    syncs = []
-
-    class Counting:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        def sync(self, force=False):
-            syncs.append(force)
-            return real.sync(force)
-
-    e._env = Counting()
-    try:
-        e.write(lambda txn: e.nested(txn, lambda t: e.put(t, "tables", b"a", 1)))
-        assert syncs == [True]
-        e.write_announced(lambda txn: e.put(txn, "tables", b"b", 2), lambda r: None)
-        assert syncs == [True]
-    finally:
-        e._env = real
-    with e.read() as txn:
-        assert (e.get(txn, "tables", b"a"), e.get(txn, "tables", b"b")) == (1, 2)
-    e.close()
-
-
 def test_a_map_that_fills_after_the_announce_is_grown_and_nothing_is_run_again(path):
     # announce has acted on the result (messages sent): running fn again would choose and
     # send again, so the change is not made and the caller hears of it
