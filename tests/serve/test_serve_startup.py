@@ -5,7 +5,8 @@ loaded, and in what order things happen, so a slow start cannot come back unseen
 
 A real process (python -c WRAPPER, which runs pulsarctl's console entry point): the wrapper
 records sys.modules at the moment the first listening socket listens (the binary port's), and
-holds the import of aiohttp until the test, having had its CONNECTED, writes a line on stdin."""
+holds the imports of inotify_simple (the store's watch, set up aside) and aiohttp (the REST app)
+until the test, having had its CONNECTED, writes a line on stdin for each."""
 from __future__ import annotations
 
 import json
@@ -14,24 +15,42 @@ import subprocess
 import sys
 
 from procs import PATIENCE_S, reap, wait_for
-from serve_raw import Raw
+from pulsarctl.client import Client
+from serve_raw import T, Raw, command
+
+TOPIC = "persistent://public/default/early"
 
 WRAPPER = r"""
-import json, os, socket, sys
+import importlib.machinery, json, os, socket, sys
 del sys.path[0]  # the working directory, as pulsarctl/__main__.py drops it
 report = sys.argv[1]
 
 
-class HoldAiohttp:
-    # A finder first on sys.meta_path: the import of aiohttp waits for the test's go (a line
-    # on stdin), in whichever thread it happens; then the real finders find it.
+class HeldLoader:
+    # Runs the module only after the test's go (a line on stdin), in whichever thread it is
+    # imported. Held here, under the module's own lock: a finder holds every import's lock.
+    def __init__(self, real):
+        self.real = real
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module):
+        sys.stdin.readline()
+        self.real.exec_module(module)
+
+
+class Hold:
+    # First on sys.meta_path: these modules, found where they are, load through HeldLoader.
     def find_spec(self, name, path=None, target=None):
-        if name == "aiohttp":
-            sys.stdin.readline()
-        return None
+        if name not in ("aiohttp", "inotify_simple"):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec.loader = HeldLoader(spec.loader)
+        return spec
 
 
-sys.meta_path.insert(0, HoldAiohttp())
+sys.meta_path.insert(0, Hold())
 _listen = socket.socket.listen
 
 
@@ -86,16 +105,28 @@ def test_the_binary_port_answers_before_the_heavy_modules_load(tmp_path, store_p
         assert heavy_in(seen["modules"]) == [], \
             f"serve loaded these before it listened: {heavy_in(seen['modules'])}"
 
-        # aiohttp is held: the binary port still answers (the REST API loads aside)
+        # the store's watch and REST are held: the binary port answers all the same
         raw = Raw(seen["port"])
         try:
             raw.handshake()
+            raw.send(command(T.SUBSCRIBE, "subscribe", topic=TOPIC, subscription="s",
+                             subType=0, consumer_id=1, request_id=1, initialPosition=1))
+            raw.expect(T.SUCCESS)
+            raw.send(command(T.FLOW, "flow", consumer_id=1, messagePermits=10))
+            # published (by another process) before serve watches the store: the consumer,
+            # waiting already, gets it once the watch is up
+            client = Client(store=store_path)
+            try:
+                client.create_producer(TOPIC).send(b"early")
+            finally:
+                client.close()
+            assert "pulsar://" not in err_path.read_text(), "the URL line came before REST"
+            proc.stdin.write(b"go\ngo\n")
+            proc.stdin.flush()
+            _, _, payload = raw.expect(T.MESSAGE)
+            assert payload == b"early"
         finally:
             raw.close()
-        assert "pulsar://" not in err_path.read_text(), "the URL line came before REST was up"
-
-        proc.stdin.write(b"go\n")
-        proc.stdin.flush()
         text = wait_for(lambda: (t := err_path.read_text()) and "pulsar://" in t and t,
                         "the pulsar:// line", diag=err_path.read_text)
         lines = text.splitlines()
