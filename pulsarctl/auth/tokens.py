@@ -21,10 +21,17 @@ import secrets
 import urllib.parse
 import warnings
 
-import jwt
-
 from pulsarctl.errors import AuthenticationFailed, InvalidValue
 from pulsarctl.messages import iso_ms
+
+
+def _jwt():
+    # lazy: PyJWT loads cryptography's x509 (some 50 ms), which serve's start and the commands
+    # that never meet a token need not pay for
+    import jwt
+
+    return jwt
+
 
 HMAC = {"HS256": 32, "HS384": 48, "HS512": 64}
 PUBLIC_KEY_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384",
@@ -132,6 +139,7 @@ def create(key: bytes, subject: str, expires_at_ms: int | None = None, headers: 
         algorithm, signing = hmac_algorithm(key), key
     else:
         signing = _public_key_object(key, algorithm, private=True)
+    jwt = _jwt()
     head = {"typ": None, **(headers or {})}  # typ None: PyJWT leaves it out, as jjwt does
     return _jwt_call(jwt.encode, claims, signing, algorithm=check_algorithm(algorithm), headers=head)
 
@@ -142,6 +150,7 @@ def validate(token: str, key: bytes, now_ms: int, algorithm: str | None = None,
     (tokenAllowedClockSkewSeconds is leeway_s); AuthenticationFailed otherwise. A secret key
     checks HS256/384/512 tokens; with algorithm (RS256...) key is a public key."""
     token = token.strip()
+    jwt = _jwt()
     try:
         header = jwt.get_unverified_header(token)
     except jwt.exceptions.PyJWTError as exc:
@@ -191,6 +200,7 @@ def subject(token: str, key: bytes, now_ms: int, algorithm: str | None = None,
 
 def decode_unverified(token: str) -> tuple[dict, dict]:
     """The header and claims of a token, unchecked (`tokens show`)."""
+    jwt = _jwt()
     try:
         return (jwt.get_unverified_header(token.strip()),
                 jwt.decode(token.strip(), options={"verify_signature": False}))

@@ -1,5 +1,6 @@
 """The everyday commands without typer: `--version`, `topics list|stats|subscriptions|cursor`,
-`read`, `explain`, `dlq list`, `clock show`, `version` (fastgen.EVERYDAY). typer, its click and
+`read`, `explain`, `dlq list`, `clock show`, `version`, and `serve`, whose start-up matters
+(fastgen.EVERYDAY). typer, its click and
 the pydantic its parameters load cost five to ten times what these commands do; here a plain
 command line of one of them is parsed by the table fastgen.py makes from the typer tree
 (fast_table.py), and the command's own function runs, with the same arguments typer would give

@@ -59,4 +59,11 @@ COMMANDS = {
     'clock show': ('pulsarctl.cli.admin_cmd', 'clock_show', 'ctx', (
         ('output', 'str', ('-o', '--output'), False, None, 'pulsarctl.cli.common:_output_option'),
     )),
+    'serve': ('pulsarctl.cli.serve_cmd', 'serve', 'ctx', (
+        ('bind', 'str', ('--bind',), False, None, None),
+        ('port', 'int', ('--port',), False, None, None),
+        ('http_port', 'int', ('--http-port',), False, None, None),
+        ('config', 'str', ('--config',), False, None, None),
+        ('basic_auth_file', 'str', ('--basic-auth-file',), False, None, None),
+    )),
 }

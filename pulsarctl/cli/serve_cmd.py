@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-import typer
+from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
 from pulsarctl.cli import render
 from pulsarctl.cli.common import state

@@ -110,9 +110,13 @@ class Server:
             self.tls_url = f"pulsar+ssl://{host}:{self.tls_port}"
         # A store change (a publish, a nack, a closed consumer, the CLI's included) wakes the
         # waiting consumers through inotify (wake_events.py; a 5 ms look at the file where
-        # inotify is missing), not a poll.
-        self._watcher = wake_events.watch(self.broker.wake_path)
-        self._watcher.attach(asyncio.get_running_loop(), self.kick)
+        # inotify is missing), not a poll. Set up in a thread (ctypes, and a run of ldconfig
+        # to find libc: tens of ms) while the loop already answers the first connections; a
+        # change made before it watched is looked at by the kick once it does.
+        loop = asyncio.get_running_loop()
+        self._watcher = await loop.run_in_executor(None, wake_events.watch, self.broker.wake_path)
+        self._watcher.attach(loop, self.kick)
+        self.kick()
         return self.url
 
     def stop_accepting(self) -> None:

@@ -23,14 +23,25 @@ def _shown(host: str) -> str:
     return host if ":" not in host else f"[{host}]"
 
 
+def _rest_modules():
+    """aiohttp and the REST app: a third of serve's start-up (aiohttp alone loads its client
+    and two TLS contexts with the system's CA bundle). Loaded in a thread while the binary
+    port already answers (the loop serves its connections meanwhile)."""
+    from aiohttp import web  # lazy: only serve loads aiohttp, after the binary port listens
+    # lazy: only serve loads the REST app, after the binary port listens
+    from pulsarctl.rest.app import SETTINGS, make_app
+    # lazy: only serve loads the REST app, after the binary port listens
+    from pulsarctl.rest.http_errors import Runner
+
+    return web, SETTINGS, make_app, Runner
+
+
 async def _start_rest(broker, settings: ServeSettings, server: Server, log):
     """The admin REST API (pulsarctl/rest/) on the web ports, over the same Broker (LMDB
     allows one environment per process; its transactions serialize writers across threads),
     which serve closes itself, last."""
-    from aiohttp import web  # lazy: only serve loads aiohttp
-    from pulsarctl.rest.app import SETTINGS, make_app  # lazy: only serve loads the REST app
-    from pulsarctl.rest.http_errors import Runner  # lazy: only serve loads the REST app
-
+    web, SETTINGS, make_app, Runner = await asyncio.get_running_loop().run_in_executor(
+        None, _rest_modules)
     app = make_app(lambda: broker, service_url=server.url, web_url="", cluster=settings.cluster,
                    service_url_tls=server.tls_url or "",
                    authentication=settings.authentication,

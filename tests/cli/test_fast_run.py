@@ -159,6 +159,8 @@ KWARGS = {
                                          "--entries", "12", "-o", "json"]],
     "dlq list": [[], ["ns", "--fail-if-empty", "-q", "-o", "json"], ["--quiet"]],
     "clock show": [[], ["-o", "json"]],
+    "serve": [[], ["--port", "0", "--http-port=0", "--bind", "::1"],
+              ["--config", "b.conf", "--basic-auth-file", "users", "--port", "-5"]],
 }
 
 
@@ -250,6 +252,11 @@ VECTORS = [
     ["explain", "9:9", "-t", "t"],
     ["--traceback", "topics", "list"],
     ["topics", "list", "--traceback"],
+    # serve's lines that stop before it listens (a bad port or file: one line, exit 2)
+    ["serve", "--port", "70000"],
+    ["serve", "--port", "0", "--http-port", "-1"],
+    ["serve", "--config", "no-such.conf", "--port", "0"],
+    ["serve", "--basic-auth-file", "no-such-file", "--port", "0"],
 ]
 
 SETUP = [
