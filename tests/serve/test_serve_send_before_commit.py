@@ -47,17 +47,23 @@ def _subscribe(raw: Raw, permits: int) -> None:
     raw.send(command(T.FLOW, "flow", consumer_id=7, messagePermits=permits))
 
 
+def _published_and_subscribed(raw: Raw):
+    """m-0 published, then a Shared consumer from the earliest with 10 permits: its first
+    MESSAGE frame."""
+    raw.handshake()
+    raw.producer(TOPIC)
+    raw.send(send(1, 0, b"m-0"))
+    raw.expect(T.SEND_RECEIPT)
+    _subscribe(raw, 10)
+    return raw.expect(T.MESSAGE)
+
+
 def test_a_fetched_message_reaches_the_consumer_before_the_fetch_commits(tmp_path):
     gate, held = threading.Event(), []
     with serving(str(tmp_path / "store"), wrap=_hold_fetch_commits(gate, held)) as it:
         raw = Raw(it.port)
         try:
-            raw.handshake()
-            raw.producer(TOPIC)
-            raw.send(send(1, 0, b"m-0"))
-            raw.expect(T.SEND_RECEIPT)
-            _subscribe(raw, 10)
-            got = raw.expect(T.MESSAGE)
+            got = _published_and_subscribed(raw)
             assert held == [1]          # its fetch is still waiting to commit
             assert got[0].message.message_id.entryId == 0
             assert not gate.is_set()
@@ -90,12 +96,7 @@ def test_a_fetch_whose_commit_fails_after_sending_delivers_again(tmp_path):
 
     with serving(str(tmp_path / "store"), wrap=wrap) as it:
         raw = Raw(it.port)
-        raw.handshake()
-        raw.producer(TOPIC)
-        raw.send(send(1, 0, b"m-0"))
-        raw.expect(T.SEND_RECEIPT)
-        _subscribe(raw, 10)
-        first = raw.expect(T.MESSAGE)
+        first = _published_and_subscribed(raw)
         raw.send(send(1, 1, b"m-1"))     # a publish wakes the consumer: it fetches again
         raw.expect(T.SEND_RECEIPT)
         again = raw.expect(T.MESSAGE)
