@@ -5,10 +5,10 @@
 compares, so a command added without regenerating fails the tests.
 
 This module is an entry point: it imports the root app (pulsarctl.cli.app) to walk its tree,
-and nothing in pulsarctl/cli imports it. The tree and the completion scripts are made by
-completion_gen.py (which `pulsarctl completion` uses without the root app), the man pages here;
-they carry an EXAMPLES section from EXAMPLES below. Output is byte-for-byte deterministic: tree
-order is kept, nothing depends on the terminal, the environment or the date.
+and nothing in pulsarctl/cli imports it. The tree is made by command_tree.py and the completion
+scripts by completion_gen.py (which `pulsarctl completion` uses without the root app), the man
+pages here; they carry an EXAMPLES section from EXAMPLES below. Output is byte-for-byte
+deterministic: tree order is kept, nothing depends on the terminal, the environment or the date.
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ import re
 import sys
 
 from pulsarctl.cli import render
+from pulsarctl.cli.command_tree import PROG, Node, short_help
+from pulsarctl.cli.command_tree import tree as _tree
 from pulsarctl.cli.completion_gen import (  # noqa: F401 - the generators, named here too
-    GENERATED, PROG, Node, _bash, _fish, _zsh, short_help)
-from pulsarctl.cli.completion_gen import tree as _tree
+    GENERATED, _bash, _fish, _zsh)
 
 
 # Examples for the man pages, by page (() is pulsarctl.1, ("dlq",) is pulsarctl-dlq.1): what it
