@@ -13,7 +13,7 @@ import os
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from pulsarctl.spark._arrow import arrow_schema
-from pulsarctl.spark.source import CHUNK_ENTRIES, SCHEMA
+from pulsarctl.spark.splits import CHUNK_ENTRIES, SCHEMA
 
 NAME = "pulsarctl-bench-ceiling"
 _BATCHES: dict = {}  # part file -> its record batches, kept by the (reused) Python worker

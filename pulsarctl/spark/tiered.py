@@ -24,7 +24,9 @@ def read_topic(spark, store: str | None = None, **options):
     # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
     from pulsarctl.spark import _access as access
     # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
-    from pulsarctl.spark.source import COLUMNS, SCHEMA, BatchReader
+    from pulsarctl.spark.source import BatchReader
+    # lazy: Spark code needs pyspark/pyarrow, the optional spark extra
+    from pulsarctl.spark.splits import COLUMNS, SCHEMA
 
     opts = {k: v if isinstance(v, str) else json.dumps(v) if isinstance(v, dict) else str(v)
             for k, v in options.items() if v is not None}

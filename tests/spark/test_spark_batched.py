@@ -1,6 +1,6 @@
 """spark/_batched.py reads chunks of batch entries column by column. Whatever it reads must be
 exactly what the Python path (a record per message, batches.expand) makes, and a chunk it does
-not read (a chunked message's entry) goes back to that path. source.read_split sizes chunks of
+not read (a chunked message's entry) goes back to that path. splits.read_split sizes chunks of
 batch entries by messages."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pulsarctl.broker.batches import Spec  # noqa: E402
 from pulsarctl.clock import SimulatedClock  # noqa: E402
 from pulsarctl.messages import OutgoingMessage  # noqa: E402
 from pulsarctl.spark import _access as access  # noqa: E402
-from pulsarctl.spark import _arrow, _batched, source  # noqa: E402
+from pulsarctl.spark import _arrow, _batched, splits  # noqa: E402
 
 NS = "persistent://public/default/"
 
@@ -58,11 +58,11 @@ def _fill(path, rnd, topic="batched", partitions=0):
     return i
 
 
-def _read(path, topic, schema=source.SCHEMA, chunk=16, **kw):
+def _read(path, topic, schema=splits.SCHEMA, chunk=16, **kw):
     rows = []
     for part in access.resolve_parts(access.broker(path), "names", [access.parse_topic(topic)]):
-        split = source.Split(part.name, part.partition, part.ml_id, part.first, part.next)
-        for batch in source.read_split(path, schema, split, chunk=chunk, **kw):
+        split = splits.Split(part.name, part.partition, part.ml_id, part.first, part.next)
+        for batch in splits.read_split(path, schema, split, chunk=chunk, **kw):
             batch.validate(full=True)
             rows.append(batch)
     return rows
@@ -93,11 +93,11 @@ def test_partitions_narrow_schemas_and_time_bounds(tmp_path, monkeypatch):
     _fill(path, random.Random(5), topic="parts", partitions=3)
     from pyspark.sql.types import StructType
 
-    narrow = [StructType([f for f in source.SCHEMA.fields if f.name in names]) for names in (
+    narrow = [StructType([f for f in splits.SCHEMA.fields if f.name in names]) for names in (
         ("value",), ("__messageId", "__sequenceId"), ("__eventTime", "__messageProperties"),
         ("__key", "__producerName", "__publishTime"))]
     cases = [(s, {}) for s in narrow] + [
-        (source.SCHEMA, {"lo_ms": 1_790_000_000_010, "hi_ms": 1_790_000_000_030})]
+        (splits.SCHEMA, {"lo_ms": 1_790_000_000_010, "hi_ms": 1_790_000_000_030})]
     fast = [[r for x in _read(path, "parts", s, **kw) for r in x.to_pylist()]
             for s, kw in cases]
     _python_path(monkeypatch)
@@ -152,8 +152,8 @@ def test_chunks_of_batches_hold_about_chunk_messages(tmp_path, monkeypatch):
     b.publish("plain", [OutgoingMessage(b"y") for _ in range(1000)])
     b.close()
     assert [x.num_rows for x in _read(path, "plain", chunk=300)] == [300, 300, 300, 100]
-    per_read = 300 * source.PLAIN_CHUNKS_PER_READ
-    assert source.PLAIN_CHUNKS_PER_READ > 1
+    per_read = 300 * splits.PLAIN_CHUNKS_PER_READ
+    assert splits.PLAIN_CHUNKS_PER_READ > 1
     assert reads == [300] + [per_read] * -(-700 // per_read)
 
 

@@ -25,7 +25,7 @@ from pulsarctl.broker.unpack import records  # noqa: E402
 from pulsarctl.clock import SimulatedClock  # noqa: E402
 from pulsarctl.messages import OutgoingMessage  # noqa: E402
 from pulsarctl.spark import _access as access  # noqa: E402
-from pulsarctl.spark import _batched, source  # noqa: E402
+from pulsarctl.spark import _batched, splits  # noqa: E402
 from store import codec  # noqa: E402
 
 TOPIC = "persistent://public/default/shapes"
@@ -115,11 +115,11 @@ def _expected(path: str) -> list:
     return b._read(run)
 
 
-def _read(path: str, schema=source.SCHEMA, chunk: int = 16) -> list:
+def _read(path: str, schema=splits.SCHEMA, chunk: int = 16) -> list:
     p = access.resolve_parts(access.broker(path), "names", [access.parse_topic(TOPIC)])[0]
-    split = source.Split(p.name, p.partition, p.ml_id, p.first, p.next)
+    split = splits.Split(p.name, p.partition, p.ml_id, p.first, p.next)
     rows = []
-    for batch in source.read_split(path, schema, split, chunk=chunk):
+    for batch in splits.read_split(path, schema, split, chunk=chunk):
         batch.validate(full=True)
         for r in batch.to_pylist():
             if r.get("__messageProperties") == []:
@@ -184,7 +184,7 @@ def test_the_fast_paths_ran(stores, monkeypatch):
 def test_narrow_schemas_read_the_same_rows(stores, names):
     from pyspark.sql.types import StructType  # lazy: only this test builds a schema
 
-    schema = StructType([f for f in source.SCHEMA.fields if f.name in names])
+    schema = StructType([f for f in splits.SCHEMA.fields if f.name in names])
     for path, total, expected in stores:
         got = _read(path, schema, chunk=16)
         assert got == [{k: r[k] for k in names} for r in expected]

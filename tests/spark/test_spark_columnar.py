@@ -9,7 +9,7 @@ import pytest
 
 pa = pytest.importorskip("pyarrow")
 
-from pulsarctl.spark import _arrow, _columnar  # noqa: E402
+from pulsarctl.spark import _arrow, _columnar, _field_walk  # noqa: E402
 from pulsarctl.spark._access import IdColumns  # noqa: E402
 from store import codec, keys  # noqa: E402
 from store.check import record_problem  # noqa: E402
@@ -152,16 +152,16 @@ def test_properties_alike_in_every_entry_are_read_once_and_checked(monkeypatch):
     # string) is left to the walk: no items.
     twice = bytes([0x82, 0xA1]) + b"a" + bytes([0xA1]) + b"1" + bytes([0xA1]) + b"a" + \
         bytes([0xA1]) + b"2"
-    assert _columnar._map_items(memoryview(twice), 0) == (None, 0)
-    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xC0])), 0) \
+    assert _field_walk._map_items(memoryview(twice), 0) == (None, 0)
+    assert _field_walk._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xC0])), 0) \
         == (None, 0)
-    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0x05])), 0) \
+    assert _field_walk._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0x05])), 0) \
         == (None, 0)
-    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a"), 0) == (None, 0)
-    assert _columnar._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xA1, 0xFF])),
-                                0) == (None, 0)
-    assert _columnar._map_items(memoryview(bytes([0x81, 0xD9, 1]) + b"a" + bytes([0xA1]) +
-                                           b"b"), 0) == ([("a", "b")], 6)
+    assert _field_walk._map_items(memoryview(bytes([0x81, 0xA1]) + b"a"), 0) == (None, 0)
+    assert _field_walk._map_items(memoryview(bytes([0x81, 0xA1]) + b"a" + bytes([0xA1, 0xFF])),
+                                  0) == (None, 0)
+    assert _field_walk._map_items(memoryview(bytes([0x81, 0xD9, 1]) + b"a" + bytes([0xA1]) +
+                                             b"b"), 0) == ([("a", "b")], 6)
 
 
 def test_constant_columns_are_kept_few_and_sliced():
@@ -287,13 +287,13 @@ def test_other_encodings_and_broken_entries_go_back():
 
 def test_a_split_read_from_a_real_store_uses_it_and_matches(tmp_path, monkeypatch):
     """Messages published through the broker (keys, properties, event and delivery times,
-    ordering keys, two producers, ledgers of 7 entries) read by source.read_split through the
+    ordering keys, two producers, ledgers of 7 entries) read by splits.read_split through the
     columnar decoder, then again with it turned off: the same batches."""
     from pulsarctl.broker import Broker
     from pulsarctl.clock import SimulatedClock
     from pulsarctl.messages import OutgoingMessage
     from pulsarctl.spark import _access as access
-    from pulsarctl.spark import source
+    from pulsarctl.spark import splits
 
     path = str(tmp_path / "store")
     clock = SimulatedClock(1_790_000_000_000)
@@ -308,14 +308,14 @@ def test_a_split_read_from_a_real_store_uses_it_and_matches(tmp_path, monkeypatc
         clock.advance(1)
     b.close()
     part = access.resolve_parts(access.broker(path), "names", [access.parse_topic(NS_T)])[0]
-    split = source.Split(part.name, part.partition, part.ml_id, part.first, part.next)
+    split = splits.Split(part.name, part.partition, part.ml_id, part.first, part.next)
     seen = []
     real = _columnar.decode
     monkeypatch.setattr(_columnar, "decode", lambda *a: seen.append(real(*a)) or seen[-1])
-    fast = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    fast = list(splits.read_split(path, splits.SCHEMA, split, chunk=16))
     assert seen and all(c is not None for c in seen)
     monkeypatch.setattr(_columnar, "decode", lambda *a: None)
-    slow = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    slow = list(splits.read_split(path, splits.SCHEMA, split, chunk=16))
     assert sum(x.num_rows for x in fast) == 60
     assert [x.to_pylist() for x in fast] == [x.to_pylist() for x in slow]
 
@@ -331,7 +331,7 @@ def test_a_split_of_blocks_of_entries_reads_them_whole_and_matches(tmp_path, mon
     from pulsarctl.clock import SimulatedClock
     from pulsarctl.messages import OutgoingMessage
     from pulsarctl.spark import _access as access
-    from pulsarctl.spark import source
+    from pulsarctl.spark import splits
 
     path = str(tmp_path / "store")
     clock = SimulatedClock(1_790_000_000_000)
@@ -346,16 +346,16 @@ def test_a_split_of_blocks_of_entries_reads_them_whole_and_matches(tmp_path, mon
         clock.advance(1)
     b.close()
     part = access.resolve_parts(access.broker(path), "names", [access.parse_topic(NS_T)])[0]
-    split = source.Split(part.name, part.partition, part.ml_id, part.first + 2, part.next - 1)
+    split = splits.Split(part.name, part.partition, part.ml_id, part.first + 2, part.next - 1)
     seen = []
     real = _columnar.decode_pieces
     monkeypatch.setattr(_columnar, "decode_pieces",
                         lambda *a: seen.append(real(*a)) or seen[-1])
-    fast = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    fast = list(splits.read_split(path, splits.SCHEMA, split, chunk=16))
     assert seen and all(c is not None for c in seen)
     monkeypatch.setattr(_columnar, "decode_pieces", lambda *a: None)
     monkeypatch.setattr(_columnar, "decode", lambda *a: None)
-    slow = list(source.read_split(path, source.SCHEMA, split, chunk=16))
+    slow = list(splits.read_split(path, splits.SCHEMA, split, chunk=16))
     assert sum(x.num_rows for x in fast) == n - 3
     assert [x.to_pylist() for x in fast] == [x.to_pylist() for x in slow]
 

@@ -241,7 +241,8 @@ def test_filters_are_pushed_into_the_plan(data):
 
     from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 
-    from pulsarctl.spark.source import SCHEMA, BatchReader
+    from pulsarctl.spark.source import BatchReader
+    from pulsarctl.spark.splits import SCHEMA
 
     r = BatchReader({"store": data["path"], "topicspattern": NS + ".*"}, SCHEMA)
     key = EqualTo(("__key",), "k1")
