@@ -11,7 +11,7 @@ import os
 import sys
 from importlib import metadata
 from pulsarctl.config import resolve_store_source, resolve_store
-from store import check, salvage as store_salvage, StoreDiskFull, StoreError
+from store import check, pages, records, salvage as store_salvage, StoreDiskFull, StoreError
 from pulsarctl.broker import Broker
 from pulsarctl.errors import (
     PulsarctlError, AlreadyExists, DiskFull, InvalidValue, StoreUnavailable,
@@ -117,14 +117,14 @@ def _records(out: list, path: str) -> bool:
     roots, which every command checks before LMDB maps the file, garbage (written over the
     last pages, say) shows only when a record is read. False when something cannot be."""
     rep = store_salvage.record_check(path)
-    bad = [f"the record {check.describe_key(d.name, k)} of its {d.name} database cannot be "
+    bad = [f"the record {records.describe_key(d.name, k)} of its {d.name} database cannot be "
            f"decoded ({why})" for d in rep.dbs.values() for k, why in d.bad]
     unread = sum(max(0, d.expected - d.read) for d in rep.dbs.values())
     problems = rep.problems + bad[:5] + ([f"and {len(bad) - 5} more records that cannot be "
                                           "decoded"] if len(bad) > 5 else [])
     if unread:
         problems.append(f"{unread} records cannot be read")
-    data = os.path.join(path, check.DATA)
+    data = os.path.join(path, pages.DATA)
     for problem in problems:
         _row(out, "store records", False, f"{data} is damaged: {problem}")
     if problems:
@@ -167,7 +167,7 @@ def _daemon(out: list, path: str) -> None:
 def _db_detail(d, shown: int = 5) -> str:
     parts = [f"{d.read} of {d.expected} records read"]
     if d.bad:
-        bad = [f"{check.describe_key(d.name, k)} ({why})" for k, why in d.bad[:shown]]
+        bad = [f"{records.describe_key(d.name, k)} ({why})" for k, why in d.bad[:shown]]
         more = f", and {len(d.bad) - shown} more" if len(d.bad) > shown else ""
         parts.append(f"{len(d.bad)} cannot be decoded: " + "; ".join(bad) + more)
     unread = max(0, d.expected - d.read)

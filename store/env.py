@@ -3,8 +3,8 @@
 One environment per store directory, named databases for each kind of record, an explicit map
 size that grows when full, and an on-disk format version checked at open. Before LMDB maps a
 store's file, store/check.py checks it with plain file I/O (a damaged file is StoreDamaged, never
-a SIGBUS nor a new, empty store); files LMDB would extend through a map are allocated first (a
-full disk is StoreDiskFull, never a SIGBUS).
+a SIGBUS nor a new, empty store); files LMDB would extend through a map are allocated first
+(store/space.py: a full disk is StoreDiskFull, never a SIGBUS).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import lmdb
 
-from store import check, codec
+from store import check, codec, identity, records, space
 from store.errors import (
     StoreDamaged, StoreDiskFull, StoreError, StoreFormatError, StoreNotAStore, StoreNotFound,
     StoreReadOnly,
@@ -87,9 +87,9 @@ class Env:
             raise StoreNotFound(f"no store at {self.path}")
         if not handle_readonly:
             if found.state in ("absent", "new"):
-                check.reserve_new(self.path)
+                space.reserve_new(self.path)
             else:
-                check.reserve_lock(self.path)
+                space.reserve_lock(self.path)
         try:
             self._env = lmdb.open(
                 self.path, map_size=size, max_dbs=len(DATABASES) + 4, subdir=True, mode=0o600,
@@ -111,7 +111,7 @@ class Env:
         _OPEN[self.path] = [self._env, self._pid, 1, handle_readonly, self.db]
         if not handle_readonly:
             info = self._env.info()
-            check.note_healthy(self.path, found.identity, self._env.stat()["psize"],
+            identity.note_healthy(self.path, found.identity, self._env.stat()["psize"],
                                info["last_pgno"], info["last_txnid"])
         for f in (_DATA, "lock.mdb"):
             p = os.path.join(self.path, f)
@@ -153,8 +153,8 @@ class Env:
         if os.path.exists(p) and not os.path.isdir(p):
             raise StoreNotAStore(f"{p} is a file, not a store directory")
         if os.path.isdir(p) and not os.path.exists(os.path.join(p, _DATA)) \
-                and check.read_identity(p) is not None:
-            raise StoreDamaged(os.path.join(p, _DATA), f"it is missing, but {check.IDENTITY} "
+                and identity.read_identity(p) is not None:
+            raise StoreDamaged(os.path.join(p, _DATA), f"it is missing, but {identity.IDENTITY} "
                                "says the store held data")
         if not os.path.exists(p):
             if not create:
@@ -338,7 +338,7 @@ class Env:
     def _undecodable(self, dbname: str | None, key: bytes | None,
                      exc: Exception) -> StoreDamaged:
         where = "a record" if dbname is None else (
-            f"the record {check.describe_key(dbname, bytes(key))} of its {dbname} database")
+            f"the record {records.describe_key(dbname, bytes(key))} of its {dbname} database")
         return StoreDamaged(os.path.join(self.path, _DATA), f"{where} cannot be decoded: {exc}")
 
     def put(self, txn, dbname: str, key: bytes, value) -> None:
@@ -382,7 +382,7 @@ def lmdb_version() -> str:
 
 def _translate(exc: Exception, path: str) -> StoreError:
     if isinstance(exc, lmdb.DiskError) or (
-            isinstance(exc, lmdb.Error) and check.disk_full(path, getattr(exc, "errno", None),
+            isinstance(exc, lmdb.Error) and space.disk_full(path, getattr(exc, "errno", None),
                                                             str(exc))):
         return StoreDiskFull(os.path.join(path, _DATA))
     if isinstance(exc, lmdb.CorruptedError | lmdb.PageNotFoundError):

@@ -8,7 +8,7 @@ import os
 import struct
 from contextlib import contextmanager
 
-from store import check, codec, keys
+from store import codec, keys, records
 from store.env import DATABASES, Env, verify_structure
 from store.errors import StoreError
 from store.ledger import LedgerInfo
@@ -32,8 +32,8 @@ def _pinned(path: str):
         env.close()
 
 
-def record_check(path: str) -> check.DeepReport:
-    """Every page and every record of the store read back and decoded (store/check.py's
+def record_check(path: str) -> records.DeepReport:
+    """Every page and every record of the store read back and decoded (store/records.py's
     read_all), holding a read transaction so that no commit reuses the pages being read: what
     plain `doctor` checks. A command fails on any record it reads that fails here (a large
     value's pages hold no header past their first, so only decoding finds garbage written over
@@ -41,15 +41,15 @@ def record_check(path: str) -> check.DeepReport:
     and the ledgers' continuity."""
     path = os.path.abspath(path)
     with _pinned(path):
-        return check.read_all(path, DATABASES, free_list=True)
+        return records.read_all(path, DATABASES, free_list=True)
 
 
-def deep_check(path: str) -> check.DeepReport:
-    """Read every record of the store at path (store/check.py's read_all) and check LMDB's
+def deep_check(path: str) -> records.DeepReport:
+    """Read every record of the store at path (store/records.py's read_all) and check LMDB's
     structure: what `doctor --deep` reports."""
     path = os.path.abspath(path)
     with _pinned(path) as (env, txn):
-        rep = check.read_all(path, DATABASES)
+        rep = records.read_all(path, DATABASES)
         if rep.inspection.state not in ("absent", "new") and not rep.problems:
             rep.structure = verify_structure(path)
         # Through LMDB only a file the walk and the verifier found whole: it trusts its pages.
@@ -70,7 +70,7 @@ _SALVAGE_BATCH = 5000
 _SALVAGE_BYTES = 32 << 20
 
 
-def salvage(src: str, dst: str) -> check.DeepReport:
+def salvage(src: str, dst: str) -> records.DeepReport:
     """Copy every record of the store at src that can still be read and decoded into a new
     store at dst (as sqlite's .recover does), in batches of write transactions; the report says
     what could not be saved. The id counters of the new store are raised past every id its
@@ -104,11 +104,11 @@ def salvage(src: str, dst: str) -> check.DeepReport:
             # A damaged block of entries loses only its entries that do not decode: the
             # others are saved as entries of their own.
             if name == "entries" and value and codec.is_block(value):
-                for k, v in check.block_remains(key, value):
+                for k, v in records.block_remains(key, value):
                     on_record(name, k, v)
 
         with _pinned(src):
-            rep = check.read_all(src, DATABASES, on_record, on_bad)
+            rep = records.read_all(src, DATABASES, on_record, on_bad)
         flush()
 
         rep.problems.extend(out.write(_reconcile, out))

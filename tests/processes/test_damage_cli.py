@@ -19,7 +19,7 @@ import textwrap
 from pulsarctl.broker import Broker
 from pulsarctl.clock import SimulatedClock
 from pulsarctl.messages import OutgoingMessage
-from store import Env, check, codec
+from store import Env, check, codec, pages
 
 from procs import pok
 from simclock import START_MS
@@ -133,7 +133,7 @@ def test_garbage_over_the_last_pages_fails_doctor_as_it_fails_read(run_proc, sto
 def test_an_overwritten_free_list_fails_doctor_as_it_fails_a_write(run_proc, store_path):
     fill(store_path)
     free = check.inspect(store_path).meta.free.root
-    assert free != check.P_INVALID
+    assert free != pages.P_INVALID
     overwrite_pages(store_path, free, 1)
     # Every record reads back whole; the next write meets the free list.
     assert pok(run_proc("read", "t", "-n", "300", "-m", "earliest")).stdout.count("got") == 300

@@ -12,7 +12,7 @@ pa = pytest.importorskip("pyarrow")
 from pulsarctl.spark import _arrow, _columnar, _field_walk  # noqa: E402
 from pulsarctl.spark._access import IdColumns  # noqa: E402
 from store import codec, keys  # noqa: E402
-from store.check import record_problem  # noqa: E402
+from store.records import record_problem  # noqa: E402
 
 SCHEMA = _arrow.arrow_schema()
 TOPIC = "persistent://public/default/t"

@@ -17,7 +17,8 @@ import textwrap
 import lmdb
 import pytest
 
-from store import Env, StoreDamaged, StoreError, check, codec, keys
+from store import Env, StoreDamaged, StoreError, check, codec, identity, keys, pages, space
+from store import records as store_records
 from store import env as env_module
 from store.env import DATABASES, FORMAT_VERSION
 from store.salvage import deep_check, salvage
@@ -57,13 +58,13 @@ def roots(path: str) -> list[int]:
     found = check.inspect(path)
     fd = os.open(data(path), os.O_RDONLY)
     try:
-        walk = check.Walk(check.PageFile(fd, found.file_bytes, found.meta.psize),
+        walk = pages.Walk(pages.PageFile(fd, found.file_bytes, found.meta.psize),
                           found.meta.last_pg)
-        named = check._named(walk, found.meta, DATABASES, [])
+        named = store_records._named(walk, found.meta, DATABASES, [])
     finally:
         os.close(fd)
     return [found.meta.main.root] + [db.root for db in named.values()
-                                     if db.root != check.P_INVALID]
+                                     if db.root != pages.P_INVALID]
 
 
 def records(path: str) -> dict:
@@ -168,13 +169,13 @@ def test_a_broken_node_in_the_meta_database_is_damage(path):
     found = check.inspect(path)
     fd = os.open(data(path), os.O_RDONLY)
     try:
-        walk = check.Walk(check.PageFile(fd, found.file_bytes, found.meta.psize),
+        walk = pages.Walk(pages.PageFile(fd, found.file_bytes, found.meta.psize),
                           found.meta.last_pg)
-        meta_root = check._named(walk, found.meta, DATABASES, [])["meta"].root
+        meta_root = store_records._named(walk, found.meta, DATABASES, [])["meta"].root
     finally:
         os.close(fd)
     with open(data(path), "r+b") as f:
-        f.seek(meta_root * found.meta.psize + check.PAGEHDR)      # its first node's offset
+        f.seek(meta_root * found.meta.psize + pages.PAGEHDR)      # its first node's offset
         f.write(b"\xff\xff")
     got = open_in_child(path)
     assert got[0] == "StoreDamaged" and "database meta" in got[1], got
@@ -250,11 +251,11 @@ def make_store_as_before(path: str) -> None:
 
 def test_a_store_made_before_identity_records_still_opens_and_gets_one(path):
     make_store_as_before(path)
-    assert check.read_identity(path) is None
+    assert identity.read_identity(path) is None
     assert records(path) == {key(i): value(i) for i in range(50)}
-    ident = check.read_identity(path)
+    ident = identity.read_identity(path)
     assert ident and len(ident["id"]) == 32 and ident["pageSize"] == os.sysconf("SC_PAGESIZE")
-    assert stat.S_IMODE(os.stat(os.path.join(path, check.IDENTITY)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.join(path, identity.IDENTITY)).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
     # From now on an emptied data.mdb is damage, not a new store.
     os.truncate(data(path), 0)
@@ -275,9 +276,9 @@ def test_an_old_store_emptied_in_a_used_directory_is_damage(path):
 
 def test_a_new_store_gets_an_identity_record(path):
     Env(path).close()
-    ident = check.read_identity(path)
+    ident = identity.read_identity(path)
     assert ident and ident["lastPage"] >= 1 and ident["txn"] >= 1
-    assert stat.S_IMODE(os.stat(os.path.join(path, check.IDENTITY)).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(os.path.join(path, identity.IDENTITY)).st_mode) == 0o600
 
 
 # -- doctor --deep: every record ------------------------------------------------------------------
@@ -347,7 +348,7 @@ def test_salvage_copies_what_is_readable_from_a_store_cut_short(path, tmp_path):
     assert any("past the end of the file (cut short)" in p for p in rep.problems)
     # The new store is whole, and ids handed out later never collide with salvaged ones.
     assert deep_check(dst).ok
-    assert check.read_identity(dst) is not None
+    assert identity.read_identity(dst) is not None
 
 
 def test_salvage_leaves_out_an_undecodable_record(path, tmp_path):
@@ -486,7 +487,7 @@ def test_creating_a_store_on_a_full_disk_is_store_disk_full_not_a_sigbus(tmp_pat
 
 
 def test_disk_full_is_told_from_other_lmdb_errors(tmp_path):
-    assert check.disk_full(str(tmp_path), 28, "mdb_txn_commit: No space left on device")
+    assert space.disk_full(str(tmp_path), 28, "mdb_txn_commit: No space left on device")
     # LMDB says EIO when a write stops short: full only if the file system has no room left.
-    assert not check.disk_full(str(tmp_path), None, "mdb_txn_commit: Input/output error")
-    assert not check.disk_full(str(tmp_path), None, "mdb_get: MDB_NOTFOUND")
+    assert not space.disk_full(str(tmp_path), None, "mdb_txn_commit: Input/output error")
+    assert not space.disk_full(str(tmp_path), None, "mdb_get: MDB_NOTFOUND")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from store import Env, LedgerError, ManagedLedgers, StoreFormatError, codec, keys
-from store.check import record_problem
+from store.records import record_problem
 from store.salvage import deep_check
 from store.ledger import BLOCK_BYTES, BLOCK_ENTRIES, values_of
 
