@@ -318,14 +318,15 @@ class Broker:
         return Subscription(self.owner_of(topic), topic, name)
 
     def dlq(self, topic):
-        """A handle on one dead letter topic and its pulsarctl-dlq subscription (broker/dlq.py)."""
-        from pulsarctl.broker.dlq import Dlq  # lazy: one-shot produce never needs it
+        """A handle on one dead letter topic and its pulsarctl-dlq subscription
+        (broker/admin/dlq.py)."""
+        from pulsarctl.broker.admin.dlq import Dlq  # lazy: one-shot produce never needs it
 
         return Dlq(self, topic)
 
     def dlqs(self, namespace: str | None = None) -> list[dict]:
         """Every dead letter topic (of a namespace), with what waits in it."""
-        from pulsarctl.broker import dlq  # lazy: one-shot produce never needs it
+        from pulsarctl.broker.admin import dlq  # lazy: one-shot produce never needs it
 
         return dlq.list_all(self, namespace)
 

@@ -1,5 +1,5 @@
 """pulsarctl dlq list|stats|peek|drain|replay|purge: dead letter topics (the semantics are in
-pulsarctl/broker/dlq.py).
+pulsarctl/broker/dlq.py; the batch-by-batch run is dlq_run.py, drain's output file dlq_sink.py).
 
 Drain, replay and purge hold the DLQ's lock for the whole command and work batch by batch: a
 batch is fetched (read), then handled and acknowledged on `pulsarctl-dlq` in one write
@@ -15,18 +15,16 @@ count is of messages (a batch entry holds many). -q prints no summary unless som
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Annotated, List, Optional
 
 from pulsarctl.cli import declare as typer  # recorded until typer is needed (declare.py)
 
-from pulsarctl import clock as clocks
 from pulsarctl.cli import render
 from pulsarctl.cli.common import Output, fmt, positive, state
-from pulsarctl.errors import (
-    Declined, InvalidValue, NothingToDo, PartlyFailed, PulsarctlError, UsageError,
-)
+from pulsarctl.cli.dlq_run import Pace, bar_total, drive, finish, full_name, kept_hint, plural
+from pulsarctl.cli.dlq_sink import Sink
+from pulsarctl.errors import Declined, InvalidValue, UsageError
 
 dlq = typer.Typer(short_help="Dead letter topics: list, inspect, drain, replay and purge them.",
                   help="Dead letter topics: list, inspect, drain, replay and purge them, through "
@@ -69,10 +67,6 @@ FILTER_HINT = "write filters as property=value, e.g. --filter REAL_SUBSCRIPTION=
 
 
 # -- small helpers ----------------------------------------------------------------------------
-def _plural(n: int, word: str = "dead letter") -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def _filters(values) -> list[tuple[str, str]]:
     # lazy: loaded when the command runs, not when the command tree is built
     from pulsarctl.units import parse_property
@@ -114,115 +108,6 @@ def _confirm(question: str, yes: bool) -> None:
         raise Declined("cancelled; nothing was changed")
 
 
-class _Pace:
-    """--rate R: batches of at most R messages, each started no earlier than its share of real
-    time allows."""
-
-    def __init__(self, rate: float | None):
-        if rate is not None and not rate > 0:
-            raise InvalidValue(f"--rate must be positive, not {rate}",
-                               hint="give messages per second, e.g. --rate 50 or --rate 0.5")
-        self.rate = rate
-        self.start = None
-        self.done = 0
-
-    def size(self, batch: int) -> int:
-        return batch if not self.rate else max(1, min(batch, int(self.rate)))
-
-    def wait(self) -> None:
-        if not self.rate:
-            return
-        if self.start is None:
-            self.start = clocks.monotonic()
-            return
-        delay = self.start + self.done / self.rate - clocks.monotonic()
-        if delay > 0:
-            clocks.sleep(delay)
-
-    def add(self, n: int) -> None:
-        self.done += n
-
-
-class _Guard:
-    """Ctrl-C never falls between writing a batch and acking it (consume's print-then-ack
-    guard): a SIGINT inside is raised right after."""
-
-    def __init__(self):
-        # lazy: loaded when the command runs, not when the command tree is built
-        from pulsarctl.cli.consume_run import _PrintThenAck
-
-        self.g = _PrintThenAck()
-
-    def __enter__(self):
-        return self.g.__enter__()
-
-    def __exit__(self, *exc):
-        return self.g.__exit__(*exc)
-
-    def restore(self):
-        self.g.restore()
-
-
-def _drive(broker, topic, sel: dict, max_n: int, pace: _Pace, batch: int, bar: "render.Progress",
-           handle, stop=lambda: False) -> None:
-    """Fetch waiting dead letters batch by batch; handle(messages, guard) handles one batch
-    (guarding what must not be split by Ctrl-C) and returns how many count against --max: the
-    ones handled, not the ones that failed (else three poison messages at the head would use
-    up `--max 3` in every run, for ever). A failed one is not tried again in this run: the next
-    batch is selected after it. Stops at the end of the DLQ, at --max, or once stop() says so
-    (--max-failures)."""
-    guard = _Guard()
-    after, counted = -1, 0
-    try:
-        while not max_n or counted < max_n:
-            want = pace.size(batch)
-            if max_n:
-                want = min(want, max_n - counted)
-            got = broker.dlq(topic).fetch(after, want, **sel)
-            msgs = got["messages"]
-            if msgs:
-                pace.wait()
-                n = handle(msgs, guard)
-                counted += n
-                pace.add(len(msgs))
-                bar.advance(n if max_n else len(msgs))  # towards the bar's total (_total)
-            after = got["after"]
-            if got["done"] or stop():
-                break
-    finally:
-        guard.restore()
-        bar.close()
-
-
-def _finish(summary: str, empty: bool, fail_if_empty: bool, topic: str, quiet: bool = False,
-            failed: int = 0, hint: str = "") -> None:
-    """The last word: exit 7 when some failed (its one line is the summary, -q or not), exit
-    6 when there was nothing to do and --fail-if-empty, else the summary line (not with -q)."""
-    if failed:
-        raise PartlyFailed(f"{summary} on {topic}", hint=hint)
-    if empty and fail_if_empty:
-        raise NothingToDo(f"nothing to do on {topic} ({summary})",
-                          hint="no dead letter waits there that matches; try again later")
-    if not quiet:
-        render.err(render.safe(summary))
-
-
-def _name(topic: str) -> str:
-    # lazy: loaded when the command runs, not when the command tree is built
-    from pulsarctl.names import parse_topic
-
-    return str(parse_topic(topic))
-
-
-def _total(broker, topic, max_n: int, **sel) -> int | None:
-    """The progress bar's total, in messages: what waits (and matches), or --max of it. Counted
-    only when there is a terminal to show a bar on."""
-    if not render.stderr_tty():
-        return None
-    n = broker.dlq(topic).count(**sel)
-    return min(n, max_n) if max_n else n
-
-
 def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, question,
            missing_ok: bool = False) -> tuple:
     """What drain, replay and purge check before taking the lock: the numbers, that the DLQ
@@ -230,7 +115,7 @@ def _start(ctx, topic: str, max_n: int, batch: int, sel: dict, yes: bool, questi
     the DLQ exists: with --missing-ok a missing one is empty, and nothing is created)."""
     positive(max_n, "--max")
     positive(batch, "--batch", allow_zero=False)
-    name = _name(topic)
+    name = full_name(topic)
     b = state(ctx).admin()
     # the DLQ must exist (exit 3, unless --missing-ok), before any lock file is made
     if not b.dlq(topic).check(missing_ok):
@@ -270,8 +155,8 @@ def list_(
     else:
         render.data(rows, out)
     waiting = sum(r["backlog"] for r in rows)
-    _finish(f"{_plural(len(rows), 'dead letter topic')}, {_plural(waiting)} waiting",
-            not rows, fail_if_empty, namespace or "any namespace", quiet)
+    finish(f"{plural(len(rows), 'dead letter topic')}, {plural(waiting)} waiting",
+           not rows, fail_if_empty, namespace or "any namespace", quiet)
 
 
 @dlq.command(short_help="Count the waiting dead letters by REAL_TOPIC, REAL_SUBSCRIPTION, age "
@@ -298,11 +183,11 @@ def stats(
         groups.append(("age", d["byAge"]))
         render.table(["by", "value", "count"],
                      [[by, value, n] for by, counts in groups for value, n in counts.items()],
-                     title=f"{d['topic']}: {_plural(d['total'])} waiting")
+                     title=f"{d['topic']}: {plural(d['total'])} waiting")
     else:
         render.data(d, out)
-    _finish(f"{_plural(d['total'])} waiting in {d['topic']}", d["total"] == 0, fail_if_empty,
-            d["topic"], quiet)
+    finish(f"{plural(d['total'])} waiting in {d['topic']}", d["total"] == 0, fail_if_empty,
+           d["topic"], quiet)
 
 
 @dlq.command(help="Show waiting dead letters (message records with their properties); creates "
@@ -327,105 +212,11 @@ def peek(
         for m in msgs:
             render.message(m, out, with_id=True, metadata=True)
     total = b.dlq(topic).count(sel) if msgs else 0
-    _finish(f"showed {len(msgs)} of {_plural(total)} waiting", not msgs, fail_if_empty,
-            _name(topic), quiet)
+    finish(f"showed {len(msgs)} of {plural(total)} waiting", not msgs, fail_if_empty,
+           full_name(topic), quiet)
 
 
 # -- drain ------------------------------------------------------------------------------------
-def _cut_torn_tail(f) -> None:
-    """A drain killed while writing leaves a last line without its newline; that message was
-    not acked, so the line is cut (only if it is one of ours: a message record)."""
-    end = f.seek(0, os.SEEK_END)
-    if end == 0:
-        return
-    f.seek(end - 1)
-    if f.read(1) == b"\n":
-        return
-    pos, start = end, 0
-    while pos > 0:
-        step = min(65_536, pos)
-        pos -= step
-        f.seek(pos)
-        i = f.read(step).rfind(b"\n")
-        if i >= 0:
-            start = pos + i + 1
-            break
-    f.seek(start)
-    if f.read(14) == b'{"messageId":"':
-        f.truncate(start)
-    else:
-        f.write(b"\n")  # someone else's last line: keep it, start ours on a line of its own
-    f.flush()
-    _fsync(f.fileno())
-
-
-def _fsync(fd: int) -> None:
-    """fsync, where there is something to sync: a pipe, a terminal or /dev/null has not."""
-    import errno  # lazy: loaded when the command runs, not when the command tree is built
-
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
-            raise
-
-
-class _Sink:
-    """Where drain writes: a file (appended to, fsynced per batch) or stdout (-)."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.f = None
-        if path == "-":
-            return
-        created = not os.path.exists(path)
-        try:
-            self.f = open(path, "a+b")
-        except OSError as exc:
-            raise PulsarctlError(f"cannot write to {path}: {exc.strerror}",
-                                 hint="give a writable file with --out FILE, or --out - for "
-                                      "stdout") from None
-        import stat  # lazy: loaded when the command runs, not when the command tree is built
-
-        if not stat.S_ISREG(os.fstat(self.f.fileno()).st_mode):
-            return  # a device or a pipe: appends only
-        _cut_torn_tail(self.f)
-        if created:
-            d = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-            try:
-                os.fsync(d)
-            finally:
-                os.close(d)
-
-    def write(self, msgs) -> None:
-        """Write the records and make them durable before the caller acks them."""
-        if self.f is None:
-            for m in msgs:
-                render.message(m, render.NDJSON)
-            render.flush()
-            try:
-                _fsync(sys.stdout.fileno())
-            except ValueError:
-                pass  # not a real file (a test's capture)
-            return
-        data = "".join(render.dumps(m.record(), pretty=False) + "\n" for m in msgs)
-        self.f.write(data.encode("utf-8"))
-        self.f.flush()
-        _fsync(self.f.fileno())
-
-    def close(self) -> None:
-        if self.f is not None:
-            self.f.close()
-
-
-def _kept_hint(name: str, max_failures: int, failed: int, why: str = "") -> str:
-    """What a PartlyFailed line says to do next."""
-    stopped = (f"stopped at --max-failures {max_failures}; " if max_failures
-               and failed >= max_failures else "")
-    return (f"{stopped}{why}the failed stay in the DLQ for the next run; see what waits with "
-            f"`pulsarctl dlq peek {name}`")
-
-
 @dlq.command(short_help="Write each waiting dead letter as an NDJSON record, or hand it to "
              "--exec, and ack it.",
              help="Write each waiting dead letter as an NDJSON message record (as consume -o "
@@ -457,10 +248,10 @@ def drain(
     out = fmt(ctx, output)
     positive(max_failures, "--max-failures")
     sel = {"filters": _filters(filters)}
-    pace = _Pace(rate)
+    pace = Pace(rate)
     where = f"to `{exec_cmd}`" if exec_cmd else ("to stdout" if out_path == "-" else f"to {out_path}")
     name, b, found = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
-        f"drain {_plural(n)} of {name} {where} (they leave the DLQ)?"), missing_ok)
+        f"drain {plural(n)} of {name} {where} (they leave the DLQ)?"), missing_ok)
     counts = {"drained": 0, "failed": 0}
 
     def enough() -> bool:
@@ -491,18 +282,18 @@ def drain(
     if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription, no file
         with b.dlq(topic).lock(wait=not no_wait):
             b.dlq(topic).subscribe()
-            bar = render.Progress(_total(b, topic, max_n, **sel), "draining")
-            sink = None if exec_cmd else _Sink(out_path)
+            bar = render.Progress(bar_total(b, topic, max_n, **sel), "draining")
+            sink = None if exec_cmd else Sink(out_path)
             try:
-                _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
+                drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
             finally:
                 if sink is not None:
                     sink.close()
     summary = f"drained {counts['drained']}, failed {counts['failed']}"
     if out != render.TEXT and (exec_cmd or out_path != "-"):
         render.data({"topic": name, **counts, "out": None if exec_cmd else out_path}, out)
-    _finish(summary, not any(counts.values()), fail_if_empty, name, quiet, counts["failed"],
-            _kept_hint(name, max_failures, counts["failed"]))
+    finish(summary, not any(counts.values()), fail_if_empty, name, quiet, counts["failed"],
+           kept_hint(name, max_failures, counts["failed"]))
 
 
 # -- replay -----------------------------------------------------------------------------------
@@ -595,12 +386,12 @@ def replay(
     sel = {"filters": _filters(filters)}
     if ids is not None:
         sel["ids"] = _read_ids(ids)
-    pace = _Pace(rate)
+    pace = Pace(rate)
     target = to or "their REAL_TOPIC"
     if subscription:
         target += f" (subscription {subscription}, through its retry letter topic)"
     name, b, found = _start(ctx, topic, max_n, batch, sel, yes, None if dry_run else (
-        lambda n, name: f"replay up to {_plural(n)} of {name} to {target}?"), missing_ok)
+        lambda n, name: f"replay up to {plural(n)} of {name} to {target}?"), missing_ok)
     counts = {"replayed": 0, "skipped": 0, "failed": 0}
     collected = []
 
@@ -637,13 +428,13 @@ def replay(
     if not found:
         pass  # with --missing-ok, a missing DLQ is empty: no lock, no subscription
     elif dry_run:
-        bar = render.Progress(_total(b, topic, max_n, **sel), "dry run")
-        _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
+        bar = render.Progress(bar_total(b, topic, max_n, **sel), "dry run")
+        drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     else:
         with b.dlq(topic).lock(wait=not no_wait):
             b.dlq(topic).subscribe()
-            bar = render.Progress(_total(b, topic, max_n, **sel), "replaying")
-            _drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
+            bar = render.Progress(bar_total(b, topic, max_n, **sel), "replaying")
+            drive(b, topic, sel, max_n, pace, batch, bar, handle, enough)
     if out == render.JSON:
         render.json_doc({"topic": name, **counts, "dryRun": dry_run, "messages": collected})
     if dry_run:
@@ -652,10 +443,10 @@ def replay(
     else:
         summary = (f"replayed {counts['replayed']}, skipped {counts['skipped']}, failed "
                    f"{counts['failed']}")
-    _finish(summary, not (counts["replayed"] or counts["failed"]), fail_if_empty, name, quiet,
-            counts["failed"], _kept_hint(name, max_failures, counts["failed"],
-                                         "each failed result says why (--to TOPIC replays "
-                                         "those without a REAL_TOPIC); "))
+    finish(summary, not (counts["replayed"] or counts["failed"]), fail_if_empty, name, quiet,
+           counts["failed"], kept_hint(name, max_failures, counts["failed"],
+                                       "each failed result says why (--to TOPIC replays "
+                                       "those without a REAL_TOPIC); "))
 
 
 # -- purge ------------------------------------------------------------------------------------
@@ -684,9 +475,9 @@ def purge(
     sel = {"filters": _filters(filters)}
     if older_than is not None:
         sel["older_than_ms"] = parse_duration_ms(older_than, "--older-than")
-    pace = _Pace(rate)
+    pace = Pace(rate)
     name, b, found = _start(ctx, topic, max_n, batch, sel, yes, lambda n, name: (
-        f"purge {_plural(n)} of {name}? They are gone for good."), missing_ok)
+        f"purge {plural(n)} of {name}? They are gone for good."), missing_ok)
     counts = {"purged": 0}
 
     def handle(msgs, guard):
@@ -698,8 +489,8 @@ def purge(
     if found:  # with --missing-ok, a missing DLQ is empty: no lock, no subscription
         with b.dlq(topic).lock(wait=not no_wait):
             b.dlq(topic).subscribe()
-            bar = render.Progress(_total(b, topic, max_n, **sel), "purging")
-            _drive(b, topic, sel, max_n, pace, batch, bar, handle)
+            bar = render.Progress(bar_total(b, topic, max_n, **sel), "purging")
+            drive(b, topic, sel, max_n, pace, batch, bar, handle)
     if out != render.TEXT:
         render.data({"topic": name, **counts, "olderThanMs": sel.get("older_than_ms")}, out)
-    _finish(f"purged {counts['purged']}", not counts["purged"], fail_if_empty, name, quiet)
+    finish(f"purged {counts['purged']}", not counts["purged"], fail_if_empty, name, quiet)

@@ -117,7 +117,9 @@ class RemoteDlq:
 
     def stats(self, by_property=None, missing_ok: bool = False) -> dict:
         # lazy: the age buckets and orderings are the local command's
-        from pulsarctl.broker.dlq import AGE_BUCKETS, AGE_OLDEST, NO_VALUE, _sorted, age_bucket
+        from pulsarctl.broker.dlq_stats import (
+            AGE_BUCKETS, AGE_OLDEST, NO_VALUE, _sorted, age_bucket,
+        )
         # lazy: loaded when the command runs
         from pulsarctl.messages import iso_ms
 

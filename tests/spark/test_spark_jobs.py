@@ -267,7 +267,7 @@ def test_dlq_reprocess_again_after_a_crash_before_the_ack(spark, store_path, mon
 
     dlq, _letters = _dead_letters(store_path)
     calls = {"n": 0}
-    from pulsarctl.broker.dlq import Dlq
+    from pulsarctl.broker.admin.dlq import Dlq
 
     real = Dlq.ack
 
