@@ -12,18 +12,20 @@ from __future__ import annotations
 
 from store import codec
 from pulsarctl.broker import (
-    chunks, topics, partitions, subscriptions as subs, batches, deadletter, producers,
+    chunks, topics, partitions, subscriptions as subs, batches, producers,
 )
 from pulsarctl.broker.dlq import (
     as_topic, ensure_subscription, open_dlq, read_message, read_messages, wanted_offsets,
 )
 from pulsarctl.entries import is_batch
-from pulsarctl.errors import Conflict, InvalidMessageId, SubscriptionNotFound, UsageError
+from pulsarctl.errors import Conflict, InvalidMessageId, SubscriptionNotFound
 from pulsarctl.messages import (
     MessageId, OutgoingMessage, copied, message_from_entry, parse_message_id,
 )
-from pulsarctl.names import ORIGIN_MESSAGE_ID, REAL_TOPIC, TopicName
-from pulsarctl.replay import REPLAY_COUNT, replay_row
+from pulsarctl.names import ORIGIN_MESSAGE_ID, TopicName
+from pulsarctl.replay import (
+    REPLAY_COUNT, into_itself, replay_origin, replay_row, restart_retries,
+)
 from pulsarctl.broker.routing import PartitionRouter
 
 REPLAY_PRODUCER = "pulsarctl-dlq-replay"
@@ -121,37 +123,21 @@ def replay(ctx, t, ids, to=None, subscription=None, max_replays=DEFAULT_MAX_REPL
         results.append(r)
         if r["action"]:
             continue
-        origin = to_t
+        origin = replay_origin(props, to_t, r)
         if origin is None:
-            real = props.get(REAL_TOPIC)
-            try:
-                origin = as_topic(real) if real else None
-            except UsageError:
-                origin = None
-            if origin is None:
-                r["action"] = "failed"
-                r["reason"] = (f"invalid {REAL_TOPIC} {real!r}" if real else
-                               f"no {REAL_TOPIC} property") + "; replay it with --to TOPIC"
-                failed += 1
-                continue
+            failed += 1
+            continue
         if subscription is not None:
             key = str(origin)
             if key not in retry_topics:
                 retry_topics[key] = _retry_topic(ctx, origin, subscription)
             target = retry_topics[key]
-
-            props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
-            props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
-            # A fresh retry budget: the next reconsume-later counts from 1 again.
-            props[deadletter.RECONSUMETIMES] = "0"
-            props[deadletter.DELAY_TIME] = "0"
+            restart_retries(props, origin, m)
         else:
             target = routes.partition(origin, m, to_t is None)
         props[REPLAY_COUNT] = str(rc + 1)
         r["target"], r["replayCount"] = str(target), rc + 1
-        if target.partitioned_topic_name == t.partitioned_topic_name:
-            r["action"] = "failed"
-            r["reason"] = "its target is the dead letter topic itself; replay it with --to TOPIC"
+        if into_itself(r, target, t):
             failed += 1
             continue
         if dry_run:

@@ -25,10 +25,11 @@ import contextlib
 from pulsarctl import clock as clocks, errors
 from pulsarctl.messages import MessageId, OutgoingMessage
 from pulsarctl.names import (
-    DLQ_SUFFIX, ORIGIN_MESSAGE_ID, REAL_SUBSCRIPTION, REAL_TOPIC, RECONSUMETIMES, DELAY_TIME,
-    parse_topic, retry_topic,
+    DLQ_SUFFIX, REAL_SUBSCRIPTION, REAL_TOPIC, parse_topic, retry_topic,
 )
-from pulsarctl.replay import REPLAY_COUNT, replay_row
+from pulsarctl.replay import (
+    REPLAY_COUNT, into_itself, replay_origin, replay_row, restart_retries,
+)
 
 SUBSCRIPTION = "pulsarctl-dlq"
 IDLE_MS = 3000       # a run ends after this long without a message (all handled already)
@@ -262,33 +263,19 @@ class RemoteDlq:
             if r["action"]:
                 self._fetched.pop(i, None)
                 continue
-            origin = to_t
+            origin = replay_origin(props, to_t, r)
             if origin is None:
-                real = props.get(REAL_TOPIC)
-                try:
-                    origin = parse_topic(real) if real else None
-                except errors.UsageError:
-                    origin = None
-                if origin is None:
-                    r["action"] = "failed"
-                    r["reason"] = (f"invalid {REAL_TOPIC} {real!r}" if real else
-                                   f"no {REAL_TOPIC} property") + "; replay it with --to TOPIC"
-                    failed += 1
-                    self._fetched.pop(i, None)
-                    continue
+                failed += 1
+                self._fetched.pop(i, None)
+                continue
             target = origin
             if subscription is not None:
                 target = parse_topic(retry_topic(str(origin.partitioned_topic_name),
                                                  subscription))
-                props.setdefault(REAL_TOPIC, str(origin.partitioned_topic_name))
-                props.setdefault(ORIGIN_MESSAGE_ID, str(m.id))
-                props[RECONSUMETIMES] = "0"  # a fresh retry budget
-                props[DELAY_TIME] = "0"
+                restart_retries(props, origin, m)
             props[REPLAY_COUNT] = str(rc + 1)
             r["target"], r["replayCount"] = str(target), rc + 1
-            if target.partitioned_topic_name == self.topic.partitioned_topic_name:
-                r["action"] = "failed"
-                r["reason"] = "its target is the dead letter topic itself; replay it with --to TOPIC"
+            if into_itself(r, target, self.topic):
                 failed += 1
                 self._fetched.pop(i, None)
                 continue
