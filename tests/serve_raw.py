@@ -39,6 +39,15 @@ def send(producer_id: int, seq: int, payload: bytes = b"x", batch=None) -> bytes
     return frames.payload_command(cmd, meta, payload)
 
 
+def ack(mid, consumer_id: int, request_id: int) -> bytes:
+    """An individual ACK of one message id (MessageIdData) with a request id, as a
+    receipt-waiting client sends it."""
+    cmd = api.BaseCommand(type=T.ACK)
+    cmd.ack.consumer_id, cmd.ack.ack_type, cmd.ack.request_id = consumer_id, 0, request_id
+    cmd.ack.message_id.add().CopyFrom(mid)
+    return frames.command(cmd)
+
+
 def corpus(topic: str = "persistent://public/default/fuzzed") -> list[bytes]:
     """Valid frames of most commands a client sends: the seeds that fuzzing mutates."""
     return [

@@ -7,15 +7,11 @@ import threading
 
 from procs import wait_for
 from serve_inproc import gate_first, serving
-from serve_raw import Raw, T, command, send
+from serve_raw import Raw, T, ack, command, send
 from pulsarctl.serve import pulsar_api_pb2 as api
 
 TOPIC = "persistent://public/default/acks"
 N = 10
-
-
-def _gated_ack_many(calls: list, gate: threading.Event):
-    return gate_first("ack_many", calls, gate)
 
 
 def _received(raw: Raw, n: int) -> list:
@@ -33,25 +29,17 @@ def _received(raw: Raw, n: int) -> list:
     return [raw.expect(T.MESSAGE)[0].message.message_id for _ in range(n)]
 
 
-def _ack(mid, request_id: int, consumer_id: int = 7) -> bytes:
-    cmd = api.BaseCommand(type=T.ACK)
-    cmd.ack.consumer_id, cmd.ack.ack_type, cmd.ack.request_id = consumer_id, 0, request_id
-    cmd.ack.message_id.add().CopyFrom(mid)
-    from pulsarctl.serve import frames
-    return frames.command(cmd)
-
-
 def _backlog(it) -> int:
     return it.broker.topics.stats(TOPIC)["subscriptions"]["s"]["msgBacklog"]
 
 
 def test_acks_that_arrive_during_a_commit_share_the_next_and_the_connection_reads_on(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_ack_many(calls, gate)) as it:
+    with serving(str(tmp_path / "store"), wrap=gate_first("ack_many", calls, gate)) as it:
         raw = Raw(it.port)
         ids = _received(raw, N)
         for i, mid in enumerate(ids):
-            raw.send(_ack(mid, 1000 + i))
+            raw.send(ack(mid, 7, 1000 + i))
         raw.send(command(T.PING, "ping"))
         # The first commit is held in the worker, yet the PING behind ten ACKs is answered:
         # no ack waits in the connection's read loop.
@@ -69,10 +57,10 @@ def test_acks_that_arrive_during_a_commit_share_the_next_and_the_connection_read
 
 def test_a_receipt_goes_out_only_after_its_ack_committed(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_ack_many(calls, gate)) as it:
+    with serving(str(tmp_path / "store"), wrap=gate_first("ack_many", calls, gate)) as it:
         raw = Raw(it.port)
         ids = _received(raw, 1)
-        raw.send(_ack(ids[0], 5))
+        raw.send(ack(ids[0], 7, 5))
         raw.send(command(T.PING, "ping"))
         assert raw.read()[0].type == T.PONG   # and no ACK_RESPONSE before it: still held
         assert _backlog(it) == 1
@@ -84,14 +72,14 @@ def test_a_receipt_goes_out_only_after_its_ack_committed(tmp_path):
 
 def test_an_ack_that_fails_in_a_group_fails_alone(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_ack_many(calls, gate)) as it:
+    with serving(str(tmp_path / "store"), wrap=gate_first("ack_many", calls, gate)) as it:
         raw = Raw(it.port)
         ids = _received(raw, 3)
-        raw.send(_ack(ids[0], 1))           # the held commit...
+        raw.send(ack(ids[0], 7, 1))           # the held commit...
         wait_for(lambda: calls == [1], "the first ack's commit held in the worker")
         bogus = api.MessageIdData(ledgerId=ids[1].ledgerId, entryId=99_999)
         for rid, mid in ((2, ids[1]), (3, bogus), (4, ids[2])):
-            raw.send(_ack(mid, rid))
+            raw.send(ack(mid, 7, rid))
         raw.send(command(T.PING, "ping"))
         assert raw.read()[0].type == T.PONG
         gate.set()
@@ -107,11 +95,11 @@ def test_an_ack_that_fails_in_a_group_fails_alone(tmp_path):
 
 def test_a_redelivery_asked_after_an_ack_sees_the_ack(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_ack_many(calls, gate)) as it:
+    with serving(str(tmp_path / "store"), wrap=gate_first("ack_many", calls, gate)) as it:
         raw = Raw(it.port)
         ids = _received(raw, 3)
-        raw.send(_ack(ids[0], 1))           # held in the worker
-        raw.send(_ack(ids[1], 2))           # waiting for the next commit
+        raw.send(ack(ids[0], 7, 1))           # held in the worker
+        raw.send(ack(ids[1], 7, 2))           # waiting for the next commit
         raw.send(command(T.PING, "ping"))
         assert raw.read()[0].type == T.PONG
         # The redelivery, behind both acks on the connection, waits for them to commit: the

@@ -14,10 +14,6 @@ TOPIC = "persistent://public/default/flow-in"
 WINDOW = 10
 
 
-def _gated_publish_many(calls: list, gate: threading.Event):
-    return gate_first("publish_many", calls, gate)
-
-
 def _sends_then_ping(raw: Raw, n: int) -> None:
     """A producer on a new connection sends n messages without waiting, then a PING."""
     raw.handshake()
@@ -29,7 +25,7 @@ def _sends_then_ping(raw: Raw, n: int) -> None:
 
 def test_a_full_window_of_sends_stops_reading_until_half_of_the_receipts_went_out(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
+    with serving(str(tmp_path / "store"), wrap=gate_first("publish_many", calls, gate),
                  max_pending_sends=WINDOW) as it:
         raw = Raw(it.port)
         _sends_then_ping(raw, WINDOW)
@@ -52,7 +48,7 @@ def test_a_full_window_of_sends_stops_reading_until_half_of_the_receipts_went_ou
 
 def test_below_the_window_the_connection_reads_on_while_sends_commit(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
+    with serving(str(tmp_path / "store"), wrap=gate_first("publish_many", calls, gate),
                  max_pending_sends=WINDOW) as it:
         raw = Raw(it.port)
         _sends_then_ping(raw, WINDOW - 1)
@@ -77,7 +73,7 @@ def test_the_window_is_the_config_files_max_pending_send_requests(tmp_path):
 
 def test_a_window_of_0_never_stops_reading(tmp_path):
     calls, gate = [], threading.Event()
-    with serving(str(tmp_path / "store"), wrap=_gated_publish_many(calls, gate),
+    with serving(str(tmp_path / "store"), wrap=gate_first("publish_many", calls, gate),
                  max_pending_sends=0) as it:
         raw = Raw(it.port)
         _sends_then_ping(raw, 50)

@@ -8,8 +8,7 @@ import threading
 
 from procs import PATIENCE_S
 from serve_inproc import serving
-from serve_raw import Raw, T, command, send
-from pulsarctl.serve import frames, pulsar_api_pb2 as api
+from serve_raw import Raw, T, ack, command, send
 
 TOPIC = "persistent://public/default/early"
 
@@ -31,13 +30,6 @@ def _hold_fetch_commits(gate: threading.Event, held: list):
             return real(*args, on_chosen=chosen if on_chosen else None, **kwargs)
         broker.fetch = fetch
     return wrap
-
-
-def _ack(mid) -> bytes:
-    cmd = api.BaseCommand(type=T.ACK)
-    cmd.ack.consumer_id, cmd.ack.ack_type, cmd.ack.request_id = 7, 0, 5
-    cmd.ack.message_id.add().CopyFrom(mid)
-    return frames.command(cmd)
 
 
 def _subscribe(raw: Raw, permits: int) -> None:
@@ -71,7 +63,7 @@ def test_a_fetched_message_reaches_the_consumer_before_the_fetch_commits(tmp_pat
             gate.set()
         # once committed, the store says it went to that consumer: an ack lands, and the
         # subscription's backlog is empty
-        raw.send(_ack(got[0].message.message_id))
+        raw.send(ack(got[0].message.message_id, 7, 5))
         raw.expect(T.ACK_RESPONSE)
         stats = it.broker.topics.stats(TOPIC)["subscriptions"]["s"]
         assert stats["msgBacklog"] == 0 and stats["msgOutCounter"] == 1

@@ -16,16 +16,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from serve_raw import Raw, T, command, send  # noqa: E402
-from pulsarctl.serve import frames  # noqa: E402
-from pulsarctl.serve import pulsar_api_pb2 as api  # noqa: E402
-
-
-def ack_frame(mid, consumer_id: int, request_id: int) -> bytes:
-    cmd = api.BaseCommand(type=T.ACK)
-    cmd.ack.consumer_id, cmd.ack.ack_type, cmd.ack.request_id = consumer_id, 0, request_id
-    cmd.ack.message_id.add().CopyFrom(mid)
-    return frames.command(cmd)
+from serve_raw import Raw, T, ack, command, send  # noqa: E402
 
 
 def one_consumer(port: int, topic: str, n: int, out: list, ready: threading.Barrier) -> None:
@@ -47,7 +38,7 @@ def one_consumer(port: int, topic: str, n: int, out: list, ready: threading.Barr
     times = []
     for i, mid in enumerate(ids):
         t0 = time.perf_counter()
-        raw.send(ack_frame(mid, 1, 1 + i))
+        raw.send(ack(mid, 1, 1 + i))
         r = raw.expect(T.ACK_RESPONSE)[0].ackResponse
         times.append(time.perf_counter() - t0)
         assert not r.HasField("error"), r
