@@ -158,6 +158,59 @@ class OutgoingMessage:
         return len(self.payload)
 
 
+class SentBatch:
+    """A batch of plain messages as a client sent it over the wire (serve): their payloads, the
+    first one's sequence id (the others follow by one), their delivery time and schema
+    version. Published as one batch entry without an OutgoingMessage per message
+    (producers.publish_as_sent); outgoing() gives them for anything else."""
+    __slots__ = ("payloads", "first_sequence_id", "deliver_at", "schema_version")
+
+    def __init__(self, payloads: list, first_sequence_id: int, deliver_at: int = 0,
+                 schema_version: int | None = None):
+        self.payloads = payloads
+        self.first_sequence_id = first_sequence_id
+        self.deliver_at = deliver_at
+        self.schema_version = schema_version
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def outgoing(self) -> list[OutgoingMessage]:
+        d, sv = self.deliver_at, self.schema_version
+        return [OutgoingMessage(data, None, None, None, 0, d, seq, sv)
+                for seq, data in enumerate(self.payloads, self.first_sequence_id)]
+
+
+class BatchIds:
+    """The message ids of one batch entry's n messages, made when asked for: what a publish of
+    a SentBatch returns instead of a MessageId per message (serve reads the first)."""
+    __slots__ = ("ledger_id", "entry_id", "partition", "n")
+
+    def __init__(self, ledger_id: int, entry_id: int, partition: int, n: int):
+        self.ledger_id, self.entry_id, self.partition, self.n = ledger_id, entry_id, partition, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return MessageId(self.ledger_id, self.entry_id, self.partition, i)
+
+    def __iter__(self):
+        return (MessageId(self.ledger_id, self.entry_id, self.partition, i) for i in range(self.n))
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"BatchIds({self.ledger_id}:{self.entry_id}:{self.partition}, {self.n})"
+
+
 def copied(m: "Message", out: OutgoingMessage) -> OutgoingMessage:
     """out, a copy of m made by a move (dead letter, retry, replay), with what it carries
     beyond its payload, properties and keys: a null value, a client's encryption."""

@@ -91,13 +91,15 @@ def payload_batch(payloads: list, code: int = 0) -> tuple[bytes, int]:
 
 
 def build_payload_entry(publish_time: int, producer: str, n: int, first_seq: int,
-                        batch: tuple[bytes, int], code: int = 0) -> list:
+                        batch: tuple[bytes, int], code: int = 0,
+                        schema_version: int | None = None) -> list:
     """build_entry of n plain messages with the sequence ids first_seq onwards, from their
     serialized batch (payload_batch): the same list (tests/broker/test_batching.py compares
-    them), without an OutgoingMessage per message (produce --stdin's bulk path)."""
+    them), without an OutgoingMessage per message (produce --stdin's bulk path, and a batch a
+    wire client sent: producers.publish_as_sent)."""
     stored, size = batch
     return Entry(publish_time, producer, first_seq, stored, compression=code,
-                 uncompressed_size=size, num_messages=n,
+                 uncompressed_size=size, schema_version=schema_version, num_messages=n,
                  highest_sequence_id=first_seq + n - 1).to_stored()
 
 

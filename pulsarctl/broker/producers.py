@@ -7,7 +7,7 @@ from pulsarctl.broker import (
 )
 from pulsarctl.entries import F_PAYLOAD
 from pulsarctl.errors import InvalidValue, MessageTooLarge, TopicTerminated
-from pulsarctl.messages import MessageId, OutgoingMessage, build_entry
+from pulsarctl.messages import BatchIds, MessageId, OutgoingMessage, SentBatch, build_entry
 from pulsarctl.names import TopicName
 from pulsarctl.compression import compress
 
@@ -254,6 +254,50 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
     return producer_name, runs
 
 
+def publish_as_sent(ctx, topic: TopicName, batch: SentBatch, producer_name: str,
+                    partition: int = -1, compression: int = 0, publisher: str | None = None):
+    """publish of a batch of plain messages a wire client sent (a SentBatch, batching
+    Spec.as_sent): the one batch entry _publish_batched stores for it (build_payload_entry
+    makes build_entry's record), without an OutgoingMessage or a MessageId per message, which
+    were most of what a batched SEND cost serve. Returns (producer name, BatchIds), or None for
+    what publish must do itself (a delivery time, a message or the batch over maxMessageSize,
+    a duplicate under deduplication): then nothing was written."""
+    payloads = batch.payloads
+    n = len(payloads)
+    limit = ctx.setting("maxMessageSize")
+    if batch.deliver_at or not n or max(map(len, payloads)) > limit:
+        return None
+    first = batch.first_sequence_id
+    known = topics.lookup(ctx, topic)
+    if known is not None and _dedup(ctx, known):
+        last = ctx.get("producer", known.ml_id, producer_name)
+        if last is not None and first <= last:
+            return None   # publish answers the duplicate
+    packed = batches.payload_batch(payloads, compression)
+    if len(packed[0]) > limit:
+        return None       # publish halves the batch until each part fits
+    now = ctx.now
+    info, producer_name, prod = _admit(ctx, topic, producer_name, publisher=publisher)
+    last = ctx.get("producer", info.ml_id, producer_name)
+    ctx.put(max(first + n - 1, -1 if last is None else last), "producer", info.ml_id,
+            producer_name)
+    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
+    if rollover is not None:
+        ctx.ledgers.rollover_entries = rollover
+    entry = _encode(batches.build_payload_entry(now, producer_name, n, first, packed,
+                                                compression, batch.schema_version))
+    offset = info.next_offset
+    ((lid, eid, _),) = ctx.ledgers.append(ctx.txn, info, [entry], now)
+    if history.wants_published(ctx):
+        history.published(ctx, info, offset, 1, producer_name, [first], ctx.origin)
+    if n > 1:
+        # msgInCounter counts messages; the ledger counts entries.
+        ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + n - 1, "msgInExtra", info.ml_id)
+    if prod is not None:
+        access.published(ctx, info.name, prod, n, len(entry))
+    return producer_name, BatchIds(lid, eid, partition, n)
+
+
 def _not_last(chunks) -> bool:
     """OutgoingMessage.chunks holds chunks of a message but not its last one (one chunk sent
     alone over the binary protocol)."""
@@ -309,7 +353,7 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
     pushed = last
     for g in groups:
         first = seqs[g[0]]
-        highest = seqs[g[-1]] if rising else max(seqs[i] for i in g)
+        highest = seqs[g[-1]] if rising else max(map(seqs.__getitem__, g))
         if dedup and first <= pushed:
             dups.extend(g)
             continue

@@ -30,6 +30,7 @@ from pulsarctl.config import BROKER_DEFAULTS
 from pulsarctl.errors import (
     ConsumerAssignError, ConsumerBusy, DamagedStore, DiskFull, PulsarctlError, StoreUnavailable,
 )
+from pulsarctl.messages import SentBatch
 from pulsarctl.names import topic_name
 from pulsarctl.wake import notify, wakes
 from pulsarctl.compression import compress
@@ -48,6 +49,13 @@ def _publish(ctx, name, messages, producer_name=None, route=None, compression=0,
     """Broker.publish's transaction body (see there)."""
     t = topic_name(name)
     n = partitions.get(ctx, t) if not t.is_partition else 0
+    if type(messages) is SentBatch:   # a wire client's batch of plain messages (serve)
+        if not n and producer_name is not None and batching is not None and batching.as_sent:
+            done = producers.publish_as_sent(ctx, t, messages, producer_name,
+                                             t.partition_index, compression, publisher)
+            if done is not None:
+                return done
+        messages = messages.outgoing()
     if not n:
         return producers.publish(ctx, t, messages, producer_name, t.partition_index,
                                  compression=compression, schema=schema, chunking=chunking,

@@ -109,10 +109,12 @@ def _keys_and_properties(md, m) -> None:
         md.ordering_key = m.ordering_key_
 
 
-def whole_batch_frame(consumer_id: int, b: Batch, counted: bool = True) -> bytes:
+def whole_batch_frame(consumer_id: int, b: Batch, counted: bool = True,
+                      payload: bytes | None = None) -> bytes:
     """A Batch (a batch entry a fetch handed out whole) as one batch MESSAGE, built from its
     columns as batch_frame builds it from a Message per index: the batch runs to its highest
-    index delivered, and an ack set leaves out the indexes not delivered (b.skip)."""
+    index delivered, and an ack set leaves out the indexes not delivered (b.skip). payload:
+    the same bytes, kept as the producer sent them (entry_cache.py), if they are."""
     rec, columns, skip = b.rec, b.columns, b.skip
     size = b.size
     first = 0
@@ -137,7 +139,8 @@ def whole_batch_frame(consumer_id: int, b: Batch, counted: bool = True) -> bytes
     if sv is not None:
         md.schema_version = _U64.pack(sv)
     md.num_messages_in_batch = size
-    payload = frames.columns_payload(columns, size, first_seq, skip)
+    if payload is None:
+        payload = frames.columns_payload(columns, size, first_seq, skip)
     md.uncompressed_size = len(payload)
     return frames.payload_command(cmd, md, payload)
 

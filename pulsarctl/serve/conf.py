@@ -7,7 +7,7 @@ from pulsarctl.errors import InvalidValue
 
 PORTS = ("brokerServicePort", "brokerServicePortTls", "webServicePort", "webServicePortTls")
 INTS = PORTS + ("maxMessageSize", "tokenAllowedClockSkewSeconds", "keepAliveIntervalSeconds",
-                "maxPendingSendRequests")
+                "maxPendingSendRequests", "managedLedgerCacheSizeMB")
 BOOLS = ("tlsEnabled", "tlsRequireTrustedClientCertOnConnect", "tlsAllowInsecureConnection",
          "authenticationEnabled", "authorizationEnabled")
 LISTS = ("authenticationProviders", "superUserRoles", "advertisedListeners")

@@ -303,6 +303,7 @@ class ConsumerCommands:
         i, n = 0, len(msgs)
         sent = 0
         delivered = c.delivered
+        cached = self.server.entry_cache.payload
         while i < n:
             m = msgs[i]
             if type(m) is Batch:
@@ -311,7 +312,7 @@ class ConsumerCommands:
                 if m.skip:
                     idx -= m.skip
                 _sent_indexes(delivered, mid, idx)
-                self.send(whole_batch_frame(c.id, m, counted))
+                self.send(whole_batch_frame(c.id, m, counted, cached(c.topic, m)))
                 sent += m.count
                 i += 1
                 continue

@@ -216,12 +216,19 @@ def parse(frame: bytes):
     return cmd, meta, checked[4 + msize:]
 
 
-def plain_batch(payload: bytes, count: int, first_sequence_id: int) -> list | None:
+class PlainBatch(list):
+    """plain_batch's payloads; canonical: every message carried its sequence id, so the batch's
+    bytes are exactly what columns_payload writes for them (the entry cache keeps them)."""
+    __slots__ = ("canonical",)
+
+
+def plain_batch(payload: bytes, count: int, first_sequence_id: int) -> PlainBatch | None:
     """The payloads of a batch whose messages carry nothing but their size and sequence id
     (none, or first_sequence_id + their index): what a producer sends of plain messages, read
     without a SingleMessageMetadata object each (a third of split_batch's time). None for any
     other batch, well formed or not: split_batch reads it, or says what is wrong."""
-    out: list = []
+    out = PlainBatch()
+    bare = 0
     add = out.append
     unpack = _U32.unpack_from
     varint = _varint
@@ -243,9 +250,10 @@ def plain_batch(payload: bytes, count: int, first_sequence_id: int) -> list | No
                 if b2 >= 0x80:
                     return None
                 n, at = (b & 0x7F) | (b2 << 7), at + 3
-            if at != pos and (at > pos or payload[at] != 0x40       # 8: sequence_id
-                              or payload[at + 1:pos] != varint(seq)):
-                return None
+            if at == pos:
+                bare += 1
+            elif at > pos or payload[at] != 0x40 or payload[at + 1:pos] != varint(seq):
+                return None                                  # (8: sequence_id)
             if pos + n > end:
                 return None
             add(payload[pos:pos + n])
@@ -253,7 +261,10 @@ def plain_batch(payload: bytes, count: int, first_sequence_id: int) -> list | No
             seq += 1
     except (IndexError, struct.error):
         return None
-    return out if pos == end else None
+    if pos != end:
+        return None
+    out.canonical = not bare
+    return out
 
 
 def split_batch(payload: bytes, count: int) -> list:

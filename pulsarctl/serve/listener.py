@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pulsarctl.auth.service import Authentication
 from pulsarctl.broker.consumers import this_process
 from pulsarctl.serve.connection import Connection
+from pulsarctl.serve.entry_cache import DEFAULT_SIZE_MB, EntryCache
 from pulsarctl.serve.group_commit import GroupCommit
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.wire_errors import error_text
@@ -37,7 +38,8 @@ class Server:
     def __init__(self, broker, host: str = "127.0.0.1", port: int = 6650,
                  max_message_size: int = 5 * 1024 * 1024, log=None, *, tls_port=None,
                  ssl=None, authentication=None, authorization=None, advertised=None,
-                 listeners=None, keep_alive_s: int = 30, max_pending_sends: int = 1000):
+                 listeners=None, keep_alive_s: int = 30, max_pending_sends: int = 1000,
+                 entry_cache_bytes: int = DEFAULT_SIZE_MB * 1024 * 1024):
         self.broker = broker
         self.keep_alive_s = keep_alive_s  # keepAliveIntervalSeconds; 0: no checks
         # maxPendingSendRequests: a connection with this many SENDs awaiting their receipts is
@@ -81,6 +83,8 @@ class Server:
         # ACKs likewise: they never wait in a connection's read loop, and those that arrive
         # during a commit share the next one (pending_acks.py).
         self.acks = GroupCommit(self.call, broker.ack_many)
+        # The batches producers sent here, as sent, for their consumers (entry_cache.py).
+        self.entry_cache = EntryCache(entry_cache_bytes)
 
         self.pid, self.pid_start = this_process()
 

@@ -15,7 +15,7 @@ from pulsarctl import compression
 from pulsarctl.broker.access import FENCED, READY, SHARED
 from pulsarctl.broker.batches import Spec
 from pulsarctl.errors import ChecksumMismatch, ProtocolError, PulsarctlError
-from pulsarctl.messages import MessageId, OutgoingMessage
+from pulsarctl.messages import MessageId, OutgoingMessage, SentBatch
 from pulsarctl.serve import frames, schema_commands
 from pulsarctl.serve import pulsar_api_pb2 as api
 from pulsarctl.serve.command_sender import id_data
@@ -196,7 +196,7 @@ class ProducerCommands:
         try:
             if meta is None:
                 raise ProtocolError("SEND without a payload")
-            messages, code, batched = outgoing(meta, payload)
+            messages, code, batched, as_sent = outgoing(meta, payload)
         except PulsarctlError as exc:
             self.reply(T.SEND_ERROR, "send_error", producer_id=p.id, sequence_id=c.sequence_id,
                        error=api.UnknownError, message=exc.message)
@@ -208,7 +208,7 @@ class ProducerCommands:
             kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
         self._send_started()
-        p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut))
+        p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut, as_sent))
 
     def _send_started(self) -> None:
         """One more SEND awaits its receipt; at maxPendingSendRequests the connection is not
@@ -231,7 +231,7 @@ class ProducerCommands:
             item = await p.receipts.get()
             if item is None:
                 return
-            seq, highest, fut = item
+            seq, highest, fut, as_sent = item
             try:
                 _name, ids = await fut
             except asyncio.CancelledError:
@@ -241,6 +241,9 @@ class ProducerCommands:
                            error=server_error(exc), message=error_text(exc))
                 self._send_done()
                 continue
+            if as_sent is not None:
+                payload, first_seq, data_bytes = as_sent
+                self.server.entry_cache.put(p.topic, ids, p.name, first_seq, data_bytes, payload)
             first = ids[0]
             mid = MessageId(first.ledger_id, first.entry_id, first.partition)
             self.reply(T.SEND_RECEIPT, "send_receipt", producer_id=p.id, sequence_id=seq,
@@ -264,7 +267,7 @@ class ProducerCommands:
         fut.set_exception(exc)
         fut.exception()   # retrieved: no "never retrieved" warning if the connection ends first
         self._send_started()
-        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut))
+        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut, None))
 
     async def on_close_producer(self, cmd, meta, payload):
         c = cmd.close_producer
@@ -312,14 +315,16 @@ def _props(kvs) -> dict | None:
 
 
 def outgoing(meta: api.MessageMetadata, payload: bytes):
-    """A SEND's metadata and payload -> (OutgoingMessages, compression code, batched). One
+    """A SEND's metadata and payload -> (OutgoingMessages, compression code, batched, what the
+    entry cache keeps of a batch it may: (uncompressed payload, first sequence id, payload
+    bytes of its messages), else None). One
     chunk of a chunked message (uuid, chunk_id) is stored as it came, its piece of the
     compressed payload with the chunk metadata (OutgoingMessage.chunks): the consumer's
     client joins the chunks and decompresses, as with Pulsar's broker."""
     chunk = meta.HasField("uuid") or meta.HasField("chunk_id")
     code = meta.compression
     if len(meta.encryption_keys) and not chunk:
-        return [_encrypted(meta, payload)], 0, False
+        return [_encrypted(meta, payload)], 0, False, None
     if code and not chunk:
         payload = compression.decompress(code, payload, meta.uncompressed_size, "in a SEND")
     deliver_at = meta.deliver_at_time if meta.HasField("deliver_at_time") else 0
@@ -332,13 +337,13 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
                 raise ProtocolError(f"chunk {meta.chunk_id} of a message of {n} chunks")
             m.chunks = (code, meta.uncompressed_size, n, meta.total_chunk_msg_size,
                         [(meta.chunk_id, payload)], meta.uuid)
-            return [m], 0, False
-        return [m], code, False
+            return [m], 0, False, None
+        return [m], code, False, None
     count, first = meta.num_messages_in_batch, meta.sequence_id
     plain = frames.plain_batch(payload, count, first) if first >= 0 else None
     if plain is not None:
-        return [OutgoingMessage(data, None, None, None, 0, deliver_at, seq, sv)
-                for seq, data in enumerate(plain, first)], code, True
+        return SentBatch(plain, first, deliver_at, sv), code, True, \
+            (payload, first, sum(map(len, plain))) if plain.canonical else None
     out = []
     for i, (smm, data) in enumerate(frames.split_batch(payload, count)):
         out.append(OutgoingMessage(
@@ -350,7 +355,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
         out[-1].null_value = smm.null_value
         out[-1].key_b64 = smm.partition_key_b64_encoded
     # a batch even of one message: stored as the client sent it (batches.Spec.as_sent)
-    return out, code, True
+    return out, code, True, None
 
 
 def _one(meta: api.MessageMetadata, payload: bytes, deliver_at: int, sv) -> OutgoingMessage:

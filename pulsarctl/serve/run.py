@@ -87,7 +87,8 @@ async def main(broker, settings: ServeSettings, listening, log,
                     authentication=settings.authentication, authorization=settings.authorization,
                     advertised=settings.advertised, listeners=settings.listeners,
                     keep_alive_s=settings.keep_alive_s,
-                    max_pending_sends=settings.max_pending_sends)
+                    max_pending_sends=settings.max_pending_sends,
+                    entry_cache_bytes=settings.entry_cache_mb * 1024 * 1024)
     try:
         url = await server.start()
     except OSError as exc:

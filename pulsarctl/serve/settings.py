@@ -11,6 +11,7 @@ from pulsarctl.auth.authorization import Settings as Authorization
 from pulsarctl.auth.basic import BasicAuth
 from pulsarctl.auth.service import Authentication, provider_names
 from pulsarctl.errors import InvalidValue
+from pulsarctl.serve.entry_cache import DEFAULT_SIZE_MB
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 
@@ -30,6 +31,8 @@ class ServeSettings:
     cluster: str = "standalone"
     keep_alive_s: int = 30
     max_pending_sends: int = 1000   # maxPendingSendRequests (0: no window, as in Pulsar)
+    # managedLedgerCacheSizeMB: the batches kept as sent for their consumers (entry_cache.py)
+    entry_cache_mb: int = DEFAULT_SIZE_MB
     dynamic: dict = field(default_factory=dict)   # dynamic settings' defaults (conf.DYNAMIC)
     listeners: dict = field(default_factory=dict)  # advertisedListeners: name -> pulsar:// URL
 
@@ -47,6 +50,7 @@ def configure(values: dict, *, bind=None, port=None, http_port=None,
         cluster=v.get("clusterName") or "standalone",
         keep_alive_s=v.get("keepAliveIntervalSeconds", 30),
         max_pending_sends=v.get("maxPendingSendRequests", 1000),
+        entry_cache_mb=v.get("managedLedgerCacheSizeMB", DEFAULT_SIZE_MB),
         dynamic=dict(v.get("dynamic", {})),
         listeners=listeners(v.get("advertisedListeners", ())),
     )
