@@ -293,3 +293,29 @@ def test_plain_batch_reads_what_split_batch_reads(msgs, first, cut):
 def test_plain_batch_of_any_bytes_reads_or_says_none(data, count, first):
     got = frames.plain_batch(data, count, first)
     assert got is None or got == [p for _smm, p in frames.split_batch(data, count)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(n=st.sampled_from([0, 1, 5, 100, 127, 128, 300, 16383]), count=st.integers(1, 300),
+       first=st.sampled_from([0, 1, 100, 127, 128, 5000, 16383, 16384, 2**21 - 3, 2**21,
+                              2**35 + 7]) | st.integers(0, 2**42),
+       flip=st.none() | st.tuples(st.integers(0, 10**6), st.integers(0, 255)),
+       ids=st.booleans())
+def test_a_batch_of_equal_sizes_reads_at_once_as_message_by_message(n, count, first, flip, ids):
+    """plain_batch's strided reading of a batch of equal-sized messages (frames._uniform_batch)
+    reads exactly what the message-by-message reading does, or leaves it to that: for a
+    batch as a producer writes it, and for one with any byte changed."""
+    wire = bytearray(b"".join(frames.batch_message(bytes([i % 251]) * n,
+                                                   first + i if ids else None)
+                              for i in range(count)))
+    if flip is not None:
+        wire[flip[0] % len(wire)] = flip[1]
+    wire = bytes(wire)
+    fast = frames._uniform_batch(wire, count, first)
+    each = frames._plain_each(wire, count, first)
+    if fast is not None:
+        assert fast == each and fast.canonical and each.canonical
+    assert frames.plain_batch(wire, count, first) == each
+    if flip is None and ids and count > 1 and n < 16384 \
+            and len(frames._varint(first)) == len(frames._varint(first + count - 1)):
+        assert fast is not None   # the common case takes the fast way
