@@ -130,11 +130,7 @@ def publish(ctx, topic: TopicName, messages: list[OutgoingMessage], producer_nam
         chunks.mark(ctx, topic)
     ctx.put(seq, "producer", info.ml_id, producer_name)
     ids = []
-    # A long-running process (the daemon, a producer) follows a rollover setting changed since
-    # it opened the store.
-    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
-    if rollover is not None:
-        ctx.ledgers.rollover_entries = rollover
+    _follow_rollover(ctx)
     if entries:
         first = info.next_offset
         for lid, e0, n in ctx.ledgers.append(ctx.txn, info, entries, now):
@@ -233,9 +229,7 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
         counts.append(z - a)
         firsts.append(seq + a)
     ctx.put(seq + len(payloads) - 1, "producer", info.ml_id, producer_name)
-    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
-    if rollover is not None:
-        ctx.ledgers.rollover_entries = rollover
+    _follow_rollover(ctx)
     first = info.next_offset
     runs = []
     k = 0
@@ -244,9 +238,7 @@ def publish_payloads(ctx, topic: TopicName, payloads: list, producer_name: str |
             runs.append((lid, e, partition, counts[k]))
             k += 1
     extra = len(payloads) - len(entries)
-    if extra:
-        # msgInCounter counts messages; the ledger counts entries.
-        ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
+    _count_batched(ctx, info, extra)
     if history.wants_published(ctx):
         history.published(ctx, info, first, len(entries), producer_name, firsts, ctx.origin)
     if prod is not None:
@@ -281,21 +273,32 @@ def publish_as_sent(ctx, topic: TopicName, batch: SentBatch, producer_name: str,
     last = ctx.get("producer", info.ml_id, producer_name)
     ctx.put(max(first + n - 1, -1 if last is None else last), "producer", info.ml_id,
             producer_name)
-    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
-    if rollover is not None:
-        ctx.ledgers.rollover_entries = rollover
+    _follow_rollover(ctx)
     entry = _encode(batches.build_payload_entry(now, producer_name, n, first, packed,
                                                 compression, batch.schema_version))
     offset = info.next_offset
     ((lid, eid, _),) = ctx.ledgers.append(ctx.txn, info, [entry], now)
     if history.wants_published(ctx):
         history.published(ctx, info, offset, 1, producer_name, [first], ctx.origin)
-    if n > 1:
-        # msgInCounter counts messages; the ledger counts entries.
-        ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + n - 1, "msgInExtra", info.ml_id)
+    _count_batched(ctx, info, n - 1)
     if prod is not None:
         access.published(ctx, info.name, prod, n, len(entry))
     return producer_name, BatchIds(lid, eid, partition, n)
+
+
+def _follow_rollover(ctx) -> None:
+    """A long-running process (serve, the daemon, a producer) follows a rollover setting
+    changed since it opened the store."""
+    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
+    if rollover is not None:
+        ctx.ledgers.rollover_entries = rollover
+
+
+def _count_batched(ctx, info, extra: int) -> None:
+    """extra: the messages past the first of each batch entry just appended. msgInCounter
+    counts messages; the ledger counts entries."""
+    if extra:
+        ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
 
 
 def _not_last(chunks) -> bool:
@@ -363,9 +366,7 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
             entries.append(part[0])
             placed.append(part[1])
     ctx.put(max(pushed, last), "producer", info.ml_id, producer_name)
-    rollover = ctx.get("setting", "managedLedgerMaxEntriesPerLedger")
-    if rollover is not None:
-        ctx.ledgers.rollover_entries = rollover
+    _follow_rollover(ctx)
     ids: list = [DUPLICATE] * len(messages)
     if entries:
         positions = []
@@ -385,9 +386,7 @@ def _publish_batched(ctx, info, messages, producer_name, last, dedup, partition,
             for i in g:
                 ids[i] = MessageId(lid, e, partition, j)
                 j += 1
-        if extra:
-            # msgInCounter counts messages; the ledger counts entries.
-            ctx.put((ctx.get("msgInExtra", info.ml_id) or 0) + extra, "msgInExtra", info.ml_id)
+        _count_batched(ctx, info, extra)
     if prod is not None:
         access.published(ctx, info.name, prod, sum(map(len, placed)), sum(map(len, entries)))
     return ids
