@@ -29,11 +29,10 @@ class EntryCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def put(self, topic: str, ids: list, producer: str, first_sequence_id: int,
-            data_bytes: int, payload: bytes) -> None:
-        """A batch just published (ids: its messages' ids, as the publish returned them),
-        kept if all of it went into one entry (not split to fit, nothing dropped as a
-        duplicate)."""
+    def put(self, topic: str, ids, producer: str, batch, payload: bytes) -> None:
+        """A batch just published (a messages.SentBatch, its bytes as sent: payload; ids: its
+        messages' ids, as the publish returned them), kept if all of it went into one entry
+        (not split to fit, nothing dropped as a duplicate)."""
         if not ids or len(payload) > self.max_bytes:
             return
         first, last = ids[0], ids[-1]
@@ -44,7 +43,8 @@ class EntryCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self.bytes -= len(old[1])
-        self._entries[key] = ((producer, first_sequence_id, len(ids), data_bytes), payload)
+        check = (producer, batch.first_sequence_id, len(ids), sum(map(len, batch.payloads)))
+        self._entries[key] = (check, payload)
         self.bytes += len(payload)
         while self.bytes > self.max_bytes:
             _, (_, dropped) = self._entries.popitem(last=False)

@@ -208,7 +208,7 @@ class ProducerCommands:
             kwargs["batching"] = Spec(len(messages), 0, as_sent=True)
         fut = s.commits.submit(p.topic, messages, p.name, kwargs)
         self._send_started()
-        p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut, as_sent))
+        p.receipts.put_nowait((c.sequence_id, c.highest_sequence_id, fut, messages, as_sent))
 
     def _send_started(self) -> None:
         """One more SEND awaits its receipt; at maxPendingSendRequests the connection is not
@@ -231,7 +231,7 @@ class ProducerCommands:
             item = await p.receipts.get()
             if item is None:
                 return
-            seq, highest, fut, as_sent = item
+            seq, highest, fut, messages, as_sent = item
             try:
                 _name, ids = await fut
             except asyncio.CancelledError:
@@ -242,8 +242,7 @@ class ProducerCommands:
                 self._send_done()
                 continue
             if as_sent is not None:
-                payload, first_seq, data_bytes = as_sent
-                self.server.entry_cache.put(p.topic, ids, p.name, first_seq, data_bytes, payload)
+                self.server.entry_cache.put(p.topic, ids, p.name, messages, as_sent)
             first = ids[0]
             mid = MessageId(first.ledger_id, first.entry_id, first.partition)
             self.reply(T.SEND_RECEIPT, "send_receipt", producer_id=p.id, sequence_id=seq,
@@ -267,7 +266,7 @@ class ProducerCommands:
         fut.set_exception(exc)
         fut.exception()   # retrieved: no "never retrieved" warning if the connection ends first
         self._send_started()
-        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut, None))
+        p.receipts.put_nowait((send.sequence_id, send.highest_sequence_id, fut, None, None))
 
     async def on_close_producer(self, cmd, meta, payload):
         c = cmd.close_producer
@@ -315,9 +314,9 @@ def _props(kvs) -> dict | None:
 
 
 def outgoing(meta: api.MessageMetadata, payload: bytes):
-    """A SEND's metadata and payload -> (OutgoingMessages, compression code, batched, what the
-    entry cache keeps of a batch it may: (uncompressed payload, first sequence id, payload
-    bytes of its messages), else None). One
+    """A SEND's metadata and payload -> (OutgoingMessages or a SentBatch, compression code,
+    batched, the uncompressed batch payload if the entry cache may keep it as sent, else None).
+    One
     chunk of a chunked message (uuid, chunk_id) is stored as it came, its piece of the
     compressed payload with the chunk metadata (OutgoingMessage.chunks): the consumer's
     client joins the chunks and decompresses, as with Pulsar's broker."""
@@ -343,7 +342,7 @@ def outgoing(meta: api.MessageMetadata, payload: bytes):
     plain = frames.plain_batch(payload, count, first) if first >= 0 else None
     if plain is not None:
         return SentBatch(plain, first, deliver_at, sv), code, True, \
-            (payload, first, sum(map(len, plain))) if plain.canonical else None
+            payload if plain.canonical else None
     out = []
     for i, (smm, data) in enumerate(frames.split_batch(payload, count)):
         out.append(OutgoingMessage(

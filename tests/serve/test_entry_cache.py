@@ -42,7 +42,7 @@ def test_a_kept_batch_is_byte_for_byte_what_the_columns_give(tmp_path_factory, p
     (batch,) = b.fetch("t", "s", "c", 10_000, whole_batches=True)
     assert frames.columns_payload(batch.columns, batch.size, batch.rec[F_SEQUENCE_ID]) == wire
     cache = EntryCache()
-    cache.put("t", got[1], "p", first, sum(map(len, payloads)), wire)
+    cache.put("t", got[1], "p", SentBatch(plain, first), wire)
     assert cache.payload("t", batch) == wire
     b.close()
 
@@ -56,9 +56,12 @@ class _B:   # what EntryCache.payload reads of a batches.Batch
         self.skip = skip
 
 
+AB = SentBatch([b"ab", b"c"], 0)   # what _B stands for
+
+
 def test_the_cache_checks_what_it_hands_out_and_keeps_its_bytes():
     c = EntryCache(max_bytes=25)
-    c.put("t", BatchIds(1, 0, -1, 2), "p", 0, 3, b"A" * 10)
+    c.put("t", BatchIds(1, 0, -1, 2), "p", AB, b"A" * 10)
     assert c.payload("t", _B(1, 0)) == b"A" * 10
     # another topic, producer, first sequence id, count or payload: not this entry
     for other in (_B(1, 0, producer="q"), _B(1, 0, first=1), _B(1, 0, payloads=[b"abc"]),
@@ -68,15 +71,15 @@ def test_the_cache_checks_what_it_hands_out_and_keeps_its_bytes():
     # an ack set leaves some out: written from the columns
     assert c.payload("t", _B(1, 0, skip={1})) is None
     # a batch split over entries (over maxMessageSize), or with duplicates dropped: not kept
-    c.put("t", [MessageId(1, 5, -1, 0), MessageId(1, 6, -1, 0)], "p", 0, 2, b"B")
-    c.put("t", [MessageId(-1, -1), MessageId(-1, -1)], "p", 0, 2, b"B")
+    c.put("t", [MessageId(1, 5, -1, 0), MessageId(1, 6, -1, 0)], "p", AB, b"B")
+    c.put("t", [MessageId(-1, -1), MessageId(-1, -1)], "p", AB, b"B")
     assert len(c) == 1
     # oldest out first, by bytes
-    c.put("t", BatchIds(1, 1, -1, 2), "p", 0, 3, b"C" * 10)
-    c.put("t", BatchIds(1, 2, -1, 2), "p", 0, 3, b"D" * 10)
+    c.put("t", BatchIds(1, 1, -1, 2), "p", AB, b"C" * 10)
+    c.put("t", BatchIds(1, 2, -1, 2), "p", AB, b"D" * 10)
     assert len(c) == 2 and c.bytes == 20 and c.payload("t", _B(1, 0)) is None
     assert c.payload("t", _B(1, 2)) == b"D" * 10
-    c.put("t", BatchIds(1, 3, -1, 2), "p", 0, 3, b"E" * 26)   # over the whole cache
+    c.put("t", BatchIds(1, 3, -1, 2), "p", AB, b"E" * 26)   # over the whole cache
     assert len(c) == 2
     assert len(EntryCache(0)) == 0
 
