@@ -3,9 +3,6 @@ earlier writes left read with their defaults, and to_stored giving back exactly 
 writers store, so the on-disk format does not change by one byte."""
 from __future__ import annotations
 
-import tarfile
-from pathlib import Path
-
 import pytest
 
 from pulsarctl import compression as comp
@@ -19,8 +16,8 @@ from pulsarctl.entries import (
 from pulsarctl.messages import OutgoingMessage, build_entry
 from pulsarctl.names import parse_topic
 from store import codec
+import old_store
 
-OLD_STORE = Path(__file__).parent.parent / "fixtures" / "store_v0_1_0" / "store.tar.gz"
 
 
 def stored(broker, topic) -> list[tuple[bytes, list]]:
@@ -121,9 +118,7 @@ def test_every_entry_producers_write_round_trips_byte_for_byte(broker, clock):
 
 
 def test_every_entry_of_a_store_written_by_0_1_0_round_trips_byte_for_byte(tmp_path):
-    with tarfile.open(OLD_STORE) as tar:
-        tar.extractall(tmp_path, filter="data")
-    b = Broker(str(tmp_path / "store"))
+    b = Broker(str(old_store.unpack(tmp_path)))
     try:
         def run(ctx):
             out = []

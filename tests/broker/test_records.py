@@ -3,16 +3,14 @@ to_stored gives the very lists and maps the broker wrote before they had names,
 from_stored(to_stored(x)) == x, a shorter list from an older release reads with defaults, and
 every pending record, timer and consumer of a store written by release 0.1.0 reads and writes
 back to the same bytes."""
-import tarfile
-from pathlib import Path
 
 import pytest
 
 from store import codec, keys
 from store.env import Env
 from pulsarctl.broker.records import ACK_TIMEOUT, NACK, Consumer, Pending, Timer
+import old_store
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "store_v0_1_0"
 
 
 # -- pending records ----------------------------------------------------------------------------
@@ -128,9 +126,7 @@ def test_a_short_consumer_record_reads_with_defaults():
 @pytest.fixture(scope="module")
 def old_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("old")
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    env = Env(str(root / "store"), readonly=True, create=False)
+    env = Env(str(old_store.unpack(root)), readonly=True, create=False)
     yield env
     env.close()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import io
-import tarfile
 import tokenize
 from pathlib import Path
 
@@ -20,9 +19,9 @@ from store.env import Env
 from pulsarctl.broker import subscription_state as state
 from pulsarctl.broker.subscription_state import SubscriptionState
 from pulsarctl.messages import OutgoingMessage
+import old_store
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "store_v0_1_0"
 LEASE = 600_000
 FULL = "persistent://public/default/"
 
@@ -173,9 +172,7 @@ def test_a_key_the_record_does_not_know_survives_every_save(broker, clock):
 @pytest.fixture(scope="module")
 def old_cursors(tmp_path_factory):
     root = tmp_path_factory.mktemp("old")
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(root, filter="data")
-    env = Env(str(root / "store"), readonly=True, create=False)
+    env = Env(str(old_store.unpack(root)), readonly=True, create=False)
     with env.read() as txn:
         rows = [(bytes(k[8:]).decode(), bytes(v))
                 for k, v in txn.cursor(db=env.db["cursors"])]

@@ -9,12 +9,11 @@ Regenerate expected.json only with the release that wrote the store:
 PULSARCTL_REGEN_OLD_STORE=1 pytest tests/store/test_old_store.py (at commit 6fedb4f)."""
 import json
 import os
-import tarfile
-from pathlib import Path
 
 import pytest
 
-FIXTURE = Path(__file__).parent.parent / "fixtures" / "store_v0_1_0"
+from old_store import FIXTURE, unpack as unpack_old_store
+
 TOPICS = ["plain", "batched", "zipped", "chunked", "delayed"]
 SUBS = {"plain": ["shared1", "dl", "dl2", "ks"], "batched": ["ex"], "zipped": ["fo", "retry"],
         "chunked": ["chunks"], "delayed": ["later"]}
@@ -50,9 +49,7 @@ def flatten(cmd):
 
 @pytest.fixture
 def old_store(tmp_path, monkeypatch):
-    with tarfile.open(FIXTURE / "store.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    path = tmp_path / "store"
+    path = unpack_old_store(tmp_path)
     monkeypatch.setenv("PULSARCTL_STORE", str(path))
     return path
 
